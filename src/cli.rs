@@ -1,0 +1,283 @@
+//! The command-line model: clap types only, no logic.
+//!
+//! Everything here is plain data that `resolve` turns into domain configuration. This file
+//! must not depend on the rest of the crate so that man pages and completions can be generated
+//! from it alone. Conflicts that OpenClaw reports with its own wording (`--store` with
+//! `--agent`, `--agent` with `--all-agents`) are checked in `resolve`, not by clap, so that the
+//! messages and the exit code match the reference.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Text appended to `--help` and to the man page: the exit codes, in one place.
+pub const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   success (a dry run that would change things is still a success)
+  1   error: bad arguments, unreadable input, an I/O failure
+  2   usage error reported by the argument parser
+  3   refused: the input is unsafe to write (unparsable sessions.json, agent moved to SQLite, …)
+  4   something was skipped because its lock is held by a live process
+  5   refused: the plan would remove more entries than --max-delete allows";
+
+/// Offline maintenance for OpenClaw-style agent session stores.
+///
+/// clawkeeper reads `~/.openclaw/agents/<agentId>/sessions/` (or any `--store` path) with no
+/// gateway running. `cleanup` does what `openclaw sessions cleanup` of OpenClaw 2026.7.1 does;
+/// the transcript commands rewrite `<sessionId>.jsonl` files on disk so that the runtime still
+/// loads them; `inspect` shows where the bytes go.
+#[derive(Debug, Parser)]
+#[command(name = "clawkeeper", version, about, long_about, after_long_help = EXIT_CODES_HELP)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Store maintenance exactly like `openclaw sessions cleanup` (OpenClaw 2026.7.1).
+    ///
+    /// Prunes stale entries, caps the entry count, archives the transcripts of removed entries
+    /// as `.deleted.<timestamp>`, ages out old archives, deletes unreferenced artifacts and
+    /// enforces the disk budget, in OpenClaw's order. With neither `--dry-run` nor `--enforce`
+    /// it follows `session.maintenance.mode` from openclaw.json (default `enforce`).
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Cleanup(CleanupArgs),
+    /// Remove runs of silent `NO_REPLY` assistant replies from transcripts, on disk.
+    ///
+    /// Keeps the first `--keep` replies of each run along every branch and re-parents the
+    /// children of removed entries, so the runtime loads the file and sees the same context
+    /// minus exactly the removed silent replies.
+    #[command(name = "prune-noreply", after_long_help = EXIT_CODES_HELP)]
+    PruneNoreply(PruneNoreplyArgs),
+    /// Replace base64 image blocks outside the recent turns with a short text placeholder.
+    ///
+    /// Images in user and tool-result messages from the start of the `--keep-turns`-th most
+    /// recent completed turn of the active branch onward are kept; every other image block is
+    /// replaced, one block for one block.
+    #[command(name = "strip-images", after_long_help = EXIT_CODES_HELP)]
+    StripImages(StripImagesArgs),
+    /// Compact long transcripts offline, without a model.
+    ///
+    /// Keeps the newest turns verbatim, summarises everything before them deterministically and
+    /// appends a `compaction` entry that the runtime honours on its next turn.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Compact(CompactArgs),
+    /// Show what is in a store, where the bytes go, and what each command would reclaim.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Inspect(InspectArgs),
+    /// Print a shell completion script to stdout.
+    Completions(CompletionsArgs),
+}
+
+/// Which store(s) to work on. Shared by every subcommand.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
+    /// Path to a sessions.json store (`~` and `{agentId}` are expanded).
+    #[arg(long, value_name = "PATH")]
+    pub store: Option<String>,
+    /// One configured agent, by id (store under the state dir).
+    #[arg(long, value_name = "ID")]
+    pub agent: Option<String>,
+    /// Every configured agent's store under the state dir.
+    #[arg(long)]
+    pub all_agents: bool,
+    /// openclaw.json to read (JSON5); default `$OPENCLAW_CONFIG_PATH`, else `<state dir>/openclaw.json`.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+/// Preview or apply, and how to report.
+#[derive(Debug, Clone, Args)]
+pub struct ModeArgs {
+    /// Preview only: never write, rename or delete anything.
+    #[arg(long, conflicts_with = "enforce")]
+    pub dry_run: bool,
+    /// Apply the changes.
+    #[arg(long)]
+    pub enforce: bool,
+    /// Print one JSON document on stdout instead of the human report.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bars and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Wait up to this long (e.g. `30s`) for a transcript lock held by a live process.
+    #[arg(long, value_name = "DURATION")]
+    pub wait_lock: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CleanupArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    /// Remove entries whose transcript file is missing.
+    #[arg(long)]
+    pub fix_missing: bool,
+    /// With `session.dmScope` = `main`, retire stale per-peer direct-message session keys.
+    #[arg(long)]
+    pub fix_dm_scope: bool,
+    /// Never prune, cap or evict this session key.
+    #[arg(long, value_name = "KEY")]
+    pub active_key: Option<String>,
+    /// Override `session.maintenance.pruneAfter` (duration, e.g. `30d`; a bare number is days).
+    #[arg(long, value_name = "DURATION")]
+    pub prune_after: Option<String>,
+    /// Override `session.maintenance.maxEntries`.
+    #[arg(long, value_name = "N")]
+    pub max_entries: Option<u64>,
+    /// Override `session.maintenance.resetArchiveRetention` (duration, or `false` to disable).
+    #[arg(long, value_name = "DURATION")]
+    pub reset_archive_retention: Option<String>,
+    /// Override `session.maintenance.maxDiskBytes` (size, e.g. `500mb`; binary units).
+    #[arg(long, value_name = "SIZE")]
+    pub max_disk: Option<String>,
+    /// Override `session.maintenance.highWaterBytes` (size).
+    #[arg(long, value_name = "SIZE")]
+    pub high_water: Option<String>,
+    /// Refuse to apply a plan that removes more than N entries, or more than P% (e.g. `10%`).
+    #[arg(long, value_name = "N|P%")]
+    pub max_delete: Option<String>,
+}
+
+/// Which transcripts a transcript command works on.
+#[derive(Debug, Clone, Args)]
+pub struct TranscriptTargetArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// One transcript file, no store.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["store", "agent", "all_agents"])]
+    pub transcript: Option<PathBuf>,
+    /// Only the transcript of this session key of the store.
+    #[arg(long, value_name = "KEY")]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PruneNoreplyArgs {
+    #[command(flatten)]
+    pub targets: TranscriptTargetArgs,
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    /// Keep the first N silent replies of each run (0 removes them all).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub keep: usize,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct StripImagesArgs {
+    #[command(flatten)]
+    pub targets: TranscriptTargetArgs,
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    /// Keep images from the start of the N-th most recent completed turn onward.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub keep_turns: usize,
+}
+
+/// Token counting for `compact` and `inspect`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Tokenizer {
+    /// The runtime's own estimate: characters / 4 in UTF-16 units.
+    Heuristic,
+    /// Real BPE tokens, o200k_base vocabulary.
+    O200k,
+    /// Real BPE tokens, cl100k_base vocabulary.
+    Cl100k,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    pub targets: TranscriptTargetArgs,
+    #[command(flatten)]
+    pub mode: ModeArgs,
+    /// Keep at least this many tokens of the newest context verbatim.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub keep_recent_tokens: u64,
+    /// Leave transcripts whose estimated context is not above N (default: the keep-recent budget).
+    #[arg(long, value_name = "N")]
+    pub min_tokens: Option<u64>,
+    /// How to count tokens.
+    #[arg(long, value_enum, default_value_t = Tokenizer::Heuristic)]
+    pub tokenizer: Tokenizer,
+    /// Write a successor transcript and point the store entry at it (needs a store target).
+    #[arg(long)]
+    pub successor: bool,
+    /// Pipe the messages to summarise, as JSON, to this shell command and use its stdout.
+    #[arg(long, value_name = "CMD")]
+    pub summarizer: Option<String>,
+    /// Give up on `--summarizer` after this long (then the built-in summary is used).
+    #[arg(long, value_name = "DURATION", default_value = "120s")]
+    pub summarizer_timeout: String,
+}
+
+/// Sort order for inspect's per-session table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InspectSort {
+    Bytes,
+    Age,
+    Tokens,
+    Images,
+    Key,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InspectArgs {
+    #[command(flatten)]
+    pub targets: TranscriptTargetArgs,
+    /// Print one JSON document on stdout instead of the human report.
+    #[arg(long)]
+    pub json: bool,
+    /// No progress bars and no notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Only sessions not updated for this long (e.g. `7d`).
+    #[arg(long, value_name = "DURATION")]
+    pub older_than: Option<String>,
+    /// Only sessions whose transcript is larger than this (e.g. `10mb`).
+    #[arg(long, value_name = "SIZE")]
+    pub larger_than: Option<String>,
+    /// Only sessions of this kind (main, direct, group, channel, thread, topic, cron, cron-run,
+    /// subagent, heartbeat, hook, acp, model-run, other).
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
+    /// Sort the per-session table.
+    #[arg(long, value_enum, default_value_t = InspectSort::Bytes)]
+    pub sort: InspectSort,
+    /// Show at most N sessions in the per-session table (0 = all).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub limit: usize,
+    /// Use real BPE tokens for the context estimates.
+    #[arg(long, value_enum, default_value_t = Tokenizer::Heuristic)]
+    pub tokenizer: Tokenizer,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Powershell,
+    Elvish,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CompletionsArgs {
+    /// The shell to generate completions for.
+    #[arg(value_enum)]
+    pub shell: Shell,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn verify_cli() {
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,24 @@
+//! One file per subcommand; this module holds the single dispatch `match`.
+
+mod completions;
+
+use anyhow::{Result, bail};
+
+use crate::cli::{Cli, Command};
+use crate::exit::Exit;
+
+/// Run the parsed command line.
+pub fn run(cli: &Cli) -> Result<Exit> {
+    match &cli.command {
+        Command::Cleanup(_) => not_yet("cleanup"),
+        Command::PruneNoreply(_) => not_yet("prune-noreply"),
+        Command::StripImages(_) => not_yet("strip-images"),
+        Command::Compact(_) => not_yet("compact"),
+        Command::Inspect(_) => not_yet("inspect"),
+        Command::Completions(args) => completions::run(args),
+    }
+}
+
+fn not_yet(name: &str) -> Result<Exit> {
+    bail!("`{name}` is not available yet in this build of clawkeeper")
+}

@@ -1,0 +1,269 @@
+//! The only module that writes, renames or deletes files.
+//!
+//! Rules it enforces for every caller:
+//! - writes are atomic: a temp file in the same directory, fsync, rename over the target, fsync
+//!   the directory; a crash leaves either the old or the new file, never half of one;
+//! - everything happens inside one confined directory (`Confined`), directly in it, never
+//!   through a symlink, and only regular files are ever removed or replaced;
+//! - the mode of a replaced file is kept (new files get the mode the caller asks for).
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+
+/// A directory that all mutations are confined to (a store's sessions directory).
+#[derive(Debug, Clone)]
+pub struct Confined {
+    root: PathBuf,
+}
+
+impl Confined {
+    /// Confine mutations to `dir`. The directory itself must exist and not be a symlink.
+    pub fn new(dir: &Path) -> Result<Confined> {
+        let meta = fs::symlink_metadata(dir)
+            .with_context(|| format!("cannot read directory {}", dir.display()))?;
+        if meta.file_type().is_symlink() {
+            // The directory may legitimately be reached through a symlinked parent; resolve it
+            // once here, after which nothing below it is followed.
+            let real = fs::canonicalize(dir)
+                .with_context(|| format!("cannot resolve {}", dir.display()))?;
+            return Ok(Confined { root: real });
+        }
+        if !meta.is_dir() {
+            bail!("{} is not a directory", dir.display());
+        }
+        let root =
+            fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
+        Ok(Confined { root })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The path of `name` directly inside the confined directory, if `path` names such a file:
+    /// its parent must canonicalise to the root and its last component must be a plain name.
+    pub fn check(&self, path: &Path) -> Result<PathBuf> {
+        let name = path
+            .file_name()
+            .with_context(|| format!("{} has no file name", path.display()))?;
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let parent = fs::canonicalize(parent)
+            .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
+        if parent != self.root {
+            bail!(
+                "refusing to touch {}: it is outside {}",
+                path.display(),
+                self.root.display()
+            );
+        }
+        Ok(self.root.join(name))
+    }
+
+    /// Remove a regular file directly inside the root. Symlinks and anything that is not a
+    /// regular file are refused. Returns the size of the removed file.
+    pub fn remove_file(&self, path: &Path) -> Result<u64> {
+        let path = self.check(path)?;
+        let meta = fs::symlink_metadata(&path)
+            .with_context(|| format!("cannot stat {}", path.display()))?;
+        if !meta.file_type().is_file() {
+            bail!("refusing to remove {}: not a regular file", path.display());
+        }
+        fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+        Ok(meta.len())
+    }
+
+    /// Rename a regular file to a new name in the same directory. The target must not exist.
+    pub fn rename_new(&self, from: &Path, to: &Path) -> Result<()> {
+        let from = self.check(from)?;
+        let to = self.check(to)?;
+        let meta = fs::symlink_metadata(&from)
+            .with_context(|| format!("cannot stat {}", from.display()))?;
+        if !meta.file_type().is_file() {
+            bail!("refusing to rename {}: not a regular file", from.display());
+        }
+        if fs::symlink_metadata(&to).is_ok() {
+            bail!(
+                "refusing to rename {} over existing {}",
+                from.display(),
+                to.display()
+            );
+        }
+        fs::rename(&from, &to)
+            .with_context(|| format!("cannot rename {} to {}", from.display(), to.display()))?;
+        sync_dir(&self.root)
+    }
+
+    /// Atomically replace (or create) `path` with what `fill` writes. An existing target must
+    /// be a regular file (not a symlink); its mode is kept, else `new_mode` is used.
+    pub fn write_atomic(
+        &self,
+        path: &Path,
+        new_mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
+        let path = self.check(path)?;
+        let mode = match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_file() => m.mode() & 0o7777,
+            Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => new_mode,
+            Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
+        };
+        let tmp = temp_path(&path);
+        let result = (|| -> Result<()> {
+            let file = OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&tmp)
+                .with_context(|| format!("cannot create {}", tmp.display()))?;
+            let mut w = BufWriter::with_capacity(1 << 20, file);
+            fill(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
+            let file = w
+                .into_inner()
+                .map_err(|e| e.into_error())
+                .with_context(|| format!("cannot write {}", tmp.display()))?;
+            // create_new's mode is filtered by the umask; set it exactly.
+            file.set_permissions(fs::Permissions::from_mode(mode))
+                .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
+            file.sync_all()
+                .with_context(|| format!("cannot sync {}", tmp.display()))?;
+            fs::rename(&tmp, &path).with_context(|| {
+                format!("cannot rename {} to {}", tmp.display(), path.display())
+            })?;
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        result?;
+        sync_dir(&self.root)
+    }
+}
+
+/// A temp name beside `path` that OpenClaw's own sweep recognises as a store temp when `path`
+/// is a store (`<name>.<pid>.<uuid>.tmp`), and that is unique per process and call.
+pub fn temp_path(path: &Path) -> PathBuf {
+    let mut name: OsString = path.file_name().unwrap_or_default().to_owned();
+    name.push(format!(".{}.{}.tmp", std::process::id(), random_uuid()));
+    path.with_file_name(name)
+}
+
+/// A random version-4 UUID in its canonical text form.
+pub fn random_uuid() -> String {
+    let mut b = [0u8; 16];
+    if File::open("/dev/urandom")
+        .and_then(|mut f| io::Read::read_exact(&mut f, &mut b))
+        .is_err()
+    {
+        // Fall back to time and pid mixing; uniqueness per call is what matters here.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let mix = t ^ (u128::from(std::process::id()) << 64);
+        b = mix.to_le_bytes();
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// fsync a directory so that a rename in it is durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("cannot sync directory {}", dir.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    #[test]
+    fn write_atomic_creates_and_keeps_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let p = dir.path().join("a.json");
+        c.write_atomic(&p, 0o600, |w| w.write_all(b"one")).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"one");
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o640)).unwrap();
+        c.write_atomic(&p, 0o600, |w| w.write_all(b"two")).unwrap();
+        assert_eq!(fs::read(&p).unwrap(), b"two");
+        assert_eq!(fs::metadata(&p).unwrap().mode() & 0o777, 0o640);
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+    }
+
+    #[test]
+    fn failed_fill_leaves_the_old_file_and_no_temp() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let p = dir.path().join("a.json");
+        fs::write(&p, b"old").unwrap();
+        let err = c.write_atomic(&p, 0o600, |w| {
+            w.write_all(b"partial")?;
+            Err(io::Error::other("boom"))
+        });
+        assert!(err.is_err());
+        assert_eq!(fs::read(&p).unwrap(), b"old");
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn symlinks_and_outside_paths_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        fs::write(&victim, b"keep").unwrap();
+        let link = dir.path().join("link.jsonl");
+        symlink(&victim, &link).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        assert!(c.remove_file(&link).is_err());
+        assert!(c.write_atomic(&link, 0o600, |w| w.write_all(b"x")).is_err());
+        assert!(c.remove_file(&victim).is_err());
+        assert!(c.remove_file(&dir.path().join("..").join("x")).is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"keep");
+        assert!(
+            fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+
+    #[test]
+    fn rename_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let a = dir.path().join("a");
+        let b = dir.path().join("b");
+        fs::write(&a, b"a").unwrap();
+        fs::write(&b, b"b").unwrap();
+        assert!(c.rename_new(&a, &b).is_err());
+        assert_eq!(fs::read(&b).unwrap(), b"b");
+        fs::remove_file(&b).unwrap();
+        c.rename_new(&a, &b).unwrap();
+        assert_eq!(fs::read(&b).unwrap(), b"a");
+    }
+}

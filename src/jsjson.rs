@@ -1,0 +1,318 @@
+//! JSON exactly as JavaScript's `JSON.parse` / `JSON.stringify` see it.
+//!
+//! OpenClaw writes `sessions.json` with `JSON.stringify(store, null, 2)` and transcript lines
+//! with `JSON.stringify(entry)`. To write the same bytes we parse into `serde_json::Value`
+//! (built with `preserve_order`, so objects keep insertion order, and `arbitrary_precision`, so
+//! numbers keep their source text until we format them) and serialise with our own writer:
+//!
+//! - numbers are formatted as JavaScript's `Number.prototype.toString` does (shortest
+//!   round-trip digits, `1e+21`, `1.5e-7`, no `.0`, `-0` as `0`);
+//! - strings are escaped as `JSON.stringify` does: only `"`, `\` and control characters, with
+//!   the `\b\f\n\r\t` shortcuts and lowercase `\u00xx` for the rest; non-ASCII stays raw;
+//! - object keys follow JavaScript's property order: integer-like keys ("array indices") first
+//!   in ascending numeric order, then the others in insertion order (`normalize_key_order`).
+//!
+//! What it does not cover: lone surrogate escapes (`"\ud800"`), which `JSON.parse` accepts but
+//! a Rust string cannot hold. `parse` rejects them; callers treat that as unparsable input.
+
+use std::fmt::Write as _;
+
+use serde_json::{Map, Value};
+
+/// Parse JSON text as `JSON.parse` would, then apply JavaScript's object key order.
+pub fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
+    let mut v: Value = serde_json::from_slice(bytes)?;
+    normalize_key_order(&mut v);
+    Ok(v)
+}
+
+/// `JSON.stringify(v, null, 2)`.
+pub fn to_string_pretty(v: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, v, Some(2), 0);
+    out
+}
+
+/// `JSON.stringify(v)`.
+pub fn to_string_compact(v: &Value) -> String {
+    let mut out = String::new();
+    write_value(&mut out, v, None, 0);
+    out
+}
+
+/// Byte length of the `"key": value` member as it appears at `level` inside a
+/// `JSON.stringify(…, null, 2)` document, indentation of its first line included.
+pub fn pretty_member_len(key: &str, v: &Value, level: usize) -> usize {
+    let mut out = " ".repeat(2 * level);
+    write_string(&mut out, key);
+    out.push_str(": ");
+    write_value(&mut out, v, Some(2), level);
+    out.len()
+}
+
+/// Serialise `v` into `out`. `indent` is the indent unit (None = compact), `level` the depth of
+/// `v` itself (its closing bracket is indented by `level` units).
+pub fn write_value(out: &mut String, v: &Value, indent: Option<usize>, level: usize) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            if items.is_empty() {
+                out.push_str("[]");
+                return;
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_indent(out, indent, level + 1);
+                write_value(out, item, indent, level + 1);
+            }
+            push_indent(out, indent, level);
+            out.push(']');
+        }
+        Value::Object(map) => {
+            if map.is_empty() {
+                out.push_str("{}");
+                return;
+            }
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                push_indent(out, indent, level + 1);
+                write_string(out, k);
+                out.push(':');
+                if indent.is_some() {
+                    out.push(' ');
+                }
+                write_value(out, item, indent, level + 1);
+            }
+            push_indent(out, indent, level);
+            out.push('}');
+        }
+    }
+}
+
+fn push_indent(out: &mut String, indent: Option<usize>, level: usize) {
+    if let Some(unit) = indent {
+        out.push('\n');
+        for _ in 0..unit * level {
+            out.push(' ');
+        }
+    }
+}
+
+/// A JSON string literal as `JSON.stringify` writes it.
+pub fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: Option<&str> = match b {
+            b'"' => Some("\\\""),
+            b'\\' => Some("\\\\"),
+            0x08 => Some("\\b"),
+            0x0c => Some("\\f"),
+            b'\n' => Some("\\n"),
+            b'\r' => Some("\\r"),
+            b'\t' => Some("\\t"),
+            0..=0x1f => None,
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        match esc {
+            Some(e) => out.push_str(e),
+            None => {
+                let _ = write!(out, "\\u{:04x}", b);
+            }
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+fn write_number(out: &mut String, n: &serde_json::Number) {
+    // With arbitrary_precision the number keeps its source text; JavaScript holds it as f64.
+    match n.as_f64() {
+        Some(f) if f.is_finite() => out.push_str(&js_number(f)),
+        _ => out.push_str("null"),
+    }
+}
+
+/// `Number.prototype.toString()` for a finite f64 (ECMA-262 Number::toString, radix 10).
+pub fn js_number(f: f64) -> String {
+    if f == 0.0 {
+        return "0".to_string();
+    }
+    if f.is_nan() {
+        return "NaN".to_string();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
+    }
+    // Rust's `{:e}` prints the shortest round-trip digits: "1.2345e-7", "5e0".
+    let sci = format!("{:e}", f.abs());
+    let (mantissa, exp) = sci
+        .split_once('e')
+        .expect("LowerExp always has an exponent");
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let k = digits.len() as i32;
+    let n = exp.parse::<i32>().expect("LowerExp exponent is an integer") + 1;
+    let mut out = String::new();
+    if f < 0.0 {
+        out.push('-');
+    }
+    if k <= n && n <= 21 {
+        out.push_str(&digits);
+        out.extend(std::iter::repeat_n('0', (n - k) as usize));
+    } else if 0 < n && n <= 21 {
+        out.push_str(&digits[..n as usize]);
+        out.push('.');
+        out.push_str(&digits[n as usize..]);
+    } else if -6 < n && n <= 0 {
+        out.push_str("0.");
+        out.extend(std::iter::repeat_n('0', (-n) as usize));
+        out.push_str(&digits);
+    } else {
+        out.push_str(&digits[..1]);
+        if k > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        let e = n - 1;
+        let _ = write!(out, "e{}{}", if e >= 0 { "+" } else { "-" }, e.abs());
+    }
+    out
+}
+
+/// Whether JavaScript treats `key` as an array index (ordered first, ascending).
+pub fn is_array_index(key: &str) -> bool {
+    let b = key.as_bytes();
+    if b.is_empty() || b.len() > 10 || !b.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    if b.len() > 1 && b[0] == b'0' {
+        return false;
+    }
+    key.parse::<u64>().is_ok_and(|n| n < u64::from(u32::MAX))
+}
+
+/// Reorder every object in `v` the way a JavaScript object enumerates its keys.
+pub fn normalize_key_order(v: &mut Value) {
+    match v {
+        Value::Array(items) => items.iter_mut().for_each(normalize_key_order),
+        Value::Object(map) => {
+            map.values_mut().for_each(normalize_key_order);
+            sort_object_keys(map);
+        }
+        _ => {}
+    }
+}
+
+/// Reorder one object's keys (not recursively) into JavaScript enumeration order.
+pub fn sort_object_keys(map: &mut Map<String, Value>) {
+    if !map.keys().any(|k| is_array_index(k)) {
+        return;
+    }
+    let old = std::mem::take(map);
+    let (mut idx, rest): (Vec<_>, Vec<_>) = old.into_iter().partition(|(k, _)| is_array_index(k));
+    idx.sort_by_key(|(k, _)| k.parse::<u64>().unwrap_or(0));
+    map.extend(idx);
+    map.extend(rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_format_like_javascript() {
+        let cases: &[(f64, &str)] = &[
+            (0.0, "0"),
+            (-0.0, "0"),
+            (1.0, "1"),
+            (-1.5, "-1.5"),
+            (100.0, "100"),
+            (1e21, "1e+21"),
+            (1.5e21, "1.5e+21"),
+            (123456789012345680000.0, "123456789012345680000"),
+            (1e-6, "0.000001"),
+            (1e-7, "1e-7"),
+            (1.25e-7, "1.25e-7"),
+            (0.1, "0.1"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (1776000000000.0, "1776000000000"),
+            (9007199254740993.0, "9007199254740992"),
+            (5e-324, "5e-324"),
+            (1.7976931348623157e308, "1.7976931348623157e+308"),
+        ];
+        for (f, want) in cases {
+            assert_eq!(js_number(*f), *want, "formatting {f:e}");
+        }
+    }
+
+    #[test]
+    fn number_text_is_reformatted_as_javascript_holds_it() {
+        let v = parse(br#"[1.50, 1e2, 12345678901234567890, -0, 2.0E-7, 0.000001]"#).unwrap();
+        assert_eq!(
+            to_string_compact(&v),
+            "[1.5,100,12345678901234567000,0,2e-7,0.000001]"
+        );
+    }
+
+    #[test]
+    fn strings_escape_like_json_stringify() {
+        let v = Value::String("a\"b\\c\u{8}\u{c}\n\r\t\u{1}\u{1f}\u{7f}é😀\u{2028}/".into());
+        assert_eq!(
+            to_string_compact(&v),
+            "\"a\\\"b\\\\c\\b\\f\\n\\r\\t\\u0001\\u001f\u{7f}é😀\u{2028}/\""
+        );
+        let v = parse(br#""\u0041\/\u00e9""#).unwrap();
+        assert_eq!(to_string_compact(&v), "\"A/é\"");
+    }
+
+    #[test]
+    fn pretty_matches_json_stringify_layout() {
+        let v = parse(br#"{"a":{},"b":[],"c":[1,{"d":null}],"e":{"f":true}}"#).unwrap();
+        assert_eq!(
+            to_string_pretty(&v),
+            "{\n  \"a\": {},\n  \"b\": [],\n  \"c\": [\n    1,\n    {\n      \"d\": null\n    }\n  ],\n  \"e\": {\n    \"f\": true\n  }\n}"
+        );
+        assert_eq!(to_string_pretty(&Value::Object(Map::new())), "{}");
+    }
+
+    #[test]
+    fn integer_like_keys_come_first_in_ascending_order() {
+        let v = parse(br#"{"b":1,"10":2,"a":3,"2":4,"01":5,"-1":6,"4294967295":7,"4294967294":8}"#)
+            .unwrap();
+        assert_eq!(
+            to_string_compact(&v),
+            r#"{"2":4,"10":2,"4294967294":8,"b":1,"a":3,"01":5,"-1":6,"4294967295":7}"#
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_keep_first_position_and_last_value() {
+        let v = parse(br#"{"a":1,"b":2,"a":3}"#).unwrap();
+        assert_eq!(to_string_compact(&v), r#"{"a":3,"b":2}"#);
+    }
+
+    #[test]
+    fn member_length_matches_the_pretty_document() {
+        let v = parse(br#"{"k":{"x":[1,2],"y":"z"}}"#).unwrap();
+        let doc = to_string_pretty(&v);
+        // "{\n" + member + "\n}"
+        assert_eq!(pretty_member_len("k", &v["k"], 1), doc.len() - 4);
+    }
+
+    #[test]
+    fn lone_surrogates_are_rejected() {
+        assert!(parse(br#""\ud800""#).is_err());
+    }
+}

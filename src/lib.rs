@@ -1,0 +1,11 @@
+//! clawkeeper: offline maintenance for OpenClaw-style agent session stores.
+//!
+//! Layers, data flowing down only: `cli` (clap types) → `cmd` (one file per subcommand:
+//! resolve, plan, render or apply) → domain modules (`jsjson`, `fsutil`, …), which never import
+//! clap, indicatif or comfy-table.
+
+pub mod cli;
+pub mod cmd;
+pub mod exit;
+pub mod fsutil;
+pub mod jsjson;
