@@ -9,3 +9,4 @@ pub mod cmd;
 pub mod exit;
 pub mod fsutil;
 pub mod jsjson;
+pub mod manpages;
