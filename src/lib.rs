@@ -10,3 +10,4 @@ pub mod exit;
 pub mod fsutil;
 pub mod jsjson;
 pub mod manpages;
+pub mod progress;
