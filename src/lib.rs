@@ -8,4 +8,7 @@ pub mod cli;
 pub mod cmd;
 pub mod exit;
 pub mod fsutil;
+pub mod images;
 pub mod jsjson;
+pub mod noreply;
+pub mod transcript;
