@@ -21,6 +21,7 @@
 //! The planners live beside this module: `crate::noreply` (silent-reply runs) and
 //! `crate::images` (image stripping).
 
+pub mod job;
 pub mod probe;
 pub mod rewrite;
 pub mod tree;
