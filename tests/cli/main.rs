@@ -3,4 +3,5 @@
 mod generator;
 mod model;
 mod transcript;
+mod transcript_safety;
 mod util;
