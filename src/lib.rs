@@ -9,6 +9,7 @@ pub mod cmd;
 pub mod exit;
 pub mod fsutil;
 pub mod images;
+pub mod isotime;
 pub mod jsjson;
 pub mod noreply;
 pub mod transcript;

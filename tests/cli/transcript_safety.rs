@@ -83,7 +83,7 @@ fn live_lock_skips_the_file_with_exit_4() {
     let lock = format!(
         "{{\n  \"pid\": {},\n  \"createdAt\": \"{}\"\n}}\n",
         std::process::id(),
-        clawkeeper::fsutil::lock::iso_now()
+        clawkeeper::isotime::iso_now()
     );
     env.write("t.jsonl.lock", lock.as_bytes());
     let (code, v) = env.run_json(&[
