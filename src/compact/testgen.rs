@@ -135,3 +135,105 @@ pub fn case_count(default: usize) -> usize {
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
+
+/// Builds a linear active path of entries with ids `e0001`, `e0002`, ….
+pub struct PathBuilder {
+    pub entries: Vec<Value>,
+    ts: u64,
+    calls: u64,
+}
+
+impl Default for PathBuilder {
+    fn default() -> Self {
+        PathBuilder {
+            entries: Vec::new(),
+            ts: 1_772_442_000_000,
+            calls: 0,
+        }
+    }
+}
+
+impl PathBuilder {
+    pub fn next_id(&self) -> String {
+        format!("e{:04}", self.entries.len() + 1)
+    }
+    fn iso(&self) -> String {
+        // 2026-03-02T09:00:00.000Z plus seconds elapsed; good enough for ordering.
+        let secs = (self.ts - 1_772_442_000_000) / 1000;
+        let (h, m, s) = (9 + secs / 3600, (secs / 60) % 60, secs % 60);
+        format!("2026-03-02T{:02}:{:02}:{:02}.000Z", h % 24, m, s)
+    }
+    /// Append an entry of `kind` with extra fields; returns its id.
+    pub fn push(&mut self, kind: &str, fields: Value) -> String {
+        self.ts += 1000;
+        let id = self.next_id();
+        let parent = self
+            .entries
+            .last()
+            .and_then(|e| e.get("id"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let mut e = json!({"type": kind, "id": id, "parentId": parent, "timestamp": self.iso()});
+        if let Value::Object(extra) = fields {
+            e.as_object_mut().unwrap().extend(extra);
+        }
+        self.entries.push(e);
+        id
+    }
+    pub fn message(&mut self, mut message: Value) -> String {
+        message["timestamp"] = json!(self.ts + 1000);
+        self.push("message", json!({ "message": message }))
+    }
+    pub fn user(&mut self, text: &str) -> String {
+        self.message(json!({"role":"user","content":text}))
+    }
+    pub fn assistant_text(&mut self, text: &str) -> String {
+        self.message(
+            json!({"role":"assistant","content":[{"type":"text","text":text}],"stopReason":"stop"}),
+        )
+    }
+    /// An assistant tool call followed by its result; returns the assistant's id.
+    pub fn tool_round(&mut self, name: &str, args: Value, result: &str, is_error: bool) -> String {
+        self.calls += 1;
+        let call = format!("call_{}", self.calls);
+        let id = self.message(json!({"role":"assistant","content":[
+            {"type":"toolCall","id":call,"name":name,"arguments":args}],"stopReason":"toolUse"}));
+        self.message(
+            json!({"role":"toolResult","toolCallId":call,"toolName":name,
+            "content":[{"type":"text","text":result}],"isError":is_error}),
+        );
+        id
+    }
+    /// A random session: `turns` user turns with tool rounds, images, settings entries.
+    pub fn random(rng: &mut Rng, turns: usize) -> PathBuilder {
+        let mut b = PathBuilder::default();
+        b.push(
+            "model_change",
+            json!({"provider":"anthropic","modelId":"claude"}),
+        );
+        for t in 0..turns {
+            if rng.chance(10) {
+                b.push(
+                    "custom",
+                    json!({"customType":"openclaw.cache-ttl","data":{}}),
+                );
+            }
+            if rng.chance(20) {
+                b.message(json!({"role":"user","content":[{"type":"text","text":format!("turn {t}: look")},
+                    {"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}]}));
+            } else {
+                let text = format!("turn {t}: {}", rng.text(200));
+                b.user(&text);
+            }
+            for _ in 0..rng.below(4) {
+                let name = ["read", "write", "edit", "exec"][rng.below(4) as usize];
+                let path = format!("src/file{}.rs", rng.below(12));
+                let out = rng.text(600);
+                b.tool_round(name, json!({"path": path}), &out, rng.chance(15));
+            }
+            let reply = rng.text(300);
+            b.assistant_text(&reply);
+        }
+        b
+    }
+}
