@@ -147,7 +147,7 @@ fn generated_paths_respect_all_constraints() {
                     .map_or(path.len(), |(i, _)| i);
                 let tail: u64 = path[second_user..]
                     .iter()
-                    .filter_map(|e| crate::compact::context_message(e))
+                    .filter_map(crate::compact::context_message)
                     .map(|m| est().message_tokens(&m))
                     .sum();
                 assert!(tail < keep, "case {case}");
