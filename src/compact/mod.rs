@@ -11,6 +11,7 @@ mod testgen;
 
 pub use estimate::{ContextEstimate, Estimator, TokenCounter};
 
+pub mod classify;
 pub mod cut;
 
 use std::borrow::Cow;
