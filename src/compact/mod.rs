@@ -13,6 +13,7 @@ pub use estimate::{ContextEstimate, Estimator, TokenCounter};
 
 pub mod classify;
 pub mod cut;
+pub mod entry;
 pub mod summary;
 
 use std::borrow::Cow;
