@@ -14,6 +14,7 @@ pub use estimate::{ContextEstimate, Estimator, TokenCounter};
 pub mod classify;
 pub mod cut;
 pub mod entry;
+pub mod external;
 pub mod successor;
 pub mod summary;
 
