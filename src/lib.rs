@@ -9,4 +9,7 @@ pub mod cmd;
 pub mod compact;
 pub mod exit;
 pub mod fsutil;
+pub mod images;
 pub mod jsjson;
+pub mod noreply;
+pub mod transcript;

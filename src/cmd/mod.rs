@@ -1,6 +1,9 @@
 //! One file per subcommand; this module holds the single dispatch `match`.
 
 mod completions;
+mod prune_noreply;
+mod strip_images;
+pub mod transcripts;
 
 use anyhow::{Result, bail};
 
@@ -11,8 +14,8 @@ use crate::exit::Exit;
 pub fn run(cli: &Cli) -> Result<Exit> {
     match &cli.command {
         Command::Cleanup(_) => not_yet("cleanup"),
-        Command::PruneNoreply(_) => not_yet("prune-noreply"),
-        Command::StripImages(_) => not_yet("strip-images"),
+        Command::PruneNoreply(args) => prune_noreply::run(args),
+        Command::StripImages(args) => strip_images::run(args),
         Command::Compact(_) => not_yet("compact"),
         Command::Inspect(_) => not_yet("inspect"),
         Command::Completions(args) => completions::run(args),

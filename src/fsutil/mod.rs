@@ -13,6 +13,8 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+pub mod lock;
+
 use anyhow::{Context, Result, bail};
 
 /// A directory that all mutations are confined to (a store's sessions directory).
@@ -109,6 +111,24 @@ impl Confined {
         new_mode: u32,
         fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<()> {
+        self.replace_verified(
+            path,
+            new_mode,
+            |w| fill(w).map_err(anyhow::Error::from),
+            |_| Ok(()),
+        )
+    }
+
+    /// Like [`Confined::write_atomic`], but `fill` may return a value, and `verify` runs after
+    /// the temp file is complete and synced and before the rename: when either fails, the temp
+    /// file is removed and the target is left exactly as it was.
+    pub fn replace_verified<T>(
+        &self,
+        path: &Path,
+        new_mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+        verify: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<T> {
         let path = self.check(path)?;
         let mode = match fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_file() => m.mode() & 0o7777,
@@ -117,7 +137,7 @@ impl Confined {
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
         };
         let tmp = temp_path(&path);
-        let result = (|| -> Result<()> {
+        let result = (|| -> Result<T> {
             let file = OpenOptions::new()
                 .write(true)
                 .create_new(true)
@@ -125,7 +145,7 @@ impl Confined {
                 .open(&tmp)
                 .with_context(|| format!("cannot create {}", tmp.display()))?;
             let mut w = BufWriter::with_capacity(1 << 20, file);
-            fill(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
+            let value = fill(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
             let file = w
                 .into_inner()
                 .map_err(|e| e.into_error())
@@ -135,16 +155,18 @@ impl Confined {
                 .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
             file.sync_all()
                 .with_context(|| format!("cannot sync {}", tmp.display()))?;
+            verify(&value)?;
             fs::rename(&tmp, &path).with_context(|| {
                 format!("cannot rename {} to {}", tmp.display(), path.display())
             })?;
-            Ok(())
+            Ok(value)
         })();
         if result.is_err() {
             let _ = fs::remove_file(&tmp);
         }
-        result?;
-        sync_dir(&self.root)
+        let value = result?;
+        sync_dir(&self.root)?;
+        Ok(value)
     }
 }
 

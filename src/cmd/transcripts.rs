@@ -1,0 +1,305 @@
+//! What the transcript commands share: turning target flags into transcript files, running a
+//! planner over them in parallel, and the report (human table or `--json`) with the exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use comfy_table::{Cell, Table, presets};
+use humansize::{BINARY, format_size};
+use rayon::prelude::*;
+use serde_json::{Map, Value, json};
+
+use crate::cli::{ModeArgs, TranscriptTargetArgs};
+use crate::exit::Exit;
+use crate::fsutil::Confined;
+use crate::transcript::job::{self, Mode, Options, Outcome, Planner, Status};
+
+/// One transcript to process.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub path: PathBuf,
+    /// The store entry it belongs to, when it came from a store.
+    pub session_key: Option<String>,
+    /// The directory all writes are confined to.
+    pub dir: PathBuf,
+}
+
+/// Targets, plus outcomes for targets that were skipped while resolving (missing files, …).
+pub struct Resolved {
+    pub targets: Vec<Target>,
+    pub skipped: Vec<(Outcome, Option<String>)>,
+}
+
+/// Resolve `--transcript` / `--store` / `--agent` / `--all-agents` (+ `--session`).
+pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
+    if let Some(file) = &args.transcript {
+        if args.session.is_some() {
+            bail!(
+                "--session needs a store target (--store, --agent or --all-agents), not --transcript"
+            );
+        }
+        let dir = match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        return Ok(Resolved {
+            targets: vec![Target {
+                path: file.clone(),
+                session_key: None,
+                dir,
+            }],
+            skipped: Vec::new(),
+        });
+    }
+    let t = &args.target;
+    if t.store.is_none() && t.agent.is_none() && !t.all_agents {
+        bail!(
+            "say which transcripts: --transcript FILE, or --store PATH, --agent ID or --all-agents"
+        );
+    }
+    bail!(
+        "store targets (--store, --agent, --all-agents) are not available yet in this build; use --transcript FILE"
+    )
+}
+
+/// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
+pub fn parse_wait(s: &str) -> Result<Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: f64 = num
+        .parse()
+        .with_context(|| format!("invalid duration {s:?} for --wait-lock"))?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => n,
+        "ms" => n / 1000.0,
+        "m" | "min" => n * 60.0,
+        "h" => n * 3600.0,
+        other => bail!("invalid duration unit {other:?} for --wait-lock (use ms, s, m or h)"),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        bail!("invalid duration {s:?} for --wait-lock");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// How a command labels its per-file count.
+pub struct Labels {
+    pub command: &'static str,
+    /// JSON key of the count (`entriesRemoved`, `imagesReplaced`).
+    pub count_key: &'static str,
+    /// Table header of the count.
+    pub count_header: &'static str,
+}
+
+/// Run a planner over the targets and report. Returns the run's exit code.
+pub fn run(
+    targets: &TranscriptTargetArgs,
+    mode: &ModeArgs,
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    planner: &Planner,
+) -> Result<Exit> {
+    let resolved = resolve_targets(targets)?;
+    let opts = Options {
+        mode: if mode.enforce {
+            Mode::Enforce
+        } else {
+            Mode::Preview
+        },
+        wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
+    };
+    let mut results: Vec<(Outcome, Option<String>)> = resolved
+        .targets
+        .par_iter()
+        .map(|t| {
+            let outcome = match Confined::new(&t.dir) {
+                Ok(c) => job::run_file(&c, &t.path, opts, planner),
+                Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
+            };
+            (outcome, t.session_key.clone())
+        })
+        .collect();
+    results.extend(resolved.skipped);
+    let mode_name = if mode.enforce {
+        "enforce"
+    } else if mode.dry_run {
+        "dry-run"
+    } else {
+        "preview"
+    };
+    let mut stdout = std::io::stdout().lock();
+    if mode.json {
+        let doc = json_report(labels, mode_name, count, &results);
+        writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
+    } else {
+        write_human(&mut stdout, labels, mode_name, count, &results)?;
+        if mode_name == "preview" && results.iter().any(|(o, _)| o.status == Status::WouldChange) {
+            writeln!(
+                stdout,
+                "Nothing was written. Run again with --enforce to apply (or --dry-run to preview quietly)."
+            )?;
+        }
+    }
+    Ok(results
+        .iter()
+        .fold(Exit::Success, |acc, (o, _)| acc.worst(exit_of(&o.status))))
+}
+
+fn exit_of(s: &Status) -> Exit {
+    match s {
+        Status::Locked(_) => Exit::Locked,
+        Status::Refused(_) => Exit::Refused,
+        Status::Failed(_) => Exit::Error,
+        _ => Exit::Success,
+    }
+}
+
+fn status_name(s: &Status) -> (&'static str, Option<&str>) {
+    match s {
+        Status::Unchanged => ("unchanged", None),
+        Status::WouldChange => ("would-change", None),
+        Status::Changed => ("changed", None),
+        Status::Skipped(r) => ("skipped", Some(r)),
+        Status::Refused(r) => ("refused", Some(r)),
+        Status::Locked(r) => ("locked", Some(r)),
+        Status::Failed(r) => ("failed", Some(r)),
+    }
+}
+
+fn json_report(
+    labels: &Labels,
+    mode: &str,
+    count: fn(&Outcome) -> usize,
+    results: &[(Outcome, Option<String>)],
+) -> Value {
+    let mut files = Vec::new();
+    let mut totals = Map::new();
+    let mut add = |k: &str, n: u64| {
+        let cur = totals.get(k).and_then(Value::as_u64).unwrap_or(0);
+        totals.insert(k.to_owned(), Value::from(cur + n));
+    };
+    add("transcripts", results.len() as u64);
+    for (o, key) in results {
+        let (status, reason) = status_name(&o.status);
+        add(status, 1);
+        add(labels.count_key, count(o) as u64);
+        add("bytesBefore", o.bytes_before);
+        add("bytesAfter", o.bytes_after);
+        add("unparsableLines", o.unparsable_lines.len() as u64);
+        let mut f = Map::new();
+        f.insert("path".into(), json!(o.path.display().to_string()));
+        f.insert(
+            "sessionKey".into(),
+            key.clone().map_or(Value::Null, Value::String),
+        );
+        f.insert("status".into(), json!(status));
+        f.insert("reason".into(), reason.map_or(Value::Null, |r| json!(r)));
+        f.insert(labels.count_key.into(), json!(count(o)));
+        f.insert("bytesBefore".into(), json!(o.bytes_before));
+        f.insert("bytesAfter".into(), json!(o.bytes_after));
+        f.insert("unparsableLines".into(), json!(o.unparsable_lines));
+        f.insert("notes".into(), json!(o.notes));
+        files.push(Value::Object(f));
+    }
+    let before = totals
+        .get("bytesBefore")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    let after = totals
+        .get("bytesAfter")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    totals.insert("bytesFreed".into(), json!(before.saturating_sub(after)));
+    let mut doc = Map::new();
+    doc.insert("command".into(), json!(labels.command));
+    doc.insert("mode".into(), json!(mode));
+    doc.insert("transcripts".into(), Value::Array(files));
+    doc.insert("totals".into(), Value::Object(totals));
+    Value::Object(doc)
+}
+
+fn display_name(path: &Path, key: &Option<String>) -> String {
+    match key {
+        Some(k) => format!("{k}\n{}", path.display()),
+        None => path.display().to_string(),
+    }
+}
+
+fn write_human(
+    w: &mut dyn Write,
+    labels: &Labels,
+    mode: &str,
+    count: fn(&Outcome) -> usize,
+    results: &[(Outcome, Option<String>)],
+) -> Result<()> {
+    let mut table = Table::new();
+    table.load_preset(presets::UTF8_FULL_CONDENSED);
+    table.set_header(vec![
+        "transcript",
+        "status",
+        labels.count_header,
+        "before",
+        "after",
+        "notes",
+    ]);
+    let (mut n, mut before, mut after) = (0usize, 0u64, 0u64);
+    for (o, key) in results {
+        let (status, reason) = status_name(&o.status);
+        let mut notes: Vec<String> = reason.map(str::to_owned).into_iter().collect();
+        if !o.unparsable_lines.is_empty() {
+            notes.push(format!(
+                "kept unparsable line(s) as they are: {}",
+                o.unparsable_lines
+                    .iter()
+                    .map(|l| format!("{}:{l}", o.path.display()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+        notes.extend(o.notes.iter().cloned());
+        n += count(o);
+        before += o.bytes_before;
+        after += o.bytes_after;
+        table.add_row(vec![
+            Cell::new(display_name(&o.path, key)),
+            Cell::new(status),
+            Cell::new(count(o)),
+            Cell::new(format_size(o.bytes_before, BINARY)),
+            Cell::new(format_size(o.bytes_after, BINARY)),
+            Cell::new(notes.join("\n")),
+        ]);
+    }
+    writeln!(w, "{}: {mode}", labels.command)?;
+    writeln!(w, "{table}")?;
+    writeln!(
+        w,
+        "Total: {} transcript(s), {} {}, {} → {} ({} freed)",
+        results.len(),
+        n,
+        labels.count_header,
+        format_size(before, BINARY),
+        format_size(after, BINARY),
+        format_size(before.saturating_sub(after), BINARY)
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_durations() {
+        assert_eq!(parse_wait("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse_wait("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_wait("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_wait("5").unwrap(), Duration::from_secs(5));
+        assert!(parse_wait("soon").is_err());
+        assert!(parse_wait("3d").is_err());
+    }
+}

@@ -1,0 +1,523 @@
+//! OpenClaw-compatible transcript write locks (`<realpath(dir)>/<file>.lock`).
+//!
+//! Format and rules follow OpenClaw 2026.7.1 (`session-write-lock` on top of fs-safe's
+//! sidecar lock): the lock file is created with O_EXCL and holds
+//! `JSON.stringify({pid, createdAt, maxHoldMs, starttime?}, null, 2) + "\n"`, where
+//! `starttime` is field 22 of `/proc/<pid>/stat` (it detects a recycled pid).
+//!
+//! An existing lock is **stale** when its pid is missing, dead (or a zombie) or recycled, when
+//! `createdAt` is invalid, when it is older than the stale limit (env
+//! `OPENCLAW_SESSION_WRITE_LOCK_STALE_MS`, default 30 min), or when it is older than its own
+//! `maxHoldMs`. Like the runtime we only *reclaim* (delete and retake) a stale lock whose
+//! holder is gone: a live holder past its age limit is reported, not overridden, and a lock
+//! without a readable pid or time is reclaimed only once the file itself is older than
+//! min(stale limit, 30 s) (it may be a writer between create and write). A lock held by a live,
+//! non-stale process means "skip this transcript" (exit code 4 for the run).
+//!
+//! Unlike the runtime we do not treat a live holder that is not an OpenClaw process as stale:
+//! that holder may be another clawkeeper run.
+//!
+//! Our own lock is removed on drop only when the file still holds exactly what we wrote.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value};
+
+use super::Confined;
+
+/// Default stale limit of the runtime (`session.writeLock.staleMs`).
+pub const DEFAULT_STALE_MS: u64 = 30 * 60 * 1000;
+/// What we announce as our maximum hold time (the runtime's default).
+pub const MAX_HOLD_MS: u64 = 5 * 60 * 1000;
+/// Grace for a lock file without a readable payload.
+const ORPHAN_PAYLOAD_GRACE_MS: u64 = 30_000;
+
+/// A lock we hold. Dropping it removes the lock file if it is still ours.
+#[derive(Debug)]
+pub struct SessionLock {
+    path: PathBuf,
+    raw: String,
+    ino: u64,
+}
+
+impl SessionLock {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        let ours = fs::symlink_metadata(&self.path)
+            .is_ok_and(|m| m.is_file() && m.ino() == self.ino)
+            && fs::read_to_string(&self.path).is_ok_and(|s| s == self.raw);
+        if ours {
+            let _ = fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Who holds a lock we could not take, and why we did not reclaim it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub lock_path: PathBuf,
+    pub pid: Option<u32>,
+    pub alive: bool,
+    pub age_ms: Option<u64>,
+    /// Stale reasons in the runtime's vocabulary (`dead-pid`, `too-old`, …); empty when the
+    /// lock is live.
+    pub stale_reasons: Vec<&'static str>,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.pid {
+            Some(pid) => write!(f, "locked by pid {pid}")?,
+            None => write!(f, "locked by an unknown owner")?,
+        }
+        if let Some(age) = self.age_ms {
+            write!(f, " for {}s", age / 1000)?;
+        }
+        if !self.stale_reasons.is_empty() {
+            write!(
+                f,
+                " (stale: {}; not reclaimed while its holder may be alive)",
+                self.stale_reasons.join(", ")
+            )?;
+        }
+        write!(f, " ({})", self.lock_path.display())
+    }
+}
+
+/// The outcome of trying to lock a transcript.
+#[derive(Debug)]
+pub enum Acquire {
+    Locked(SessionLock),
+    Busy(Holder),
+}
+
+/// The lock file path of a transcript inside `confined`.
+pub fn lock_path(confined: &Confined, transcript: &Path) -> Result<PathBuf> {
+    let target = confined.check(transcript)?;
+    let mut name = target.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    Ok(target.with_file_name(name))
+}
+
+/// Take the transcript's write lock, waiting up to `wait` while a live process holds it.
+pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -> Result<Acquire> {
+    let path = lock_path(confined, transcript)?;
+    let deadline = wait.map(|w| Instant::now() + w);
+    loop {
+        match try_create(&path)? {
+            Some(lock) => return Ok(Acquire::Locked(lock)),
+            None => {
+                let holder = inspect(&path)?;
+                match holder {
+                    // Gone between create and inspect: try again.
+                    None => continue,
+                    Some((h, raw)) => {
+                        if reclaimable(&path, &h) && remove_if_unchanged(confined, &path, &raw)? {
+                            continue;
+                        }
+                        match deadline {
+                            Some(d) if Instant::now() < d => {
+                                std::thread::sleep(Duration::from_millis(100))
+                            }
+                            _ => return Ok(Acquire::Busy(h)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn try_create(path: &Path) -> Result<Option<SessionLock>> {
+    let mut file = match OpenOptions::new().write(true).create_new(true).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
+    };
+    let pid = std::process::id();
+    let mut payload = Map::new();
+    payload.insert("pid".into(), Value::from(pid));
+    payload.insert("createdAt".into(), Value::String(iso_now()));
+    payload.insert("maxHoldMs".into(), Value::from(MAX_HOLD_MS));
+    if let Some(st) = process_start_time(pid) {
+        payload.insert("starttime".into(), Value::from(st));
+    }
+    let raw = format!(
+        "{}\n",
+        crate::jsjson::to_string_pretty(&Value::Object(payload))
+    );
+    if let Err(e) = file
+        .write_all(raw.as_bytes())
+        .and_then(|()| file.sync_all())
+    {
+        let _ = fs::remove_file(path);
+        return Err(e).with_context(|| format!("cannot write {}", path.display()));
+    }
+    let ino = match file.metadata() {
+        Ok(m) => m.ino(),
+        Err(e) => {
+            let _ = fs::remove_file(path);
+            return Err(e).with_context(|| format!("cannot stat {}", path.display()));
+        }
+    };
+    let lock = SessionLock {
+        path: path.to_owned(),
+        raw,
+        ino,
+    };
+    Ok(Some(lock))
+}
+
+/// Read and judge an existing lock. `None` when it vanished.
+fn inspect(path: &Path) -> Result<Option<(Holder, Vec<u8>)>> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
+    };
+    if !meta.is_file() {
+        // Never follow or remove a symlinked or special lock: report it as held.
+        return Ok(Some((
+            Holder {
+                lock_path: path.to_owned(),
+                pid: None,
+                alive: true,
+                age_ms: None,
+                stale_reasons: Vec::new(),
+            },
+            Vec::new(),
+        )));
+    }
+    let raw = match fs::read(path) {
+        Ok(r) => r,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let payload: Option<Value> = serde_json::from_slice(&raw).ok();
+    let num = |k: &str| {
+        payload
+            .as_ref()
+            .and_then(|p| p.get(k))
+            .and_then(Value::as_u64)
+    };
+    let pid = num("pid")
+        .filter(|&p| p > 0 && p <= u64::from(u32::MAX))
+        .map(|p| p as u32);
+    let alive = pid.is_some_and(pid_alive);
+    let recycled = match (pid, num("starttime")) {
+        (Some(p), Some(st)) if alive => process_start_time(p).is_some_and(|now| now != st),
+        _ => false,
+    };
+    let created = payload
+        .as_ref()
+        .and_then(|p| p.get("createdAt"))
+        .and_then(Value::as_str)
+        .and_then(parse_iso_ms);
+    let now = now_ms();
+    let age_ms = created.map(|c| now.saturating_sub(c));
+    let mut reasons = Vec::new();
+    match pid {
+        None => reasons.push("missing-pid"),
+        Some(_) if !alive => reasons.push("dead-pid"),
+        Some(_) if recycled => reasons.push("recycled-pid"),
+        Some(_) => {}
+    }
+    match age_ms {
+        None => reasons.push("invalid-createdAt"),
+        Some(a) if a > stale_ms() => reasons.push("too-old"),
+        Some(_) => {}
+    }
+    if let (Some(max), Some(a)) = (num("maxHoldMs").filter(|&m| m > 0), age_ms)
+        && a > max
+    {
+        reasons.push("hold-exceeded");
+    }
+    Ok(Some((
+        Holder {
+            lock_path: path.to_owned(),
+            pid,
+            alive,
+            age_ms,
+            stale_reasons: reasons,
+        },
+        raw,
+    )))
+}
+
+/// Whether a stale lock may be deleted and retaken (the runtime's rule).
+fn reclaimable(path: &Path, h: &Holder) -> bool {
+    if h.stale_reasons.is_empty() {
+        return false;
+    }
+    if h.stale_reasons
+        .iter()
+        .all(|r| matches!(*r, "too-old" | "hold-exceeded"))
+    {
+        return false;
+    }
+    if h.stale_reasons
+        .iter()
+        .all(|r| matches!(*r, "missing-pid" | "invalid-createdAt"))
+    {
+        let mtime_age = fs::symlink_metadata(path)
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| SystemTime::now().duration_since(t).ok())
+            .map_or(0, |d| d.as_millis() as u64);
+        return mtime_age > stale_ms().min(ORPHAN_PAYLOAD_GRACE_MS);
+    }
+    true
+}
+
+fn remove_if_unchanged(confined: &Confined, path: &Path, seen: &[u8]) -> Result<bool> {
+    match fs::read(path) {
+        Ok(now) if now == seen => {
+            confined.remove_file(path)?;
+            Ok(true)
+        }
+        Ok(_) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(true),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+fn stale_ms() -> u64 {
+    std::env::var("OPENCLAW_SESSION_WRITE_LOCK_STALE_MS")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_STALE_MS)
+}
+
+/// A pid exists and is not a zombie. A pid we may not signal (EPERM) counts as alive.
+pub fn pid_alive(pid: u32) -> bool {
+    let Ok(p) = i32::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: kill with signal 0 only checks whether the process exists.
+    let rc = unsafe { libc::kill(p, 0) };
+    if rc != 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    let zombie = fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("State:"))
+            .is_some_and(|st| st.trim_start().starts_with('Z'))
+    });
+    !zombie
+}
+
+/// Field 22 (`starttime`) of `/proc/<pid>/stat`.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// `new Date().toISOString()`.
+pub fn iso_now() -> String {
+    format_iso_ms(now_ms())
+}
+
+/// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+pub fn format_iso_ms(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        ms % 1000
+    )
+}
+
+/// Parse `YYYY-MM-DDTHH:MM(:SS(.fff…)?)?(Z|±HH:MM)` into milliseconds since the epoch.
+pub fn parse_iso_ms(s: &str) -> Option<u64> {
+    let b = s.as_bytes();
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        let t = s.get(r)?;
+        t.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| t.parse().ok())?
+    };
+    if b.len() < 17 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let (y, mo, d, h, mi) = (
+        num(0..4)?,
+        num(5..7)?,
+        num(8..10)?,
+        num(11..13)?,
+        num(14..16)?,
+    );
+    let mut i = 16;
+    let mut sec = 0;
+    let mut ms = 0i64;
+    if b.get(i) == Some(&b':') {
+        sec = num(i + 1..i + 3)?;
+        i += 3;
+        if b.get(i) == Some(&b'.') {
+            let start = i + 1;
+            let mut end = start;
+            while b.get(end).is_some_and(u8::is_ascii_digit) {
+                end += 1;
+            }
+            let frac = s.get(start..end)?;
+            let three: String = frac.chars().chain("000".chars()).take(3).collect();
+            ms = three.parse().ok()?;
+            i = end;
+        }
+    }
+    let offset_min = match b.get(i) {
+        Some(b'Z' | b'z') if i + 1 == b.len() => 0,
+        Some(&sign @ (b'+' | b'-')) if b.len() == i + 6 && b[i + 3] == b':' => {
+            let v = num(i + 1..i + 3)? * 60 + num(i + 4..i + 6)?;
+            if sign == b'-' { -v } else { v }
+        }
+        _ => return None,
+    };
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || sec > 59 {
+        return None;
+    }
+    let days = days_from_civil(y, mo, d);
+    let total = ((days * 24 + h) * 60 + mi - offset_min) * 60 + sec;
+    u64::try_from(total * 1000 + ms).ok()
+}
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_round_trip() {
+        let ms = 1_772_442_005_123;
+        assert_eq!(format_iso_ms(ms), "2026-03-02T09:00:05.123Z");
+        assert_eq!(parse_iso_ms("2026-03-02T09:00:05.123Z"), Some(ms));
+        assert_eq!(parse_iso_ms("2026-03-02T10:00:05.123+01:00"), Some(ms));
+        assert_eq!(parse_iso_ms("yesterday"), None);
+    }
+
+    fn write_lock(dir: &Path, body: &str) -> PathBuf {
+        let p = dir.join("s.jsonl.lock");
+        fs::write(&p, body).unwrap();
+        p
+    }
+
+    #[test]
+    fn live_locks_are_respected_and_dead_ones_reclaimed() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let t = dir.path().join("s.jsonl");
+        fs::write(&t, b"x").unwrap();
+        // Held by this (live) process, fresh: busy.
+        let live = format!(
+            "{{\n  \"pid\": {},\n  \"createdAt\": \"{}\"\n}}\n",
+            std::process::id(),
+            iso_now()
+        );
+        let p = write_lock(dir.path(), &live);
+        match acquire(&c, &t, None).unwrap() {
+            Acquire::Busy(h) => {
+                assert!(h.alive);
+                assert!(h.stale_reasons.is_empty());
+            }
+            Acquire::Locked(_) => panic!("took a live lock"),
+        }
+        assert_eq!(fs::read_to_string(&p).unwrap(), live);
+        // Live but too old: still not reclaimed.
+        let old = format!(
+            "{{\"pid\":{},\"createdAt\":\"2020-01-01T00:00:00.000Z\"}}",
+            std::process::id()
+        );
+        write_lock(dir.path(), &old);
+        assert!(matches!(acquire(&c, &t, None).unwrap(), Acquire::Busy(_)));
+        // A dead pid: reclaimed, rewritten in the runtime's format, removed on drop.
+        write_lock(
+            dir.path(),
+            &format!(
+                "{{\"pid\":{},\"createdAt\":\"{}\"}}",
+                u32::MAX - 7,
+                iso_now()
+            ),
+        );
+        let Acquire::Locked(lock) = acquire(&c, &t, None).unwrap() else {
+            panic!("dead lock not reclaimed")
+        };
+        let text = fs::read_to_string(lock.path()).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["pid"], Value::from(std::process::id()));
+        assert!(parse_iso_ms(v["createdAt"].as_str().unwrap()).is_some());
+        assert!(text.starts_with("{\n  \"pid\": ") && text.ends_with("}\n"));
+        drop(lock);
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn a_lock_replaced_by_someone_else_is_not_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let t = dir.path().join("s.jsonl");
+        let Acquire::Locked(lock) = acquire(&c, &t, None).unwrap() else {
+            panic!()
+        };
+        fs::remove_file(lock.path()).unwrap();
+        let p = write_lock(dir.path(), "{\"pid\":1}");
+        drop(lock);
+        assert_eq!(fs::read_to_string(p).unwrap(), "{\"pid\":1}");
+    }
+
+    #[test]
+    fn symlinked_lock_is_never_touched() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("v");
+        fs::write(&victim, "keep").unwrap();
+        std::os::unix::fs::symlink(&victim, dir.path().join("s.jsonl.lock")).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let t = dir.path().join("s.jsonl");
+        assert!(matches!(acquire(&c, &t, None).unwrap(), Acquire::Busy(_)));
+        assert_eq!(fs::read_to_string(victim).unwrap(), "keep");
+    }
+}

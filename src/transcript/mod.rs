@@ -1,0 +1,406 @@
+//! Streaming JSONL transcripts: the index pass and the pieces built on it.
+//!
+//! The **index pass** ([`Index::from_path`], or [`IndexBuilder`] fed line by line) reads a
+//! transcript once with a 1 MiB buffered reader, one reused line buffer, and records per line
+//! only what decisions need ([`Line`], [`Entry`]: id, parentId, type, role, byte range, a few
+//! flags such as "silent reply" or "image blocks at these positions"). Memory is bounded by the
+//! largest line plus the small per-entry metadata, never by the file size.
+//!
+//! Lines that are not JSON objects the tool can fully decode (a torn last line, lone surrogate
+//! escapes, garbage, a BOM) are [`LineKind::Unparsable`]: they are never dropped or changed,
+//! and their raw bytes are kept so that planners can refuse to remove an entry such a line
+//! mentions (the runtime may still parse it).
+//!
+//! Built on the index:
+//! - [`tree`]: parent map, the leaf and the active path, and context reconstruction (what the
+//!   runtime sends to the model), tool-call pairing statistics;
+//! - [`rewrite`]: edits (removals with re-parenting, content-block replacements) resolved
+//!   against the index and applied by a streaming copy that keeps untouched lines byte for byte;
+//! - [`validate`]: the checks every rewritten file must pass before it is committed.
+//!
+//! The planners live beside this module: `crate::noreply` (silent-reply runs) and
+//! `crate::images` (image stripping).
+
+pub mod job;
+pub mod probe;
+pub mod rewrite;
+pub mod tree;
+pub mod validate;
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+
+use anyhow::{Context, Result};
+
+use crate::noreply;
+use probe::{Content, Lenient, LineProbe};
+
+/// What kind of line this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineKind {
+    /// Empty or whitespace only.
+    Blank,
+    /// A JSON object; `Line::entry` indexes [`Index::entries`].
+    Entry,
+    /// Not decodable; kept byte for byte.
+    Unparsable,
+}
+
+/// One physical line of the file.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// Byte offset of the line's first byte.
+    pub start: u64,
+    /// Length including the terminator (`\n`), if any.
+    pub len: u64,
+    /// Whether the line ends with `\n` (only the last line may not).
+    pub terminated: bool,
+    pub kind: LineKind,
+    /// Index into [`Index::entries`] when `kind` is `Entry`.
+    pub entry: Option<usize>,
+}
+
+/// The `type` of an entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntryType {
+    Session,
+    Message,
+    CustomMessage,
+    Compaction,
+    BranchSummary,
+    ModelChange,
+    ThinkingLevelChange,
+    Label,
+    SessionInfo,
+    Custom,
+    /// `leaf` control records of newer runtimes.
+    Leaf,
+    /// Any other type (or a non-string `type`), preserved and treated as transparent.
+    Other(Option<String>),
+}
+
+impl EntryType {
+    fn from_probe(kind: &Lenient<'_>) -> EntryType {
+        match kind.as_str() {
+            Some("session") => EntryType::Session,
+            Some("message") => EntryType::Message,
+            Some("custom_message") => EntryType::CustomMessage,
+            Some("compaction") => EntryType::Compaction,
+            Some("branch_summary") => EntryType::BranchSummary,
+            Some("model_change") => EntryType::ModelChange,
+            Some("thinking_level_change") => EntryType::ThinkingLevelChange,
+            Some("label") => EntryType::Label,
+            Some("session_info") => EntryType::SessionInfo,
+            Some("custom") => EntryType::Custom,
+            Some("leaf") => EntryType::Leaf,
+            other => EntryType::Other(other.map(str::to_owned)),
+        }
+    }
+
+    /// Types the runtime indexes as tree entries (everything else is opaque to it).
+    pub fn is_runtime_indexed(&self) -> bool {
+        !matches!(
+            self,
+            EntryType::Session | EntryType::Leaf | EntryType::Other(_)
+        )
+    }
+}
+
+/// `message.role`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    User,
+    Assistant,
+    ToolResult,
+    Other(Option<String>),
+}
+
+/// The `parentId` field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parent {
+    /// Field absent.
+    Absent,
+    Null,
+    Id(String),
+    /// Present but neither a string nor null.
+    Invalid,
+}
+
+impl Parent {
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            Parent::Id(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// What the index keeps of one JSON-object line.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Index into [`Index::lines`].
+    pub line: usize,
+    pub kind: EntryType,
+    /// The `id`, when it is a non-empty string.
+    pub id: Option<String>,
+    pub parent: Parent,
+    /// For messages.
+    pub role: Option<Role>,
+    /// Assistant `stopReason` is `error` or `aborted`.
+    pub error_or_aborted: bool,
+    /// A silent `NO_REPLY` assistant reply (see `crate::noreply::is_silent_reply`).
+    pub silent: bool,
+    /// Positions of `{"type":"image"}` blocks in an array `content` of a user or toolResult
+    /// message.
+    pub image_blocks: Vec<u32>,
+    /// Ids of tool-call blocks of an assistant message (blocks without a string id count as
+    /// `None`).
+    pub tool_calls: Vec<Option<String>>,
+    /// The tool call a toolResult answers.
+    pub tool_result_id: Option<String>,
+    /// `compaction.firstKeptEntryId`.
+    pub first_kept: Option<String>,
+    /// `label.targetId` / `leaf.targetId`.
+    pub target: Option<String>,
+    /// `branch_summary` / `compaction` with a non-empty string summary.
+    pub has_summary: bool,
+    /// Header `version` when it is a number (header only).
+    pub version: Option<u64>,
+}
+
+/// Content block types that are tool calls, under every alias the runtime accepts.
+pub const TOOL_CALL_TYPES: [&str; 6] = [
+    "toolCall",
+    "toolUse",
+    "functionCall",
+    "tool_use",
+    "tool_call",
+    "function_call",
+];
+
+impl Entry {
+    fn from_probe(line: usize, p: &LineProbe<'_>) -> Entry {
+        let kind = EntryType::from_probe(&p.kind);
+        let parent = match &p.parent_id {
+            Lenient::Absent => Parent::Absent,
+            Lenient::Null => Parent::Null,
+            Lenient::Str(s) => Parent::Id(s.to_string()),
+            Lenient::Other => Parent::Invalid,
+        };
+        let mut e = Entry {
+            line,
+            id: p.id.as_str().filter(|s| !s.is_empty()).map(str::to_owned),
+            parent,
+            role: None,
+            error_or_aborted: false,
+            silent: false,
+            image_blocks: Vec::new(),
+            tool_calls: Vec::new(),
+            tool_result_id: None,
+            first_kept: p.first_kept_entry_id.as_str().map(str::to_owned),
+            target: p.target_id.as_str().map(str::to_owned),
+            has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
+            version: None,
+            kind,
+        };
+        if e.kind == EntryType::Message
+            && let Some(m) = &p.message
+        {
+            let role = match m.role.as_str() {
+                Some("user") => Role::User,
+                Some("assistant") => Role::Assistant,
+                Some("toolResult") => Role::ToolResult,
+                other => Role::Other(other.map(str::to_owned)),
+            };
+            e.error_or_aborted = matches!(m.stop_reason.as_str(), Some("error" | "aborted"));
+            if let Content::Blocks(blocks) = &m.content {
+                for (i, b) in blocks.iter().enumerate() {
+                    match b.kind.as_str() {
+                        Some("image") if matches!(role, Role::User | Role::ToolResult) => {
+                            e.image_blocks.push(i as u32)
+                        }
+                        Some(t) if role == Role::Assistant && TOOL_CALL_TYPES.contains(&t) => {
+                            e.tool_calls.push(b.id.as_str().map(str::to_owned))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            if role == Role::Assistant {
+                e.silent = !e.error_or_aborted && noreply::is_silent_content(&m.content);
+            }
+            if role == Role::ToolResult {
+                e.tool_result_id = m.tool_result_id.as_deref().map(str::to_owned);
+            }
+            e.role = Some(role);
+        }
+        e
+    }
+
+    /// A `message` entry with this role.
+    pub fn is_role(&self, role: &Role) -> bool {
+        self.kind == EntryType::Message && self.role.as_ref() == Some(role)
+    }
+}
+
+/// The index of one transcript file.
+#[derive(Debug, Default, Clone)]
+pub struct Index {
+    pub lines: Vec<Line>,
+    pub entries: Vec<Entry>,
+    /// Total bytes indexed.
+    pub size: u64,
+    /// Raw bytes of the first line (the header), terminator excluded.
+    pub header_raw: Vec<u8>,
+    /// Raw bytes of every unparsable line, by line index.
+    pub unparsable: Vec<(usize, Vec<u8>)>,
+}
+
+impl Index {
+    /// Index a file, reading at most `limit` bytes (all when `None`).
+    pub fn from_path(path: &Path, limit: Option<u64>) -> Result<Index> {
+        let file = File::open(path).with_context(|| format!("cannot open {}", path.display()))?;
+        let reader: Box<dyn Read> = match limit {
+            Some(n) => Box::new(file.take(n)),
+            None => Box::new(file),
+        };
+        Index::from_reader(BufReader::with_capacity(1 << 20, reader))
+            .with_context(|| format!("cannot read {}", path.display()))
+    }
+
+    /// Index everything a reader yields.
+    pub fn from_reader(mut r: impl BufRead) -> std::io::Result<Index> {
+        let mut b = IndexBuilder::default();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            if r.read_until(b'\n', &mut buf)? == 0 {
+                break;
+            }
+            b.push_line(&buf);
+        }
+        Ok(b.finish())
+    }
+
+    /// The header entry, when the first line is a `session` object with a string id.
+    pub fn header(&self) -> Option<&Entry> {
+        let first = self.lines.first()?;
+        let e = &self.entries[first.entry?];
+        (e.kind == EntryType::Session && e.id.is_some()).then_some(e)
+    }
+
+    /// 1-based line numbers of the unparsable lines.
+    pub fn unparsable_line_numbers(&self) -> Vec<usize> {
+        self.unparsable.iter().map(|(i, _)| i + 1).collect()
+    }
+
+    /// Whether any unparsable line mentions `id` as a JSON string. Such a line may be an entry
+    /// to the runtime (it parses lone surrogates), so the entry must not be removed.
+    pub fn mentioned_by_unparsable(&self, id: &str) -> bool {
+        if self.unparsable.is_empty() {
+            return false;
+        }
+        let mut needle = String::with_capacity(id.len() + 2);
+        crate::jsjson::write_string(&mut needle, id);
+        let finder = memchr::memmem::Finder::new(needle.as_bytes());
+        self.unparsable
+            .iter()
+            .any(|(_, raw)| finder.find(raw).is_some())
+    }
+
+    /// The entry on a line.
+    pub fn entry_of_line(&self, line: usize) -> Option<&Entry> {
+        self.lines.get(line)?.entry.map(|e| &self.entries[e])
+    }
+}
+
+/// Builds an [`Index`] from lines pushed in file order (each with its terminator, if any).
+#[derive(Debug, Default)]
+pub struct IndexBuilder {
+    index: Index,
+}
+
+impl IndexBuilder {
+    pub fn push_line(&mut self, raw: &[u8]) {
+        let idx = &mut self.index;
+        let line_no = idx.lines.len();
+        let terminated = raw.last() == Some(&b'\n');
+        let body = if terminated {
+            &raw[..raw.len() - 1]
+        } else {
+            raw
+        };
+        if line_no == 0 {
+            idx.header_raw = body.to_vec();
+        }
+        let mut line = Line {
+            start: idx.size,
+            len: raw.len() as u64,
+            terminated,
+            kind: LineKind::Blank,
+            entry: None,
+        };
+        idx.size += raw.len() as u64;
+        if body.iter().all(u8::is_ascii_whitespace) {
+            idx.lines.push(line);
+            return;
+        }
+        match probe::probe_line(body) {
+            Ok(p) => {
+                line.kind = LineKind::Entry;
+                line.entry = Some(idx.entries.len());
+                let mut e = Entry::from_probe(line_no, &p);
+                if e.kind == EntryType::Session {
+                    e.version = header_version(body);
+                }
+                idx.entries.push(e);
+            }
+            Err(_) => {
+                line.kind = LineKind::Unparsable;
+                idx.unparsable.push((line_no, body.to_vec()));
+            }
+        }
+        idx.lines.push(line);
+    }
+
+    pub fn finish(self) -> Index {
+        self.index
+    }
+}
+
+/// The header's numeric `version`, read with the full parser (one line per file).
+fn header_version(body: &[u8]) -> Option<u64> {
+    let v = crate::jsjson::parse(body).ok()?;
+    let n = v.get("version")?.as_f64()?;
+    (n >= 0.0 && n.fract() == 0.0).then_some(n as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_records_lines_entries_and_unparsable_bytes() {
+        let text = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}\n\
+{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},{\"type\":\"image\",\"data\":\"AA\"}]}}\n\
+\n\
+{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\" **no_reply** \"}],\"stopReason\":\"stop\"}}\n\
+{\"type\":\"message\",\"id\":\"c\",\"par";
+        let idx = Index::from_reader(&text[..]).unwrap();
+        assert_eq!(idx.lines.len(), 5);
+        assert_eq!(idx.size, text.len() as u64);
+        assert_eq!(idx.header().unwrap().version, Some(3));
+        assert_eq!(idx.lines[2].kind, LineKind::Blank);
+        assert_eq!(idx.unparsable_line_numbers(), vec![5]);
+        assert!(!idx.lines[4].terminated);
+        let a = idx.entry_of_line(1).unwrap();
+        assert_eq!(a.image_blocks, vec![1]);
+        assert_eq!(a.parent, Parent::Null);
+        let b = idx.entry_of_line(3).unwrap();
+        assert!(b.silent);
+        assert_eq!(b.parent.id(), Some("a"));
+        assert!(idx.mentioned_by_unparsable("c"));
+        assert!(!idx.mentioned_by_unparsable("b"));
+    }
+}

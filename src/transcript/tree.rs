@@ -1,0 +1,324 @@
+//! The entry tree of one transcript: parent links, the leaf, the active path, and the context
+//! the runtime rebuilds from them (spec §6), plus tool-call pairing statistics (§13).
+//!
+//! Tree nodes are the parsed non-header entries with a non-empty string `id`. The **leaf** is
+//! the last entry in file order whose type the runtime indexes (unknown types are opaque to
+//! it and never become the leaf). The **active path** is the chain from the leaf up through
+//! `parentId` to a root, reversed; the walk stops at a missing parent (as the runtime does) and
+//! at a repeated id (a cycle).
+//!
+//! The **context** follows `buildSessionContext`: only the last `compaction` on the path
+//! counts; it contributes its summary, then the path entries before it starting at its
+//! `firstKeptEntryId` (nothing when that id is not found before it), then everything after it.
+//! Entries contribute when they are `message`, `custom_message`, or `branch_summary` with a
+//! non-empty summary.
+
+use std::collections::{HashMap, HashSet};
+
+use super::{Entry, EntryType, Index, Role};
+
+/// Parent links over the entries of an [`Index`] (all positions are entry indices).
+#[derive(Debug, Clone)]
+pub struct Tree {
+    /// Entry index by id (first occurrence).
+    pub by_id: HashMap<String, usize>,
+    /// Ids that occur more than once.
+    pub duplicate_ids: Vec<String>,
+    /// Resolved parent of each entry (`None`: root, missing parent, or not a tree node).
+    pub parent: Vec<Option<usize>>,
+    /// Children of each entry, in file order.
+    pub children: Vec<Vec<usize>>,
+    /// Tree nodes whose `parentId` names an id that is not in the file.
+    pub dangling: Vec<usize>,
+    /// The leaf entry.
+    pub leaf: Option<usize>,
+}
+
+/// One element of the rebuilt context.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ContextItem {
+    /// The summary message of the compaction entry at this index.
+    CompactionSummary(usize),
+    /// The message of the entry at this index.
+    Entry(usize),
+}
+
+/// Tool call / result pairing problems the runtime would repair at replay time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pairing {
+    /// Tool calls without a result before the next assistant message.
+    pub missing: usize,
+    /// Results that answer no call of the preceding assistant.
+    pub orphans: usize,
+    /// Results for a call that already had one.
+    pub duplicates: usize,
+}
+
+impl Pairing {
+    /// No kind of problem is more frequent than in `before`.
+    pub fn no_worse_than(&self, before: &Pairing) -> bool {
+        self.missing <= before.missing
+            && self.orphans <= before.orphans
+            && self.duplicates <= before.duplicates
+    }
+}
+
+impl Tree {
+    pub fn build(index: &Index) -> Tree {
+        let n = index.entries.len();
+        let mut by_id: HashMap<String, usize> = HashMap::with_capacity(n);
+        let mut duplicate_ids = Vec::new();
+        for (i, e) in index.entries.iter().enumerate() {
+            if !is_node(e) {
+                continue;
+            }
+            let id = e.id.as_ref().expect("nodes have ids");
+            if by_id.contains_key(id) {
+                duplicate_ids.push(id.clone());
+            } else {
+                by_id.insert(id.clone(), i);
+            }
+        }
+        let mut parent = vec![None; n];
+        let mut children = vec![Vec::new(); n];
+        let mut dangling = Vec::new();
+        for (i, e) in index.entries.iter().enumerate() {
+            if !is_node(e) {
+                continue;
+            }
+            if let Some(pid) = e.parent.id() {
+                match by_id.get(pid) {
+                    Some(&p) => {
+                        parent[i] = Some(p);
+                        children[p].push(i);
+                    }
+                    None => dangling.push(i),
+                }
+            }
+        }
+        let leaf = index
+            .entries
+            .iter()
+            .rposition(|e| is_node(e) && e.kind.is_runtime_indexed());
+        Tree {
+            by_id,
+            duplicate_ids,
+            parent,
+            children,
+            dangling,
+            leaf,
+        }
+    }
+
+    /// The id of the leaf entry.
+    pub fn leaf_id<'a>(&self, index: &'a Index) -> Option<&'a str> {
+        self.leaf.and_then(|l| index.entries[l].id.as_deref())
+    }
+
+    /// Entries from a root down to `from`, in path order. Stops at a cycle.
+    pub fn path_to(&self, from: usize) -> Vec<usize> {
+        let mut seen = HashSet::new();
+        let mut path = Vec::new();
+        let mut cur = Some(from);
+        while let Some(c) = cur {
+            if !seen.insert(c) {
+                break;
+            }
+            path.push(c);
+            cur = self.parent[c];
+        }
+        path.reverse();
+        path
+    }
+
+    /// The active path (root to leaf); empty when there is no leaf.
+    pub fn active_path(&self) -> Vec<usize> {
+        self.leaf.map(|l| self.path_to(l)).unwrap_or_default()
+    }
+
+    /// Roots: nodes with no resolved parent (a null, absent or missing `parentId`).
+    pub fn roots(&self, index: &Index) -> Vec<usize> {
+        (0..index.entries.len())
+            .filter(|&i| is_node(&index.entries[i]) && self.parent[i].is_none())
+            .collect()
+    }
+
+    /// Nodes that no root reaches: members of a cycle or hanging below one.
+    pub fn unreachable(&self, index: &Index) -> Vec<usize> {
+        let mut reached = vec![false; index.entries.len()];
+        let mut stack = self.roots(index);
+        while let Some(i) = stack.pop() {
+            if std::mem::replace(&mut reached[i], true) {
+                continue;
+            }
+            stack.extend(self.children[i].iter().copied());
+        }
+        (0..index.entries.len())
+            .filter(|&i| is_node(&index.entries[i]) && !reached[i])
+            .collect()
+    }
+}
+
+/// Whether an entry is a tree node: parsed, not the header, with a non-empty string id.
+pub fn is_node(e: &Entry) -> bool {
+    e.id.is_some() && e.kind != EntryType::Session
+}
+
+/// Whether an entry contributes a message to the context when it is on the path.
+pub fn contributes(e: &Entry) -> bool {
+    match e.kind {
+        EntryType::Message | EntryType::CustomMessage => true,
+        EntryType::BranchSummary => e.has_summary,
+        _ => false,
+    }
+}
+
+/// The context of a path, as the runtime rebuilds it.
+pub fn context_of(index: &Index, path: &[usize]) -> Vec<ContextItem> {
+    let entries = &index.entries;
+    let last_compaction = path
+        .iter()
+        .rposition(|&i| entries[i].kind == EntryType::Compaction);
+    let mut out = Vec::new();
+    let Some(cpos) = last_compaction else {
+        out.extend(
+            path.iter()
+                .filter(|&&i| contributes(&entries[i]))
+                .map(|&i| ContextItem::Entry(i)),
+        );
+        return out;
+    };
+    let c = path[cpos];
+    out.push(ContextItem::CompactionSummary(c));
+    let first_kept = entries[c].first_kept.as_deref();
+    let mut found = false;
+    for &i in &path[..cpos] {
+        if first_kept.is_some() && entries[i].id.as_deref() == first_kept {
+            found = true;
+        }
+        if found && contributes(&entries[i]) {
+            out.push(ContextItem::Entry(i));
+        }
+    }
+    out.extend(
+        path[cpos + 1..]
+            .iter()
+            .filter(|&&i| contributes(&entries[i]))
+            .map(|&i| ContextItem::Entry(i)),
+    );
+    out
+}
+
+/// Pairing statistics over a context.
+pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
+    let mut p = Pairing::default();
+    let mut open: Option<Vec<Option<String>>> = None;
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut seen_results: HashSet<String> = HashSet::new();
+    let close =
+        |open: &mut Option<Vec<Option<String>>>, answered: &HashSet<String>, p: &mut Pairing| {
+            if let Some(calls) = open.take() {
+                p.missing += calls
+                    .iter()
+                    .filter(|c| c.as_ref().is_none_or(|id| !answered.contains(id)))
+                    .count();
+            }
+        };
+    for item in context {
+        let ContextItem::Entry(i) = *item else {
+            continue;
+        };
+        let e = &index.entries[i];
+        if e.is_role(&Role::Assistant) {
+            close(&mut open, &answered, &mut p);
+            answered.clear();
+            if !e.tool_calls.is_empty() && !e.error_or_aborted {
+                open = Some(e.tool_calls.clone());
+            }
+        } else if e.is_role(&Role::ToolResult) {
+            let Some(id) = e.tool_result_id.as_ref() else {
+                p.orphans += 1;
+                continue;
+            };
+            if seen_results.contains(id) {
+                p.duplicates += 1;
+            } else if open
+                .as_ref()
+                .is_some_and(|calls| calls.iter().any(|c| c.as_ref() == Some(id)))
+            {
+                seen_results.insert(id.clone());
+                answered.insert(id.clone());
+            } else {
+                p.orphans += 1;
+            }
+        }
+    }
+    close(&mut open, &answered, &mut p);
+    p
+}
+
+/// The active path's context and its pairing statistics, in one call.
+pub fn active_context(index: &Index, tree: &Tree) -> (Vec<ContextItem>, Pairing) {
+    let ctx = context_of(index, &tree.active_path());
+    let pairing = pairing(index, &ctx);
+    (ctx, pairing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn index(lines: &[&str]) -> Index {
+        Index::from_reader(lines.join("\n").as_bytes()).unwrap()
+    }
+
+    const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
+
+    #[test]
+    fn context_honours_the_last_compaction_and_first_kept() {
+        let idx = index(&[
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"1"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}"#,
+            r#"{"type":"compaction","id":"c","parentId":"b","firstKeptEntryId":"b","summary":"s"}"#,
+            r#"{"type":"message","id":"x","parentId":"c","message":{"role":"user","content":"abandoned"}}"#,
+            r#"{"type":"custom","id":"d","parentId":"c"}"#,
+            r#"{"type":"message","id":"e","parentId":"d","message":{"role":"user","content":"2"}}"#,
+            r#"{"type":"mystery","id":"f","parentId":"e"}"#,
+        ]);
+        let tree = Tree::build(&idx);
+        assert_eq!(tree.leaf_id(&idx), Some("e"));
+        let (ctx, _) = active_context(&idx, &tree);
+        let ids: Vec<_> = ctx
+            .iter()
+            .map(|c| match c {
+                ContextItem::CompactionSummary(i) => {
+                    format!("C{}", idx.entries[*i].id.as_ref().unwrap())
+                }
+                ContextItem::Entry(i) => idx.entries[*i].id.clone().unwrap(),
+            })
+            .collect();
+        assert_eq!(ids, ["Cc", "b", "e"]);
+    }
+
+    #[test]
+    fn pairing_counts_missing_orphans_and_duplicates() {
+        let idx = index(&[
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":"toolCall","id":"t1"},{"type":"toolCall","id":"t2"}]}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
+            r#"{"type":"message","id":"d","parentId":"c","message":{"role":"toolResult","toolCallId":"zz","content":[]}}"#,
+        ]);
+        let tree = Tree::build(&idx);
+        let (_, p) = active_context(&idx, &tree);
+        assert_eq!(
+            p,
+            Pairing {
+                missing: 1,
+                orphans: 1,
+                duplicates: 1
+            }
+        );
+    }
+}

@@ -1,0 +1,132 @@
+//! The checks a rewritten transcript must pass before it replaces the original.
+//!
+//! [`validate`] compares the index of the original with the index of the rewrite (built while
+//! writing) and fails with one clear message on the first problem:
+//!
+//! - the header is the first line and byte-identical;
+//! - entry ids are unique;
+//! - every `parentId` names an entry in the file (a parent that was already missing in the
+//!   original, on the same entry, is tolerated) and no new cycle appears;
+//! - the leaf is the same entry;
+//! - the set of entry ids is the old one minus exactly the removed ids;
+//! - the active path's context is the old one minus exactly the removed entries, in order;
+//! - tool call/result pairing on the active path is no worse than before;
+//! - unparsable lines are all still there, byte for byte.
+
+use std::collections::HashSet;
+
+use super::Index;
+use super::tree::{self, ContextItem, Tree};
+
+/// What the rewrite is expected to have changed.
+#[derive(Debug, Clone, Default)]
+pub struct Expectation {
+    /// Ids of the entries that were removed.
+    pub removed_ids: HashSet<String>,
+}
+
+/// Why a rewrite was rejected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("validation failed: {0}")]
+pub struct Invalid(pub String);
+
+fn fail<T>(msg: impl Into<String>) -> Result<T, Invalid> {
+    Err(Invalid(msg.into()))
+}
+
+/// Check `new` (the rewrite) against `old` (the original).
+pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), Invalid> {
+    if old.header().is_none() {
+        return fail("the original has no session header on its first line");
+    }
+    if new.header().is_none() || new.header_raw != old.header_raw {
+        return fail("the header line changed or is no longer first");
+    }
+    let old_tree = Tree::build(old);
+    let new_tree = Tree::build(new);
+    if !new_tree.duplicate_ids.is_empty() {
+        return fail(format!("duplicate entry id {}", new_tree.duplicate_ids[0]));
+    }
+    let id_of = |idx: &Index, i: usize| idx.entries[i].id.clone().unwrap_or_default();
+    let old_dangling: HashSet<(String, String)> = old_tree
+        .dangling
+        .iter()
+        .map(|&i| {
+            (
+                id_of(old, i),
+                old.entries[i].parent.id().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    for &i in &new_tree.dangling {
+        let key = (
+            id_of(new, i),
+            new.entries[i].parent.id().unwrap_or_default().to_owned(),
+        );
+        if !old_dangling.contains(&key) {
+            return fail(format!(
+                "entry {} names a parent {} that is not in the file",
+                key.0, key.1
+            ));
+        }
+    }
+    let old_unreachable: HashSet<String> = old_tree
+        .unreachable(old)
+        .into_iter()
+        .map(|i| id_of(old, i))
+        .collect();
+    if let Some(i) = new_tree
+        .unreachable(new)
+        .into_iter()
+        .find(|&i| !old_unreachable.contains(&id_of(new, i)))
+    {
+        return fail(format!("entry {} is part of a parent cycle", id_of(new, i)));
+    }
+    if old_tree.leaf_id(old) != new_tree.leaf_id(new) {
+        return fail(format!(
+            "the leaf changed from {:?} to {:?}",
+            old_tree.leaf_id(old),
+            new_tree.leaf_id(new)
+        ));
+    }
+    let old_ids: HashSet<String> = old_tree.by_id.keys().cloned().collect();
+    let new_ids: HashSet<String> = new_tree.by_id.keys().cloned().collect();
+    let expected_ids: HashSet<String> = old_ids.difference(&expect.removed_ids).cloned().collect();
+    if new_ids != expected_ids {
+        let lost = expected_ids.difference(&new_ids).next();
+        let extra = new_ids.difference(&expected_ids).next();
+        return fail(format!(
+            "entry ids differ from the expected set (missing {lost:?}, unexpected {extra:?})"
+        ));
+    }
+    let (old_ctx, old_pairing) = tree::active_context(old, &old_tree);
+    let (new_ctx, new_pairing) = tree::active_context(new, &new_tree);
+    let key = |idx: &Index, c: &ContextItem| match *c {
+        ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
+        ContextItem::Entry(i) => (false, id_of(idx, i)),
+    };
+    let expected_ctx: Vec<(bool, String)> = old_ctx
+        .iter()
+        .map(|c| key(old, c))
+        .filter(|(_, id)| !expect.removed_ids.contains(id))
+        .collect();
+    let got_ctx: Vec<(bool, String)> = new_ctx.iter().map(|c| key(new, c)).collect();
+    if got_ctx != expected_ctx {
+        return fail(format!(
+            "the rebuilt context differs: expected {} messages, got {}",
+            expected_ctx.len(),
+            got_ctx.len()
+        ));
+    }
+    if !new_pairing.no_worse_than(&old_pairing) {
+        return fail(format!(
+            "tool call pairing got worse ({old_pairing:?} before, {new_pairing:?} after)"
+        ));
+    }
+    let old_raw: Vec<&Vec<u8>> = old.unparsable.iter().map(|(_, r)| r).collect();
+    let new_raw: Vec<&Vec<u8>> = new.unparsable.iter().map(|(_, r)| r).collect();
+    if old_raw != new_raw {
+        return fail("unparsable lines were not all kept as they were");
+    }
+    Ok(())
+}
