@@ -15,6 +15,7 @@ pub mod classify;
 pub mod cut;
 pub mod entry;
 pub mod external;
+pub mod plan;
 pub mod successor;
 pub mod summary;
 

@@ -32,11 +32,24 @@ pub struct Edits {
     pub remove: BTreeSet<usize>,
     /// Entry → (content block position → replacement block).
     pub replace_blocks: BTreeMap<usize, Vec<(u32, Value)>>,
+    /// A compaction entry to append as the new last line (and so the new leaf).
+    pub append_compaction: Option<AppendCompaction>,
+}
+
+/// A `compaction` line appended after every existing line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendCompaction {
+    /// The entry as one JSON line, without the newline.
+    pub line: String,
+    /// Its id.
+    pub id: String,
+    /// Its `firstKeptEntryId`: an entry of the current active context.
+    pub first_kept: String,
 }
 
 impl Edits {
     pub fn is_empty(&self) -> bool {
-        self.remove.is_empty() && self.replace_blocks.is_empty()
+        self.remove.is_empty() && self.replace_blocks.is_empty() && self.append_compaction.is_none()
     }
 }
 
@@ -70,6 +83,8 @@ pub struct Resolved {
     pub removed: usize,
     /// Content blocks replaced.
     pub blocks_replaced: usize,
+    /// The compaction line to append, if any.
+    pub append_compaction: Option<AppendCompaction>,
 }
 
 /// Resolve `edits` into per-line actions.
@@ -85,6 +100,14 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         && removed.contains(&last)
     {
         bail!("refusing to remove the last line");
+    }
+    if edits.append_compaction.is_some()
+        && index
+            .lines
+            .last()
+            .is_some_and(|l| l.kind == LineKind::Unparsable)
+    {
+        bail!("the last line is incomplete or does not parse; not appending after it");
     }
     for &i in &removed {
         if entries[i].id.is_none() || entries[i].kind == EntryType::Session {
@@ -165,6 +188,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         removed: removed.len(),
         removed_ids,
         blocks_replaced,
+        append_compaction: edits.append_compaction.clone(),
     })
 }
 
@@ -246,6 +270,19 @@ pub fn apply(
                 builder.push_line(&text);
             }
         }
+    }
+    if let Some(append) = &resolved.append_compaction {
+        // A last line without its newline (a parsable one; see `resolve`) gets it first.
+        if index.lines.last().is_some_and(|l| !l.terminated) {
+            out.write_all(b"\n")?;
+            written += 1;
+            builder.terminate_last_line();
+        }
+        let mut text = append.line.clone().into_bytes();
+        text.push(b'\n');
+        out.write_all(&text)?;
+        written += text.len() as u64;
+        builder.push_line(&text);
     }
     Ok(Applied {
         bytes_written: written,
