@@ -9,6 +9,9 @@
 //! `toolResult` array contents is replaced, on abandoned branches too, one block for one block,
 //! by [`placeholder_block`]. `keep_turns = 0` protects nothing.
 //!
+//! When the active path stops at a parent that only an unparsable line mentions (the runtime
+//! may parse that line and see older turns), the plan refuses to strip anything in the file.
+//!
 //! `inspect` can call [`plan`] on an index to predict exactly what `strip-images` frees.
 
 use std::collections::{BTreeMap, HashSet};
@@ -38,6 +41,8 @@ pub struct StripPlan {
     pub protected: usize,
     /// Completed turns found on the active path.
     pub completed_turns: usize,
+    /// Why nothing may be stripped in this file, when the active path cannot be trusted.
+    pub refused: Option<String>,
 }
 
 impl StripPlan {
@@ -101,6 +106,20 @@ pub fn prune_before(roles: &[&Role], keep_turns: usize) -> Option<usize> {
 /// Plan the replacement of every unprotected image block.
 pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
     let path = tree.active_path();
+    if let Some(&root) = path.first()
+        && let Some(pid) = index.entries[root].parent.id()
+        && !tree.by_id.contains_key(pid)
+        && index.mentioned_by_unparsable(pid)
+    {
+        // The runtime may parse that line and see a longer path, with other turns.
+        return StripPlan {
+            refused: Some(format!(
+                "the active path continues through a line this tool cannot parse (parent {pid} of entry on line {})",
+                index.entries[root].line + 1
+            )),
+            ..StripPlan::default()
+        };
+    }
     let messages: Vec<usize> = path
         .iter()
         .copied()

@@ -25,6 +25,9 @@ pub fn run(args: &StripImagesArgs) -> Result<Exit> {
         |o: &Outcome| o.blocks_replaced,
         &move |index, tree| {
             let plan = images::plan(index, tree, keep_turns);
+            if let Some(why) = plan.refused {
+                return Err(why);
+            }
             let mut planned = Planned::default();
             if plan.protected > 0 {
                 planned.notes.push(format!(

@@ -1,0 +1,402 @@
+//! Seeded transcript generator: headers, settings, user/assistant turns with thinking, tool
+//! calls and results (with and without images), user images, heartbeat pairs, runs of
+//! `NO_REPLY` in many spellings, lookalikes that are not silent, compactions, abandoned
+//! branches with branch summaries, custom, label, session_info and unknown entries, a line
+//! with a lone surrogate escape, blank lines and torn last lines.
+//!
+//! Every message gets a unique `message.timestamp`, so a message in the runtime's context can
+//! be traced back to its entry.
+
+use serde_json::{Value, json};
+
+/// splitmix64: small, seedable, good enough for test data.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[self.below(items.len())]
+    }
+}
+
+pub const SILENT_SPELLINGS: &[&str] = &[
+    "NO_REPLY",
+    "no_reply",
+    " No_Reply\n",
+    "**NO_REPLY**",
+    "`NO_REPLY`",
+    "~~NO_REPLY~~",
+    "_NO_REPLY_",
+    "\u{a0}NO_REPLY\u{3000}",
+    "{\"action\":\"NO_REPLY\"}",
+    "** NO_REPLY **",
+];
+
+const LOOKALIKES: &[&str] = &[
+    "Done. NO_REPLY",
+    "NO_REPLY: nothing new",
+    "NO REPLY",
+    "{\"action\":\"no_reply\"}",
+];
+
+const HEARTBEAT: &str = "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK.";
+
+/// A generated transcript.
+pub struct Generated {
+    /// The file's bytes.
+    pub bytes: Vec<u8>,
+}
+
+struct G {
+    rng: Rng,
+    lines: Vec<String>,
+    /// (id, type) of every entry written, in file order.
+    ids: Vec<String>,
+    /// The parent for the next entry.
+    cur: Option<String>,
+    /// The id of the entry on the last line (for "append only at the end" rules).
+    last_written: Option<String>,
+    clock: u64,
+    next_id: u64,
+    tool_seq: u64,
+}
+
+impl G {
+    fn id(&mut self) -> String {
+        self.next_id += 1 + self.rng.below(5) as u64;
+        format!("{:08x}", self.next_id * 2_654_435_761 % 0xffff_ffff)
+    }
+    fn tick(&mut self) -> u64 {
+        self.clock += 1000 + self.rng.below(50_000) as u64;
+        self.clock
+    }
+    fn iso(&self, ms: u64) -> String {
+        let secs = ms / 1000;
+        format!(
+            "2026-03-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+            1 + secs / 86_400 % 28,
+            secs / 3600 % 24,
+            secs / 60 % 60,
+            secs % 60,
+            ms % 1000
+        )
+    }
+    /// Append an entry under `cur` and make it the new `cur`.
+    fn push(&mut self, kind: &str, extra: Value) -> String {
+        let id = self.id();
+        let ts = self.tick();
+        let mut m = serde_json::Map::new();
+        m.insert("type".into(), json!(kind));
+        m.insert("id".into(), json!(id));
+        m.insert(
+            "parentId".into(),
+            self.cur.clone().map_or(Value::Null, Value::String),
+        );
+        m.insert("timestamp".into(), json!(self.iso(ts)));
+        if let Value::Object(extra) = extra {
+            m.extend(extra);
+        }
+        self.lines.push(Value::Object(m).to_string());
+        self.ids.push(id.clone());
+        self.cur = Some(id.clone());
+        self.last_written = Some(id.clone());
+        id
+    }
+    fn message(&mut self, msg: Value) -> String {
+        let mut msg = msg;
+        let ts = self.tick();
+        msg["timestamp"] = json!(ts);
+        self.push("message", json!({ "message": msg }))
+    }
+    fn image(&mut self) -> Value {
+        let n = 8 + self.rng.below(40);
+        let data: String = (0..n)
+            .map(|i| (b'A' + ((i * 7 + n) % 26) as u8) as char)
+            .collect();
+        json!({"type":"image","data": data, "mimeType":"image/png"})
+    }
+    fn assistant(&mut self, content: Value, stop: &str) -> String {
+        self.message(json!({
+            "role":"assistant","content": content,"api":"anthropic-messages","provider":"anthropic",
+            "model":"claude-sonnet-4-5","usage":{"input":10,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":12,
+            "cost":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"total":0}},"stopReason": stop
+        }))
+    }
+    fn silent(&mut self) -> String {
+        let text = *self.rng.pick(SILENT_SPELLINGS);
+        let content = match self.rng.below(4) {
+            0 => {
+                json!([{"type":"thinking","thinking":"nothing to say","thinkingSignature":"sig"},{"type":"text","text":text}])
+            }
+            1 => json!([{"type":"text","text":""},{"type":"text","text":text}]),
+            2 => json!(text),
+            _ => json!([{"type":"text","text":text}]),
+        };
+        self.assistant(content, "stop")
+    }
+    fn user(&mut self, images: usize) -> String {
+        if images == 0 && self.rng.chance(40) {
+            return self.message(json!({"role":"user","content":"please check the logs"}));
+        }
+        let mut content = vec![json!({"type":"text","text":"look at this"})];
+        for _ in 0..images {
+            let img = self.image();
+            content.push(img);
+        }
+        self.message(json!({"role":"user","content": content}))
+    }
+    fn reply(&mut self) -> String {
+        let content = if self.rng.chance(40) {
+            json!([{"type":"thinking","thinking":"hmm","thinkingSignature":"s1"},{"type":"text","text":"Here is what I found."}])
+        } else {
+            json!([{"type":"text","text":"All good."}])
+        };
+        self.assistant(content, "stop")
+    }
+    fn tool_round(&mut self) {
+        let n = 1 + self.rng.below(2);
+        let calls: Vec<String> = (0..n)
+            .map(|_| {
+                self.tool_seq += 1;
+                format!("toolu_{:04}", self.tool_seq)
+            })
+            .collect();
+        let blocks: Vec<Value> = calls
+            .iter()
+            .map(|c| json!({"type":"toolCall","id":c,"name":"read","arguments":{"path":"a.png"}}))
+            .collect();
+        self.assistant(Value::Array(blocks), "toolUse");
+        for c in &calls {
+            let mut content = vec![json!({"type":"text","text":"ok"})];
+            if self.rng.chance(50) {
+                let img = self.image();
+                content.push(img);
+            }
+            self.message(json!({"role":"toolResult","toolCallId":c,"toolName":"read","content":content,"isError":false}));
+        }
+        self.reply();
+    }
+    fn transparent(&mut self) {
+        match self.rng.below(6) {
+            0 => self.push(
+                "model_change",
+                json!({"provider":"anthropic","modelId":"claude-opus-4"}),
+            ),
+            1 => self.push("thinking_level_change", json!({"thinkingLevel":"high"})),
+            2 => self.push("session_info", json!({"name":"chat"})),
+            3 => self.push(
+                "custom",
+                json!({"customType":"openclaw.cache-ttl","data":{"t":1}}),
+            ),
+            4 => {
+                let target = self.ids[self.rng.below(self.ids.len())].clone();
+                self.push("label", json!({"targetId": target, "label":"bookmark"}))
+            }
+            _ => {
+                // Unknown types only at the end of the file order (see the runtime's opaque
+                // entry handling).
+                if self.cur == self.last_written {
+                    self.push("x_future_entry", json!({"payload":{"k":[1,2,3]}}))
+                } else {
+                    self.push("custom", json!({"customType":"x","data":null}))
+                }
+            }
+        };
+    }
+    /// The active path from `cur` to the root (ids).
+    fn path(&self) -> Vec<String> {
+        let parents: std::collections::HashMap<String, Option<String>> = self
+            .lines
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|v| {
+                Some((
+                    v["id"].as_str()?.to_owned(),
+                    v["parentId"].as_str().map(str::to_owned),
+                ))
+            })
+            .collect();
+        let mut out = Vec::new();
+        let mut c = self.cur.clone();
+        while let Some(id) = c {
+            out.push(id.clone());
+            c = parents.get(&id).cloned().flatten();
+        }
+        out.reverse();
+        out
+    }
+    fn step(&mut self, allow_branch: bool) {
+        match self.rng.below(16) {
+            0 | 1 => {
+                self.user(0);
+                self.reply();
+            }
+            2 => {
+                let n = 1 + self.rng.below(2);
+                self.user(n);
+                self.reply();
+            }
+            3 | 4 => {
+                if self.rng.chance(50) {
+                    self.user(0);
+                }
+                self.tool_round();
+            }
+            5 | 6 => {
+                self.message(json!({"role":"user","content": HEARTBEAT}));
+                self.silent();
+            }
+            7 | 8 => {
+                let n = 2 + self.rng.below(3);
+                for _ in 0..n {
+                    self.silent();
+                    if self.rng.chance(30) {
+                        self.transparent();
+                    }
+                }
+            }
+            9 => {
+                match self.rng.below(3) {
+                    0 => {
+                        let t = *self.rng.pick(LOOKALIKES);
+                        self.assistant(json!([{"type":"text","text":t}]), "stop")
+                    }
+                    1 => self.assistant(json!([{"type":"text","text":"NO_REPLY"}]), "error"),
+                    _ => self.assistant(json!([{"type":"text","text":"NO_REPLY"}]), "aborted"),
+                };
+            }
+            10 => {
+                self.push(
+                    "custom_message",
+                    json!({"customType":"note","content":"injected context","display":true}),
+                );
+            }
+            11 => {
+                let path = self.path();
+                let first_kept = if path.is_empty() || self.rng.chance(20) {
+                    None
+                } else {
+                    Some(path[self.rng.below(path.len())].clone())
+                };
+                let id = self.push(
+                    "compaction",
+                    json!({"summary":"earlier work","tokensBefore":1234}),
+                );
+                let fk = first_kept.unwrap_or(id);
+                let last = self.lines.pop().unwrap();
+                let mut v: Value = serde_json::from_str(&last).unwrap();
+                v["firstKeptEntryId"] = json!(fk);
+                self.lines.push(v.to_string());
+            }
+            12 if allow_branch => {
+                let path = self.path();
+                if path.len() < 3 {
+                    return;
+                }
+                let leaf = self.cur.clone();
+                let fork = path[self.rng.below(path.len() - 1)].clone();
+                self.cur = Some(fork.clone());
+                for _ in 0..1 + self.rng.below(3) {
+                    self.step(false);
+                }
+                let abandoned = self.cur.clone();
+                if self.rng.chance(50) {
+                    // Come back to where we were.
+                    self.cur = leaf;
+                } else {
+                    // Or continue from the fork point, abandoning both continuations.
+                    self.cur = Some(fork);
+                }
+                let summary = if self.rng.chance(70) {
+                    "tried another way"
+                } else {
+                    ""
+                };
+                self.push(
+                    "branch_summary",
+                    json!({"fromId": abandoned, "summary": summary}),
+                );
+            }
+            13 => self.transparent(),
+            14 => {
+                let n = 1 + self.rng.below(2);
+                self.user(n);
+                self.silent();
+            }
+            _ => {
+                self.user(0);
+                self.tool_round();
+            }
+        }
+    }
+}
+
+/// Generate one transcript from a seed.
+pub fn generate(seed: u64) -> Generated {
+    let mut g = G {
+        rng: Rng::new(seed),
+        lines: Vec::new(),
+        ids: Vec::new(),
+        cur: None,
+        last_written: None,
+        clock: 1_772_400_000_000,
+        next_id: seed * 1000,
+        tool_seq: 0,
+    };
+    g.lines.push(
+        json!({"type":"session","version":3,"id":format!("sess-{seed}"),"timestamp":"2026-03-01T00:00:00.000Z","cwd":"/work"})
+            .to_string(),
+    );
+    g.push(
+        "model_change",
+        json!({"provider":"anthropic","modelId":"claude-sonnet-4-5"}),
+    );
+    g.push("thinking_level_change", json!({"thinkingLevel":"low"}));
+    let steps = 12 + g.rng.below(30);
+    for i in 0..steps {
+        g.step(true);
+        if seed % 5 == 3 && i == steps / 2 {
+            // A line JSON.parse accepts but this tool cannot decode: kept as it is.
+            let id = g.id();
+            let parent = g.cur.clone().unwrap_or_default();
+            g.lines.push(format!(
+                r#"{{"type":"custom","id":"{id}","parentId":"{parent}","timestamp":"2026-03-02T00:00:00.000Z","customType":"x","data":"\ud800"}}"#
+            ));
+            g.cur = Some(id.clone());
+            g.last_written = Some(id);
+        }
+        if g.rng.chance(3) {
+            g.lines.push(String::new());
+        }
+    }
+    // End with a real turn so the leaf is a known entry most of the time.
+    if g.rng.chance(70) {
+        g.user(0);
+        g.reply();
+    } else {
+        g.silent();
+    }
+    let mut text = g.lines.join("\n");
+    text.push('\n');
+    if g.rng.chance(30) {
+        text.push_str(r#"{"type":"message","id":"torn","parentId":"#);
+    }
+    Generated {
+        bytes: text.into_bytes(),
+    }
+}

@@ -1,0 +1,6 @@
+//! The one integration-test binary: every topic is a module here.
+
+mod generator;
+mod model;
+mod transcript;
+mod util;

@@ -1,0 +1,269 @@
+//! An independent, deliberately simple model of the transcript rules, used to predict what
+//! `prune-noreply` and `strip-images` must do to a generated file. It shares no code with the
+//! tool except `jsjson` (to predict the exact bytes of a rewritten line).
+
+use std::collections::{HashMap, HashSet};
+
+use serde_json::Value;
+
+pub struct Model {
+    /// Raw lines (terminator excluded), in file order.
+    pub lines: Vec<String>,
+    /// Parsed object per line (None: blank or unparsable).
+    pub values: Vec<Option<Value>>,
+    /// Node id → line.
+    pub line_of: HashMap<String, usize>,
+    pub leaf: Option<usize>,
+}
+
+const KNOWN: [&str; 9] = [
+    "message",
+    "thinking_level_change",
+    "model_change",
+    "compaction",
+    "branch_summary",
+    "custom",
+    "custom_message",
+    "label",
+    "session_info",
+];
+
+impl Model {
+    pub fn new(bytes: &[u8]) -> Model {
+        let text = String::from_utf8(bytes.to_vec()).unwrap();
+        let lines: Vec<String> = text
+            .split_inclusive('\n')
+            .map(|l| l.trim_end_matches('\n').to_owned())
+            .collect();
+        let values: Vec<Option<Value>> = lines
+            .iter()
+            .map(|l| {
+                serde_json::from_str::<Value>(l)
+                    .ok()
+                    .filter(Value::is_object)
+            })
+            .collect();
+        let mut line_of = HashMap::new();
+        let mut leaf = None;
+        for (i, v) in values.iter().enumerate() {
+            let Some(v) = v else { continue };
+            if v["type"] == "session" {
+                continue;
+            }
+            if let Some(id) = v["id"].as_str().filter(|s| !s.is_empty()) {
+                line_of.entry(id.to_owned()).or_insert(i);
+                if KNOWN.contains(&v["type"].as_str().unwrap_or("")) {
+                    leaf = Some(i);
+                }
+            }
+        }
+        Model {
+            lines,
+            values,
+            line_of,
+            leaf,
+        }
+    }
+
+    pub fn v(&self, line: usize) -> &Value {
+        self.values[line].as_ref().unwrap()
+    }
+
+    pub fn parent(&self, line: usize) -> Option<usize> {
+        self.v(line)["parentId"]
+            .as_str()
+            .and_then(|p| self.line_of.get(p).copied())
+    }
+
+    pub fn id(&self, line: usize) -> String {
+        self.v(line)["id"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn mentioned_by_unparsable(&self, id: &str) -> bool {
+        let needle = format!("\"{id}\"");
+        self.lines
+            .iter()
+            .zip(&self.values)
+            .any(|(l, v)| v.is_none() && l.contains(&needle))
+    }
+
+    pub fn active_path(&self) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut c = self.leaf;
+        while let Some(l) = c {
+            if !seen.insert(l) {
+                break;
+            }
+            out.push(l);
+            c = self.parent(l);
+        }
+        out.reverse();
+        out
+    }
+
+    fn is_silent(&self, line: usize) -> bool {
+        let v = self.v(line);
+        let m = &v["message"];
+        if v["type"] != "message" || m["role"] != "assistant" {
+            return false;
+        }
+        if matches!(m["stopReason"].as_str(), Some("error" | "aborted")) {
+            return false;
+        }
+        let texts: Vec<&str> = match &m["content"] {
+            Value::String(s) => vec![s.as_str()],
+            Value::Array(blocks) => {
+                let mut t = Vec::new();
+                for b in blocks {
+                    match b["type"].as_str() {
+                        Some("text") => match b["text"].as_str() {
+                            Some(s) => t.push(s),
+                            None => return false,
+                        },
+                        Some("thinking" | "redacted_thinking" | "reasoning") => {}
+                        _ => return false,
+                    }
+                }
+                t
+            }
+            _ => return false,
+        };
+        let ws = |c: char| c.is_whitespace() || c == '\u{feff}';
+        let token = |s: &str| {
+            let t = s.trim_matches(ws);
+            if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(t)
+                && o.len() == 1
+                && o.get("action").and_then(Value::as_str).map(|a| a.trim()) == Some("NO_REPLY")
+            {
+                return true;
+            }
+            let edge = |c: char| "*`~_".contains(c);
+            t.trim_start_matches(edge)
+                .trim_end_matches(edge)
+                .trim_matches(ws)
+                .eq_ignore_ascii_case("NO_REPLY")
+        };
+        let mut n = 0;
+        for t in texts {
+            if token(t) {
+                n += 1;
+            } else if !t.trim_matches(ws).is_empty() {
+                return false;
+            }
+        }
+        n > 0
+    }
+
+    fn breaks(&self, line: usize) -> bool {
+        let v = self.v(line);
+        match v["type"].as_str() {
+            Some("message") => !self.is_silent(line),
+            Some("custom_message" | "compaction") => true,
+            Some("branch_summary") => v["summary"].as_str().is_some_and(|s| !s.is_empty()),
+            _ => false,
+        }
+    }
+
+    /// Lines the prune must remove.
+    pub fn prune_removals(&self, keep: usize) -> HashSet<usize> {
+        let last_line = self.lines.len() - 1;
+        let mut out = HashSet::new();
+        for &l in self.line_of.values() {
+            if !self.is_silent(l) || Some(l) == self.leaf || l == last_line {
+                continue;
+            }
+            // Position in the run: silent ancestors up to the first breaker.
+            let mut pos = 1;
+            let mut c = self.parent(l);
+            while let Some(p) = c {
+                if self.is_silent(p) {
+                    pos += 1;
+                } else if self.breaks(p) {
+                    break;
+                }
+                c = self.parent(p);
+            }
+            if pos > keep && !self.mentioned_by_unparsable(&self.id(l)) {
+                out.insert(l);
+            }
+        }
+        let ids: HashSet<String> = out.iter().map(|&l| self.id(l)).collect();
+        for &l in self.line_of.values() {
+            let v = self.v(l);
+            if v["type"] == "label" && v["targetId"].as_str().is_some_and(|t| ids.contains(t)) {
+                out.insert(l);
+            }
+        }
+        out
+    }
+
+    /// Lines (and their image block positions) the strip must change; `None` when the tool
+    /// must refuse the file.
+    pub fn strip_targets(&self, keep_turns: usize) -> Option<HashMap<usize, Vec<usize>>> {
+        let path = self.active_path();
+        if let Some(&root) = path.first()
+            && let Some(pid) = self.v(root)["parentId"].as_str()
+            && !self.line_of.contains_key(pid)
+            && self.mentioned_by_unparsable(pid)
+        {
+            return None;
+        }
+        let msgs: Vec<usize> = path
+            .iter()
+            .copied()
+            .filter(|&l| self.v(l)["type"] == "message")
+            .collect();
+        let mut starts = Vec::new();
+        let mut open: Option<usize> = None;
+        let mut replied = false;
+        for (i, &l) in msgs.iter().enumerate() {
+            match self.v(l)["message"]["role"].as_str() {
+                Some("user") => {
+                    if let (Some(s), true) = (open, replied) {
+                        starts.push(s);
+                    }
+                    open = Some(i);
+                    replied = false;
+                }
+                Some("toolResult") if open.is_none() => open = Some(i),
+                Some("assistant") if open.is_some() => replied = true,
+                _ => {}
+            }
+        }
+        if let (Some(s), true) = (open, replied) {
+            starts.push(s);
+        }
+        let mut out = HashMap::new();
+        if starts.len() <= keep_turns {
+            return Some(out);
+        }
+        let boundary = if keep_turns == 0 {
+            msgs.len()
+        } else {
+            starts[starts.len() - keep_turns]
+        };
+        let protected: HashSet<usize> = msgs[boundary..].iter().copied().collect();
+        for (l, v) in self.values.iter().enumerate() {
+            let Some(v) = v else { continue };
+            let m = &v["message"];
+            if v["type"] != "message" || !matches!(m["role"].as_str(), Some("user" | "toolResult"))
+            {
+                continue;
+            }
+            let Some(blocks) = m["content"].as_array() else {
+                continue;
+            };
+            let imgs: Vec<usize> = blocks
+                .iter()
+                .enumerate()
+                .filter(|(_, b)| b["type"] == "image")
+                .map(|(i, _)| i)
+                .collect();
+            if !imgs.is_empty() && !protected.contains(&l) {
+                out.insert(l, imgs);
+            }
+        }
+        Some(out)
+    }
+}
