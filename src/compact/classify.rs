@@ -359,7 +359,8 @@ pub fn is_heartbeat_ack(message: &Value) -> bool {
         .is_some_and(|t| strip_heartbeat_token(&t.concat(), true, 300).should_skip)
 }
 
-/// An assistant reply that is only the silent token (thinking blocks ignored, no tool calls).
+/// An assistant reply that is only the silent token (thinking blocks ignored, no tool calls,
+/// not an error or aborted turn).
 pub fn is_silent_reply(message: &Value) -> bool {
     if str_field(message, "role") != Some("assistant")
         || matches!(str_field(message, "stopReason"), Some("error" | "aborted"))
@@ -382,10 +383,10 @@ pub fn is_silent_reply(message: &Value) -> bool {
         }
         _ => return false,
     };
-    texts.iter().any(|t| is_silent_reply_text(t))
-        && texts
-            .iter()
-            .all(|t| is_silent_reply_text(t) || js_trim(t).is_empty())
+    // The same rule as `prune-noreply` (spec § 9.2: markdown-wrapped tokens and the JSON
+    // envelope count too), broader than the runtime's own `isSilentReplyText`.
+    let silent = |t: &&str| crate::noreply::is_silent_text(t);
+    texts.iter().any(silent) && texts.iter().all(|t| silent(t) || js_trim(t).is_empty())
 }
 
 /// What the boilerplate filter set aside.
