@@ -317,3 +317,63 @@ fn patch_value(v: &mut Value, patch: &Patch) -> io::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::validate::{self, Expectation};
+
+    const TEXT: &str = "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}\n\
+{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"message\":{\"role\":\"user\",\"content\":\"one\"}}\n\
+{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\",\"message\":{\"role\":\"assistant\",\"content\":[]}}\n\
+{\"type\":\"message\",\"id\":\"c\",\"parentId\":\"b\",\"message\":{\"role\":\"user\",\"content\":\"two\"}}";
+
+    fn append(first_kept: &str) -> Edits {
+        let line = format!(
+            "{{\"type\":\"compaction\",\"id\":\"n\",\"parentId\":\"c\",\"timestamp\":\"t\",\"summary\":\"s\",\"firstKeptEntryId\":\"{first_kept}\",\"tokensBefore\":1}}"
+        );
+        Edits {
+            append_compaction: Some(AppendCompaction {
+                line,
+                id: "n".into(),
+                first_kept: first_kept.into(),
+            }),
+            ..Edits::default()
+        }
+    }
+
+    fn run(text: &str, edits: &Edits) -> Result<(Vec<u8>, Result<(), validate::Invalid>)> {
+        let index = Index::from_reader(text.as_bytes())?;
+        let tree = Tree::build(&index);
+        let resolved = resolve(&index, &tree, edits)?;
+        let mut out = Vec::new();
+        let applied = apply(text.as_bytes(), &index, &resolved, &mut out)?;
+        let expect = Expectation {
+            removed_ids: resolved.removed_ids.clone(),
+            appended_compaction: Some(("n".into(), "c".into())),
+        };
+        Ok((out, validate::validate(&index, &applied.index, &expect)))
+    }
+
+    #[test]
+    fn appends_after_a_newline_and_validates_the_new_context() {
+        let (out, valid) = run(TEXT, &append("c")).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.starts_with(&format!("{TEXT}\n{{\"type\":\"compaction\"")));
+        assert!(out.ends_with("\"tokensBefore\":1}\n"));
+        valid.unwrap();
+        let with_newline = format!("{TEXT}\n");
+        let (out, valid) = run(&with_newline, &append("c")).unwrap();
+        assert!(out.starts_with(with_newline.as_bytes()));
+        valid.unwrap();
+    }
+
+    #[test]
+    fn a_wrong_first_kept_or_a_torn_last_line_is_refused() {
+        // The line says "b" but the validator is told "c": the rebuilt context differs.
+        let (_, valid) = run(TEXT, &append("b")).unwrap();
+        assert!(valid.is_err());
+        let torn = format!("{TEXT}\n{{\"type\":\"message\",\"id\":\"x");
+        assert!(run(&torn, &append("c")).is_err());
+    }
+}
