@@ -10,6 +10,7 @@ pub mod compact;
 pub mod exit;
 pub mod fsutil;
 pub mod images;
+pub mod isotime;
 pub mod jsjson;
 pub mod noreply;
 pub mod transcript;

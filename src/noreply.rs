@@ -123,7 +123,7 @@ pub fn is_silent_content(content: &Content<'_>) -> bool {
             }
             tokens > 0
         }
-        Content::Absent | Content::Other => false,
+        Content::Absent | Content::Other | Content::Skipped => false,
     }
 }
 

@@ -311,3 +311,113 @@ fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
     };
     validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    const TEXT: &str = concat!(
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/"}"#,
+        "\n",
+        r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-03-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#,
+        "\n",
+        r#"{"type":"message","id":"b","parentId":"a","timestamp":"2026-03-01T00:00:00.000Z","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+        "\n",
+        r#"{"type":"message","id":"c","parentId":"b","timestamp":"2026-03-01T00:00:00.000Z","message":{"role":"user","content":"y"}}"#,
+        "\n",
+    );
+    const APPENDED: &str = "{\"type\":\"custom\",\"id\":\"z\",\"parentId\":\"c\"}\n";
+
+    /// A planner that removes `b` and, like a concurrent writer, appends a line each call.
+    fn appending_planner(
+        path: PathBuf,
+        calls: &AtomicUsize,
+    ) -> impl Fn(&Index, &Tree) -> Result<Planned, String> + Sync + '_ {
+        move |index: &Index, tree: &Tree| {
+            calls.fetch_add(1, Ordering::SeqCst);
+            let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+            f.write_all(APPENDED.as_bytes()).unwrap();
+            let mut p = Planned::default();
+            p.edits.remove.insert(tree.by_id["b"]);
+            let _ = index;
+            Ok(p)
+        }
+    }
+
+    #[test]
+    fn a_concurrent_append_aborts_the_rewrite_and_keeps_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        fs::write(&path, TEXT).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let calls = AtomicUsize::new(0);
+        let planner = appending_planner(path.clone(), &calls);
+        let opts = Options {
+            mode: Mode::Enforce,
+            wait_lock: None,
+        };
+        let out = run_file(&c, &path, opts, &planner);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "re-planned once under the lock"
+        );
+        match &out.status {
+            Status::Refused(m) => {
+                assert!(m.contains("changed while it was being rewritten"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        let got = fs::read_to_string(&path).unwrap();
+        assert_eq!(got, format!("{TEXT}{APPENDED}{APPENDED}"));
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp or lock left"
+        );
+    }
+
+    #[test]
+    fn preview_validates_and_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        fs::write(&path, TEXT).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let planner = |_: &Index, tree: &Tree| {
+            let mut p = Planned::default();
+            p.edits.remove.insert(tree.by_id["b"]);
+            Ok(p)
+        };
+        let opts = Options {
+            mode: Mode::Preview,
+            wait_lock: None,
+        };
+        let out = run_file(&c, &path, opts, &planner);
+        assert_eq!(out.status, Status::WouldChange);
+        assert_eq!(out.entries_removed, 1);
+        assert!(out.bytes_after < out.bytes_before);
+        assert_eq!(fs::read_to_string(&path).unwrap(), TEXT);
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn removing_the_leaf_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        fs::write(&path, TEXT).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let planner = |_: &Index, tree: &Tree| {
+            let mut p = Planned::default();
+            p.edits.remove.insert(tree.by_id["c"]);
+            Ok(p)
+        };
+        let opts = Options {
+            mode: Mode::Enforce,
+            wait_lock: None,
+        };
+        let out = run_file(&c, &path, opts, &planner);
+        assert!(matches!(out.status, Status::Refused(_)), "{:?}", out.status);
+        assert_eq!(fs::read_to_string(&path).unwrap(), TEXT);
+    }
+}

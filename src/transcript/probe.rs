@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
-use serde::de::{self, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// A JSON value seen only as "string", "null", "absent" or "something else".
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -124,7 +124,18 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageProbe<'a> {
                     match key.as_ref() {
                         "role" => m.role = a.next_value()?,
                         "stopReason" => m.stop_reason = a.next_value()?,
-                        "content" => m.content = a.next_value()?,
+                        "content" => {
+                            // Only assistant replies need their text (silent-reply check).
+                            let want_text = !matches!(&m.role, Lenient::Str(r) if r != "assistant");
+                            if want_text || MAY_HOLD_IMAGE.get() {
+                                m.content = a.next_value_seed(ContentSeed::new(want_text))?;
+                            } else {
+                                // Not an assistant reply, and the line has no `"image"`: the
+                                // blocks cannot matter.
+                                a.next_value::<IgnoredAny>()?;
+                                m.content = Content::Skipped;
+                            }
+                        }
                         k => {
                             let slot = TOOL_RESULT_ID_KEYS.iter().position(|x| *x == k);
                             match slot {
@@ -170,6 +181,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageProbe<'a> {
     }
 }
 
+thread_local! {
+    /// Set by [`probe_line`] for the line being probed.
+    static MAY_HOLD_IMAGE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
 /// Keys that name the tool call a result answers, in the order the runtime tries them.
 pub const TOOL_RESULT_ID_KEYS: [&str; 6] = [
     "toolCallId",
@@ -190,54 +206,80 @@ pub enum Content<'a> {
     Blocks(Vec<BlockProbe<'a>>),
     /// Anything else (null, number, object).
     Other,
+    /// Not read: it cannot matter for this line (see [`probe_line`]).
+    Skipped,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = Content<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("message content")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-                Ok(Content::Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-                Ok(Content::Text(Cow::Owned(v.to_owned())))
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                let mut blocks = Vec::new();
-                while let Some(b) = a.next_element::<BlockProbe<'a>>()? {
-                    blocks.push(b);
-                }
-                Ok(Content::Blocks(blocks))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Content::Other)
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Content::Other)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Content::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Content::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Content::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Content::Other)
-            }
+/// Reads a `content` value; block texts are kept only when `want_text` (assistant replies),
+/// so tool output and user text are skipped without being unescaped or copied.
+#[derive(Clone, Copy)]
+pub struct ContentSeed<'a> {
+    pub want_text: bool,
+    marker: std::marker::PhantomData<&'a ()>,
+}
+
+impl ContentSeed<'_> {
+    pub fn new(want_text: bool) -> Self {
+        ContentSeed {
+            want_text,
+            marker: std::marker::PhantomData,
         }
-        d.deserialize_any(V(std::marker::PhantomData))
     }
 }
 
-/// One content block: its type, its text (for text blocks) and its id (for tool calls).
+impl<'de: 'a, 'a> DeserializeSeed<'de> for ContentSeed<'a> {
+    type Value = Content<'a>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Content<'a>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for ContentSeed<'a> {
+    type Value = Content<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("message content")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Content::Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Content::Text(if self.want_text {
+            Cow::Owned(v.to_owned())
+        } else {
+            Cow::Borrowed("")
+        }))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut blocks = Vec::new();
+        while let Some(b) = a.next_element_seed(BlockSeed(self))? {
+            blocks.push(b);
+        }
+        Ok(Content::Blocks(blocks))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(Content::Other)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(Content::Other)
+    }
+}
+
+/// One content block: its type, its text (for text blocks of assistant replies) and its id
+/// (for tool calls).
 /// A non-object block is recorded with every field absent.
 #[derive(Debug, Default)]
 pub struct BlockProbe<'a> {
@@ -247,62 +289,70 @@ pub struct BlockProbe<'a> {
     pub is_object: bool,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for BlockProbe<'a> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = BlockProbe<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a content block")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                let mut b = BlockProbe {
-                    is_object: true,
-                    ..BlockProbe::default()
-                };
-                while let Some(key) = a.next_key::<Cow<'de, str>>()? {
-                    match key.as_ref() {
-                        "type" => b.kind = a.next_value()?,
-                        "text" => b.text = a.next_value()?,
-                        "id" => b.id = a.next_value()?,
-                        _ => {
-                            a.next_value::<IgnoredAny>()?;
-                        }
-                    }
+struct BlockSeed<'a>(ContentSeed<'a>);
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for BlockSeed<'a> {
+    type Value = BlockProbe<'a>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<BlockProbe<'a>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
+    type Value = BlockProbe<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a content block")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut b = BlockProbe {
+            is_object: true,
+            ..BlockProbe::default()
+        };
+        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "type" => b.kind = a.next_value()?,
+                "text" if self.0.want_text => b.text = a.next_value()?,
+                "id" => b.id = a.next_value()?,
+                _ => {
+                    a.next_value::<IgnoredAny>()?;
                 }
-                Ok(b)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(BlockProbe::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(BlockProbe::default())
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(BlockProbe::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(BlockProbe::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(BlockProbe::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(BlockProbe::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(BlockProbe::default())
             }
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+        Ok(b)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(BlockProbe::default())
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(BlockProbe::default())
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(BlockProbe::default())
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(BlockProbe::default())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(BlockProbe::default())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(BlockProbe::default())
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(BlockProbe::default())
     }
 }
 
 /// Parse one line (without its terminator) into a probe. Lines that `JSON.parse` would accept
 /// but a Rust string cannot hold (lone surrogate escapes) are rejected here too, so that every
 /// line the tool treats as an entry is one it can also re-serialise.
+///
+/// Prefilter: the content blocks of a non-assistant message are only read when the raw line
+/// contains `"image"` (without it no block can be an image).
 pub fn probe_line(bytes: &[u8]) -> Result<LineProbe<'_>, serde_json::Error> {
+    MAY_HOLD_IMAGE.set(memchr::memmem::find(bytes, b"\"image\"").is_some());
     let probe: LineProbe<'_> = serde_json::from_slice(bytes)?;
     if has_surrogate_escape(bytes) {
         // The probe skips strings without decoding them; decode the whole line to be sure.

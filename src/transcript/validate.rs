@@ -159,3 +159,79 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
+
+    fn idx(lines: &[&str]) -> Index {
+        let mut all = vec![H];
+        all.extend_from_slice(lines);
+        Index::from_reader(all.join("\n").as_bytes()).unwrap()
+    }
+
+    const A: &str =
+        r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#;
+    const B: &str = r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[{"type":"toolCall","id":"t"}]}}"#;
+    const C: &str = r#"{"type":"message","id":"c","parentId":"b","message":{"role":"toolResult","toolCallId":"t","content":[]}}"#;
+    const D: &str =
+        r#"{"type":"message","id":"d","parentId":"c","message":{"role":"user","content":"y"}}"#;
+
+    fn removed(ids: &[&str]) -> Expectation {
+        Expectation {
+            removed_ids: ids.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn pairing_must_not_get_worse_and_identity_passes() {
+        let old = idx(&[A, B, C, D]);
+        let d2 = D.replace(r#""parentId":"c""#, r#""parentId":"b""#);
+        let c_gone = idx(&[A, B, &d2]);
+        // Removing a lone tool result makes pairing worse.
+        let err = validate(&old, &c_gone, &removed(&["c"])).unwrap_err();
+        assert!(err.0.contains("pairing"), "{err}");
+        assert!(validate(&old, &old, &removed(&[])).is_ok());
+    }
+
+    #[test]
+    fn rejects_structural_damage() {
+        let old = idx(&[A, B, C, D]);
+        let dangling = idx(&[A, B, D]);
+        assert!(
+            validate(&old, &dangling, &removed(&["c"]))
+                .unwrap_err()
+                .0
+                .contains("parent")
+        );
+        let leaf_moved = idx(&[A, B, C]);
+        assert!(validate(&old, &leaf_moved, &removed(&["d"])).is_err());
+        let unexpected = idx(&[A, B, C, D]);
+        assert!(
+            validate(&old, &unexpected, &removed(&["c"]))
+                .unwrap_err()
+                .0
+                .contains("ids")
+        );
+        let cyc_a = A.replace(r#""parentId":null"#, r#""parentId":"d""#);
+        let cycle = idx(&[&cyc_a, B, C, D]);
+        assert!(
+            validate(&old, &cycle, &removed(&[]))
+                .unwrap_err()
+                .0
+                .contains("cycle")
+        );
+        let other_header = Index::from_reader(
+            format!("{}\n{A}\n{B}\n{C}\n{D}", H.replace("\"s\"", "\"s2\"")).as_bytes(),
+        )
+        .unwrap();
+        assert!(
+            validate(&old, &other_header, &removed(&[]))
+                .unwrap_err()
+                .0
+                .contains("header")
+        );
+    }
+}

@@ -4,4 +4,5 @@ mod compact;
 mod generator;
 mod model;
 mod transcript;
+mod transcript_safety;
 mod util;
