@@ -182,6 +182,7 @@ mod tests {
     fn removed(ids: &[&str]) -> Expectation {
         Expectation {
             removed_ids: ids.iter().map(|s| s.to_string()).collect(),
+            appended_compaction: None,
         }
     }
 
