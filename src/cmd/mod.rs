@@ -1,5 +1,6 @@
 //! One file per subcommand; this module holds the single dispatch `match`.
 
+pub mod compact;
 mod completions;
 mod prune_noreply;
 mod strip_images;
@@ -16,7 +17,7 @@ pub fn run(cli: &Cli) -> Result<Exit> {
         Command::Cleanup(_) => not_yet("cleanup"),
         Command::PruneNoreply(args) => prune_noreply::run(args),
         Command::StripImages(args) => strip_images::run(args),
-        Command::Compact(_) => not_yet("compact"),
+        Command::Compact(args) => compact::run(args),
         Command::Inspect(_) => not_yet("inspect"),
         Command::Completions(args) => completions::run(args),
     }

@@ -14,7 +14,7 @@ use serde_json::{Map, Value, json};
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
-use crate::transcript::job::{self, Mode, Options, Outcome, Planner, Status};
+use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
 /// One transcript to process.
 #[derive(Debug, Clone)]
@@ -104,6 +104,19 @@ pub fn run(
     count: fn(&Outcome) -> usize,
     planner: &Planner,
 ) -> Result<Exit> {
+    run_at(targets, mode, labels, count, &|_, index, tree| {
+        planner(index, tree)
+    })
+}
+
+/// [`run`] with a planner that reads the file itself.
+pub fn run_at(
+    targets: &TranscriptTargetArgs,
+    mode: &ModeArgs,
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    planner: &PlannerAt,
+) -> Result<Exit> {
     let resolved = resolve_targets(targets)?;
     let opts = Options {
         mode: if mode.enforce {
@@ -118,7 +131,7 @@ pub fn run(
         .par_iter()
         .map(|t| {
             let outcome = match Confined::new(&t.dir) {
-                Ok(c) => job::run_file(&c, &t.path, opts, planner),
+                Ok(c) => job::run_file_at(&c, &t.path, opts, planner),
                 Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
             (outcome, t.session_key.clone())
@@ -204,6 +217,9 @@ fn json_report(
         f.insert("bytesAfter".into(), json!(o.bytes_after));
         f.insert("unparsableLines".into(), json!(o.unparsable_lines));
         f.insert("notes".into(), json!(o.notes));
+        if let Some(d) = &o.details {
+            f.insert("details".into(), d.clone());
+        }
         files.push(Value::Object(f));
     }
     let before = totals

@@ -52,6 +52,8 @@ pub struct Planned {
     pub edits: Edits,
     /// Things worth telling the operator (held-back removals, protected images, …).
     pub notes: Vec<String>,
+    /// Command-specific facts for the JSON report (e.g. what a compaction kept).
+    pub details: Option<serde_json::Value>,
 }
 
 /// How one file ended.
@@ -85,6 +87,8 @@ pub struct Outcome {
     /// 1-based numbers of lines kept as they were because they do not parse.
     pub unparsable_lines: Vec<usize>,
     pub notes: Vec<String>,
+    /// [`Planned::details`] of the last plan.
+    pub details: Option<serde_json::Value>,
 }
 
 impl Outcome {
@@ -98,6 +102,7 @@ impl Outcome {
             bytes_after: 0,
             unparsable_lines: Vec::new(),
             notes: Vec::new(),
+            details: None,
         }
     }
 }
@@ -105,8 +110,22 @@ impl Outcome {
 /// A planner: from an index and its tree to edits, or a reason to leave the file alone.
 pub type Planner<'a> = dyn Fn(&Index, &Tree) -> Result<Planned, String> + Sync + 'a;
 
+/// A planner that also reads the file (e.g. the entries' full content, see
+/// [`super::values`]); it gets the path that was indexed.
+pub type PlannerAt<'a> = dyn Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a;
+
 /// Process one transcript. Never returns an error: every failure is an [`Outcome`] status.
 pub fn run_file(confined: &Confined, path: &Path, opts: Options, planner: &Planner) -> Outcome {
+    run_file_at(confined, path, opts, &|_, index, tree| planner(index, tree))
+}
+
+/// [`run_file`] with a planner that reads the file itself.
+pub fn run_file_at(
+    confined: &Confined,
+    path: &Path,
+    opts: Options,
+    planner: &PlannerAt,
+) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
     if let Err(status) = run_inner(confined, path, opts, planner, &mut out) {
         out.status = status;
@@ -136,7 +155,7 @@ fn failed(e: anyhow::Error) -> Status {
 /// Index and plan; `Ok(None)` when there is nothing to do.
 fn prepare(
     path: &Path,
-    planner: &Planner,
+    planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<(Index, Resolved)>, Status> {
     let (len, _) = stamp(path).map_err(|e| failed(anyhow::Error::from(e)))?;
@@ -172,8 +191,9 @@ fn prepare(
             "entry id {id} occurs more than once"
         )));
     }
-    let planned = planner(&index, &tree).map_err(Status::Skipped)?;
+    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
     out.notes = planned.notes;
+    out.details = planned.details;
     if planned.edits.is_empty() {
         return Ok(None);
     }
@@ -188,7 +208,7 @@ fn run_inner(
     confined: &Confined,
     path: &Path,
     opts: Options,
-    planner: &Planner,
+    planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<(), Status> {
     let meta = match fs::symlink_metadata(path) {
@@ -284,6 +304,10 @@ fn run_inner(
 fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
     let expect = Expectation {
         removed_ids: resolved.removed_ids.clone(),
+        appended_compaction: resolved
+            .append_compaction
+            .as_ref()
+            .map(|a| (a.id.clone(), a.first_kept.clone())),
     };
     validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string()))
 }

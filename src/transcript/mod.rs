@@ -26,6 +26,7 @@ pub mod probe;
 pub mod rewrite;
 pub mod tree;
 pub mod validate;
+pub mod values;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -362,6 +363,16 @@ impl IndexBuilder {
             }
         }
         idx.lines.push(line);
+    }
+
+    /// Record that a newline was written after the last pushed line (which had none).
+    pub fn terminate_last_line(&mut self) {
+        let idx = &mut self.index;
+        if let Some(last) = idx.lines.last_mut().filter(|l| !l.terminated) {
+            last.terminated = true;
+            last.len += 1;
+            idx.size += 1;
+        }
     }
 
     pub fn finish(self) -> Index {

@@ -32,11 +32,24 @@ pub struct Edits {
     pub remove: BTreeSet<usize>,
     /// Entry → (content block position → replacement block).
     pub replace_blocks: BTreeMap<usize, Vec<(u32, Value)>>,
+    /// A compaction entry to append as the new last line (and so the new leaf).
+    pub append_compaction: Option<AppendCompaction>,
+}
+
+/// A `compaction` line appended after every existing line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppendCompaction {
+    /// The entry as one JSON line, without the newline.
+    pub line: String,
+    /// Its id.
+    pub id: String,
+    /// Its `firstKeptEntryId`: an entry of the current active context.
+    pub first_kept: String,
 }
 
 impl Edits {
     pub fn is_empty(&self) -> bool {
-        self.remove.is_empty() && self.replace_blocks.is_empty()
+        self.remove.is_empty() && self.replace_blocks.is_empty() && self.append_compaction.is_none()
     }
 }
 
@@ -70,6 +83,8 @@ pub struct Resolved {
     pub removed: usize,
     /// Content blocks replaced.
     pub blocks_replaced: usize,
+    /// The compaction line to append, if any.
+    pub append_compaction: Option<AppendCompaction>,
 }
 
 /// Resolve `edits` into per-line actions.
@@ -85,6 +100,14 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         && removed.contains(&last)
     {
         bail!("refusing to remove the last line");
+    }
+    if edits.append_compaction.is_some()
+        && index
+            .lines
+            .last()
+            .is_some_and(|l| l.kind == LineKind::Unparsable)
+    {
+        bail!("the last line is incomplete or does not parse; not appending after it");
     }
     for &i in &removed {
         if entries[i].id.is_none() || entries[i].kind == EntryType::Session {
@@ -165,6 +188,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         removed: removed.len(),
         removed_ids,
         blocks_replaced,
+        append_compaction: edits.append_compaction.clone(),
     })
 }
 
@@ -247,6 +271,19 @@ pub fn apply(
             }
         }
     }
+    if let Some(append) = &resolved.append_compaction {
+        // A last line without its newline (a parsable one; see `resolve`) gets it first.
+        if index.lines.last().is_some_and(|l| !l.terminated) {
+            out.write_all(b"\n")?;
+            written += 1;
+            builder.terminate_last_line();
+        }
+        let mut text = append.line.clone().into_bytes();
+        text.push(b'\n');
+        out.write_all(&text)?;
+        written += text.len() as u64;
+        builder.push_line(&text);
+    }
     Ok(Applied {
         bytes_written: written,
         index: builder.finish(),
@@ -279,4 +316,64 @@ fn patch_value(v: &mut Value, patch: &Patch) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::validate::{self, Expectation};
+
+    const TEXT: &str = "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}\n\
+{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"message\":{\"role\":\"user\",\"content\":\"one\"}}\n\
+{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\",\"message\":{\"role\":\"assistant\",\"content\":[]}}\n\
+{\"type\":\"message\",\"id\":\"c\",\"parentId\":\"b\",\"message\":{\"role\":\"user\",\"content\":\"two\"}}";
+
+    fn append(first_kept: &str) -> Edits {
+        let line = format!(
+            "{{\"type\":\"compaction\",\"id\":\"n\",\"parentId\":\"c\",\"timestamp\":\"t\",\"summary\":\"s\",\"firstKeptEntryId\":\"{first_kept}\",\"tokensBefore\":1}}"
+        );
+        Edits {
+            append_compaction: Some(AppendCompaction {
+                line,
+                id: "n".into(),
+                first_kept: first_kept.into(),
+            }),
+            ..Edits::default()
+        }
+    }
+
+    fn run(text: &str, edits: &Edits) -> Result<(Vec<u8>, Result<(), validate::Invalid>)> {
+        let index = Index::from_reader(text.as_bytes())?;
+        let tree = Tree::build(&index);
+        let resolved = resolve(&index, &tree, edits)?;
+        let mut out = Vec::new();
+        let applied = apply(text.as_bytes(), &index, &resolved, &mut out)?;
+        let expect = Expectation {
+            removed_ids: resolved.removed_ids.clone(),
+            appended_compaction: Some(("n".into(), "c".into())),
+        };
+        Ok((out, validate::validate(&index, &applied.index, &expect)))
+    }
+
+    #[test]
+    fn appends_after_a_newline_and_validates_the_new_context() {
+        let (out, valid) = run(TEXT, &append("c")).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.starts_with(&format!("{TEXT}\n{{\"type\":\"compaction\"")));
+        assert!(out.ends_with("\"tokensBefore\":1}\n"));
+        valid.unwrap();
+        let with_newline = format!("{TEXT}\n");
+        let (out, valid) = run(&with_newline, &append("c")).unwrap();
+        assert!(out.starts_with(with_newline.as_bytes()));
+        valid.unwrap();
+    }
+
+    #[test]
+    fn a_wrong_first_kept_or_a_torn_last_line_is_refused() {
+        // The line says "b" but the validator is told "c": the rebuilt context differs.
+        let (_, valid) = run(TEXT, &append("b")).unwrap();
+        assert!(valid.is_err());
+        let torn = format!("{TEXT}\n{{\"type\":\"message\",\"id\":\"x");
+        assert!(run(&torn, &append("c")).is_err());
+    }
 }

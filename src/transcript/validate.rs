@@ -7,9 +7,12 @@
 //! - entry ids are unique;
 //! - every `parentId` names an entry in the file (a parent that was already missing in the
 //!   original, on the same entry, is tolerated) and no new cycle appears;
-//! - the leaf is the same entry;
-//! - the set of entry ids is the old one minus exactly the removed ids;
+//! - the leaf is the same entry (or, after an appended compaction, that compaction);
+//! - the set of entry ids is the old one minus exactly the removed ids (plus the appended
+//!   compaction);
 //! - the active path's context is the old one minus exactly the removed entries, in order;
+//!   after an appended compaction it is that compaction's summary followed by the old context
+//!   from its `firstKeptEntryId` on;
 //! - tool call/result pairing on the active path is no worse than before;
 //! - unparsable lines are all still there, byte for byte.
 
@@ -23,6 +26,8 @@ use super::tree::{self, ContextItem, Tree};
 pub struct Expectation {
     /// Ids of the entries that were removed.
     pub removed_ids: HashSet<String>,
+    /// A compaction appended as the new leaf: its id and `firstKeptEntryId`.
+    pub appended_compaction: Option<(String, String)>,
 }
 
 /// Why a rewrite was rejected.
@@ -82,16 +87,28 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     {
         return fail(format!("entry {} is part of a parent cycle", id_of(new, i)));
     }
-    if old_tree.leaf_id(old) != new_tree.leaf_id(new) {
+    let appended = expect.appended_compaction.as_ref();
+    let expected_leaf = match appended {
+        Some((id, _)) => Some(id.as_str()),
+        None => old_tree.leaf_id(old),
+    };
+    if expected_leaf != new_tree.leaf_id(new) {
         return fail(format!(
             "the leaf changed from {:?} to {:?}",
-            old_tree.leaf_id(old),
+            expected_leaf,
             new_tree.leaf_id(new)
         ));
     }
     let old_ids: HashSet<String> = old_tree.by_id.keys().cloned().collect();
     let new_ids: HashSet<String> = new_tree.by_id.keys().cloned().collect();
-    let expected_ids: HashSet<String> = old_ids.difference(&expect.removed_ids).cloned().collect();
+    let mut expected_ids: HashSet<String> =
+        old_ids.difference(&expect.removed_ids).cloned().collect();
+    if let Some((id, _)) = appended {
+        if old_ids.contains(id) {
+            return fail(format!("the appended entry id {id} is already in the file"));
+        }
+        expected_ids.insert(id.clone());
+    }
     if new_ids != expected_ids {
         let lost = expected_ids.difference(&new_ids).next();
         let extra = new_ids.difference(&expected_ids).next();
@@ -105,11 +122,23 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
         ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
         ContextItem::Entry(i) => (false, id_of(idx, i)),
     };
-    let expected_ctx: Vec<(bool, String)> = old_ctx
+    let mut expected_ctx: Vec<(bool, String)> = old_ctx
         .iter()
         .map(|c| key(old, c))
         .filter(|(_, id)| !expect.removed_ids.contains(id))
         .collect();
+    if let Some((id, first_kept)) = appended {
+        let Some(at) = expected_ctx
+            .iter()
+            .position(|(summary, e)| !summary && e == first_kept)
+        else {
+            return fail(format!(
+                "the appended compaction keeps from {first_kept}, which is not in the context"
+            ));
+        };
+        expected_ctx.drain(..at);
+        expected_ctx.insert(0, (true, id.clone()));
+    }
     let got_ctx: Vec<(bool, String)> = new_ctx.iter().map(|c| key(new, c)).collect();
     if got_ctx != expected_ctx {
         return fail(format!(
@@ -153,6 +182,7 @@ mod tests {
     fn removed(ids: &[&str]) -> Expectation {
         Expectation {
             removed_ids: ids.iter().map(|s| s.to_string()).collect(),
+            appended_compaction: None,
         }
     }
 

@@ -1,0 +1,180 @@
+//! `clawkeeper compact`: summarise the older part of long transcripts without a model and
+//! append a `compaction` entry the runtime honours on its next turn.
+//!
+//! Resolve the targets; per file, read the active path's entries, rebuild the context the way
+//! the runtime does (`transcript::tree`), let `compact::plan` choose the cut and build the
+//! summary, optionally ask the operator's `--summarizer`, and hand the appended line to the
+//! shared transcript job (lock, validation, atomic replace). Every original line stays as it
+//! was; the new entry becomes the last line.
+
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+use super::transcripts::{self, Labels, parse_wait};
+use crate::cli::{CompactArgs, Tokenizer};
+use crate::compact::plan::{self, Compaction, Settings};
+use crate::compact::{Estimator, TokenCounter, context_message, entry, external, summary};
+use crate::exit::Exit;
+use crate::transcript::job::{Outcome, Planned};
+use crate::transcript::rewrite::AppendCompaction;
+use crate::transcript::tree::{self, ContextItem, Tree};
+use crate::transcript::{Index, values};
+
+/// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
+pub fn estimator_for(t: Tokenizer) -> Estimator {
+    Estimator::new(match t {
+        Tokenizer::Heuristic => TokenCounter::Heuristic,
+        Tokenizer::O200k => TokenCounter::O200k,
+        Tokenizer::Cl100k => TokenCounter::Cl100k,
+    })
+}
+
+struct External {
+    command: String,
+    timeout: Duration,
+}
+
+pub fn run(args: &CompactArgs) -> Result<Exit> {
+    if args.successor {
+        if args.targets.transcript.is_some() {
+            bail!(
+                "--successor updates the store entry, so it needs a store target, not --transcript"
+            );
+        }
+        bail!("--successor is not available yet in this build: it needs store targets");
+    }
+    let settings = Settings {
+        estimator: estimator_for(args.tokenizer),
+        keep_recent_tokens: args.keep_recent_tokens,
+        min_tokens: args.min_tokens.unwrap_or(args.keep_recent_tokens),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let external = match &args.summarizer {
+        Some(command) => Some(External {
+            command: command.clone(),
+            timeout: parse_wait(&args.summarizer_timeout)?,
+        }),
+        None => None,
+    };
+    let enforce = args.mode.enforce;
+    let labels = Labels {
+        command: "compact",
+        count_key: "messagesSummarized",
+        count_header: "summarised",
+    };
+    let now = entry::now_iso();
+    transcripts::run_at(
+        &args.targets,
+        &args.mode,
+        &labels,
+        |o: &Outcome| {
+            o.details
+                .as_ref()
+                .and_then(|d| d["messagesSummarized"].as_u64())
+                .unwrap_or(0) as usize
+        },
+        &|path, index, tree| {
+            let (path_values, context) = load(path, index, tree).map_err(|e| format!("{e:#}"))?;
+            let taken = |id: &str| tree.by_id.contains_key(id);
+            let mut c = match plan::plan(&path_values, &context, &settings, &taken, &now) {
+                Ok(c) => c,
+                Err(leave) => {
+                    return Ok(Planned {
+                        notes: vec![format!("left alone: {leave}")],
+                        ..Planned::default()
+                    });
+                }
+            };
+            let mut notes = describe(index, &c);
+            if let Some(ext) = &external {
+                notes.push(use_external(ext, &mut c, enforce, &now));
+            }
+            let mut planned = Planned {
+                notes,
+                details: Some(details(&c)),
+                ..Planned::default()
+            };
+            planned.edits.append_compaction = Some(AppendCompaction {
+                line: c.entry.to_line(),
+                id: c.entry.id.clone(),
+                first_kept: c.entry.first_kept_entry_id.clone(),
+            });
+            Ok(planned)
+        },
+    )
+}
+
+/// The active path's entries and the context the runtime would build from them.
+fn load(path: &std::path::Path, index: &Index, tree: &Tree) -> Result<(Vec<Value>, Vec<Value>)> {
+    let active = tree.active_path();
+    let path_values = values::read_entries(path, index, &active)?;
+    let pos: std::collections::HashMap<usize, usize> =
+        active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+    let context = tree::context_of(index, &active)
+        .into_iter()
+        .filter_map(|item| {
+            let i = match item {
+                ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
+            };
+            context_message(&path_values[pos[&i]]).map(|c| c.into_owned())
+        })
+        .collect();
+    Ok((path_values, context))
+}
+
+fn describe(index: &Index, c: &Compaction) -> Vec<String> {
+    let line = index
+        .entries
+        .iter()
+        .find(|e| e.id.as_deref() == Some(c.cut.first_kept_id.as_str()))
+        .map_or(0, |e| e.line + 1);
+    let mut notes = vec![format!(
+        "summarises {} messages (~{} tokens); keeps ~{} tokens from line {line} (entry {}); context ~{} tokens before",
+        c.summary.messages,
+        c.cut.summarized_tokens,
+        c.cut.kept_tokens,
+        c.cut.first_kept_id,
+        c.tokens_before
+    )];
+    if c.summary.boilerplate_only {
+        notes.push(
+            "the summarised range is boilerplate only (heartbeats, silent replies); wrote the fallback summary so the runtime stops re-triggering"
+                .into(),
+        );
+    }
+    notes
+}
+
+/// Ask the operator's summariser (only when applying); returns the note to report.
+fn use_external(ext: &External, c: &mut Compaction, enforce: bool, now: &str) -> String {
+    if !enforce {
+        return format!("--summarizer `{}` runs only with --enforce", ext.command);
+    }
+    let messages: Vec<&Value> = c.summarized.iter().collect();
+    let input = external::request(&messages, c.previous_summary.as_deref());
+    match external::run(&ext.command, &input, ext.timeout) {
+        Ok(text) => {
+            let generator = format!("{} {}", plan::TOOL, env!("CARGO_PKG_VERSION"));
+            c.entry.summary = summary::wrap_external(&text, &c.summary, &generator, now);
+            "summary written by --summarizer".into()
+        }
+        Err(why) => format!("--summarizer failed ({why}); used the built-in summary"),
+    }
+}
+
+fn details(c: &Compaction) -> Value {
+    json!({
+        "compactionId": c.entry.id,
+        "firstKeptEntryId": c.cut.first_kept_id,
+        "tokensBefore": c.tokens_before,
+        "keptTokens": c.cut.kept_tokens,
+        "summarizedTokens": c.cut.summarized_tokens,
+        "messagesSummarized": c.summary.messages,
+        "boilerplateOnly": c.summary.boilerplate_only,
+        "summaryChars": c.entry.summary.encode_utf16().count(),
+        "readFiles": c.summary.read_files.len(),
+        "modifiedFiles": c.summary.modified_files.len(),
+    })
+}

@@ -1,0 +1,85 @@
+//! Offline compaction without a model: token estimates, the cut point, the deterministic
+//! summary, and the entries the runtime reads back (the appended `compaction` entry and the
+//! successor transcript). Everything here is pure: it works on already-parsed entries and
+//! messages (`serde_json::Value`, in the shapes the runtime's session layer uses) and leaves
+//! reading, locking and writing files to the command layer.
+
+pub mod estimate;
+
+#[cfg(test)]
+mod testgen;
+
+pub use estimate::{ContextEstimate, Estimator, TokenCounter};
+
+pub mod classify;
+pub mod cut;
+pub mod entry;
+pub mod external;
+pub mod plan;
+pub mod successor;
+pub mod summary;
+
+use std::borrow::Cow;
+
+use serde_json::{Value, json};
+
+/// `entry.type`, when it is a string.
+pub fn entry_type(entry: &Value) -> Option<&str> {
+    str_field(entry, "type")
+}
+
+/// A string field of a JSON object.
+pub fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+/// Whether the runtime puts something in the model context for this entry (ignoring
+/// compaction windows): `message`, `custom_message`, or a `branch_summary` with a summary.
+pub fn is_context_entry(entry: &Value) -> bool {
+    match entry_type(entry) {
+        Some("message") => entry.get("message").is_some(),
+        Some("custom_message") => true,
+        Some("branch_summary") => entry.get("summary").is_some_and(is_truthy_str),
+        _ => false,
+    }
+}
+
+fn is_truthy_str(v: &Value) -> bool {
+    match v {
+        Value::String(s) => !s.is_empty(),
+        Value::Null | Value::Bool(false) => false,
+        _ => true,
+    }
+}
+
+/// The context message the runtime makes of one entry, for estimating and classifying:
+/// a `message` entry's message; `custom_message` as a `custom` role message; a `branch_summary`
+/// as `branchSummary`; a `compaction` as `compactionSummary`. Entry timestamps are passed
+/// through as they are (the runtime converts them to milliseconds). `None` for entries that
+/// put nothing in context.
+pub fn context_message(entry: &Value) -> Option<Cow<'_, Value>> {
+    match entry_type(entry)? {
+        "message" => entry.get("message").map(Cow::Borrowed),
+        "custom_message" => Some(Cow::Owned(json!({
+            "role": "custom",
+            "customType": entry.get("customType"),
+            "content": entry.get("content"),
+            "display": entry.get("display"),
+            "details": entry.get("details"),
+            "timestamp": entry.get("timestamp"),
+        }))),
+        "branch_summary" if is_context_entry(entry) => Some(Cow::Owned(json!({
+            "role": "branchSummary",
+            "summary": entry.get("summary"),
+            "fromId": entry.get("fromId"),
+            "timestamp": entry.get("timestamp"),
+        }))),
+        "compaction" => Some(Cow::Owned(json!({
+            "role": "compactionSummary",
+            "summary": entry.get("summary"),
+            "tokensBefore": entry.get("tokensBefore"),
+            "timestamp": entry.get("timestamp"),
+        }))),
+        _ => None,
+    }
+}
