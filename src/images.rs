@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use crate::transcript::job::Planned;
 use crate::transcript::tree::Tree;
 use crate::transcript::{EntryType, Index, Role};
 
@@ -155,6 +156,30 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
         }
     }
     out
+}
+
+/// [`plan`] as the transcript job's edits (what `strip-images` runs per file, and what
+/// `inspect` previews to predict it); a refused plan is the reason to skip the file.
+pub fn planned(index: &Index, tree: &Tree, keep_turns: usize) -> Result<Planned, String> {
+    let plan = plan(index, tree, keep_turns);
+    if let Some(why) = plan.refused {
+        return Err(why);
+    }
+    let mut planned = Planned::default();
+    if plan.protected > 0 {
+        planned.notes.push(format!(
+            "{} image(s) kept in the last {keep_turns} completed turn(s) ({} completed on the active path)",
+            plan.protected, plan.completed_turns
+        ));
+    }
+    for (entry, blocks) in plan.replace {
+        let blocks = blocks
+            .into_iter()
+            .map(|b| (b, placeholder_block()))
+            .collect();
+        planned.edits.replace_blocks.insert(entry, blocks);
+    }
+    Ok(planned)
 }
 
 fn count_completed(roles: &[&Role]) -> usize {

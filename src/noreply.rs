@@ -19,6 +19,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::transcript::job::Planned;
 use crate::transcript::probe::Content;
 use crate::transcript::tree::Tree;
 use crate::transcript::{EntryType, Index, Role};
@@ -178,6 +179,28 @@ pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
         stack.extend(tree.children[i].iter().map(|&c| (c, run)));
     }
     out
+}
+
+/// [`plan`] as the transcript job's edits, with a note per held-back reply (what
+/// `prune-noreply` runs per file, and what `inspect` previews to predict it).
+pub fn planned(index: &Index, tree: &Tree, keep: usize) -> Planned {
+    let plan = plan(index, tree, keep);
+    let notes = plan
+        .held_back
+        .iter()
+        .map(|(i, why)| {
+            format!(
+                "kept silent reply on line {}: {why}",
+                index.entries[*i].line + 1
+            )
+        })
+        .collect();
+    let mut planned = Planned {
+        notes,
+        ..Planned::default()
+    };
+    planned.edits.remove = plan.remove;
+    planned
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! shared transcript job (lock, validation, atomic replace). Every original line stays as it
 //! was; the new entry becomes the last line.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -31,7 +32,7 @@ pub fn estimator_for(t: Tokenizer) -> Estimator {
     })
 }
 
-struct External {
+pub struct External {
     command: String,
     timeout: Duration,
 }
@@ -75,39 +76,49 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
                 .and_then(|d| d["messagesSummarized"].as_u64())
                 .unwrap_or(0) as usize
         },
-        &|path, index, tree| {
-            let (path_values, context) = load(path, index, tree).map_err(|e| format!("{e:#}"))?;
-            let taken = |id: &str| tree.by_id.contains_key(id);
-            let mut c = match plan::plan(&path_values, &context, &settings, &taken, &now) {
-                Ok(c) => c,
-                Err(leave) => {
-                    return Ok(Planned {
-                        notes: vec![format!("left alone: {leave}")],
-                        ..Planned::default()
-                    });
-                }
-            };
-            let mut notes = describe(index, &c);
-            if let Some(ext) = &external {
-                notes.push(use_external(ext, &mut c, enforce, &now));
-            }
-            let mut planned = Planned {
-                notes,
-                details: Some(details(&c)),
-                ..Planned::default()
-            };
-            planned.edits.append_compaction = Some(AppendCompaction {
-                line: c.entry.to_line(),
-                id: c.entry.id.clone(),
-                first_kept: c.entry.first_kept_entry_id.clone(),
-            });
-            Ok(planned)
-        },
+        &planner(&settings, &now, external.as_ref(), enforce),
     )
 }
 
+/// The per-file planner of `compact` (also what `inspect` runs to predict its savings).
+pub fn planner<'a>(
+    settings: &'a Settings,
+    now: &'a str,
+    external: Option<&'a External>,
+    enforce: bool,
+) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
+    move |path, index, tree| {
+        let (path_values, context) = load(path, index, tree).map_err(|e| format!("{e:#}"))?;
+        let taken = |id: &str| tree.by_id.contains_key(id);
+        let mut c = match plan::plan(&path_values, &context, settings, &taken, now) {
+            Ok(c) => c,
+            Err(leave) => {
+                return Ok(Planned {
+                    notes: vec![format!("left alone: {leave}")],
+                    ..Planned::default()
+                });
+            }
+        };
+        let mut notes = describe(index, &c);
+        if let Some(ext) = external {
+            notes.push(use_external(ext, &mut c, enforce, now));
+        }
+        let mut planned = Planned {
+            notes,
+            details: Some(details(&c, &settings.estimator)),
+            ..Planned::default()
+        };
+        planned.edits.append_compaction = Some(AppendCompaction {
+            line: c.entry.to_line(),
+            id: c.entry.id.clone(),
+            first_kept: c.entry.first_kept_entry_id.clone(),
+        });
+        Ok(planned)
+    }
+}
+
 /// The active path's entries and the context the runtime would build from them.
-fn load(path: &std::path::Path, index: &Index, tree: &Tree) -> Result<(Vec<Value>, Vec<Value>)> {
+pub fn load(path: &Path, index: &Index, tree: &Tree) -> Result<(Vec<Value>, Vec<Value>)> {
     let active = tree.active_path();
     let path_values = values::read_entries(path, index, &active)?;
     let pos: std::collections::HashMap<usize, usize> =
@@ -164,13 +175,18 @@ fn use_external(ext: &External, c: &mut Compaction, enforce: bool, now: &str) ->
     }
 }
 
-fn details(c: &Compaction) -> Value {
+fn details(c: &Compaction, estimator: &Estimator) -> Value {
+    let summary_tokens =
+        context_message(&c.entry.to_value()).map_or(0, |m| estimator.message_tokens(&m));
+    let tokens_after = summary_tokens + c.cut.kept_tokens;
     json!({
         "compactionId": c.entry.id,
         "firstKeptEntryId": c.cut.first_kept_id,
         "tokensBefore": c.tokens_before,
         "keptTokens": c.cut.kept_tokens,
         "summarizedTokens": c.cut.summarized_tokens,
+        "tokensAfter": tokens_after,
+        "tokensSaved": c.tokens_before.saturating_sub(tokens_after),
         "messagesSummarized": c.summary.messages,
         "boilerplateOnly": c.summary.boilerplate_only,
         "summaryChars": c.entry.summary.encode_utf16().count(),

@@ -9,7 +9,7 @@ use super::transcripts::{self, Labels};
 use crate::cli::PruneNoreplyArgs;
 use crate::exit::Exit;
 use crate::noreply;
-use crate::transcript::job::{Outcome, Planned};
+use crate::transcript::job::Outcome;
 
 pub fn run(args: &PruneNoreplyArgs) -> Result<Exit> {
     let keep = args.keep;
@@ -23,24 +23,6 @@ pub fn run(args: &PruneNoreplyArgs) -> Result<Exit> {
         &args.mode,
         &labels,
         |o: &Outcome| o.entries_removed,
-        &move |index, tree| {
-            let plan = noreply::plan(index, tree, keep);
-            let notes = plan
-                .held_back
-                .iter()
-                .map(|(i, why)| {
-                    format!(
-                        "kept silent reply on line {}: {why}",
-                        index.entries[*i].line + 1
-                    )
-                })
-                .collect();
-            let mut planned = Planned {
-                notes,
-                ..Planned::default()
-            };
-            planned.edits.remove = plan.remove;
-            Ok(planned)
-        },
+        &move |index, tree| Ok(noreply::planned(index, tree, keep)),
     )
 }

@@ -9,7 +9,7 @@ use super::transcripts::{self, Labels};
 use crate::cli::StripImagesArgs;
 use crate::exit::Exit;
 use crate::images;
-use crate::transcript::job::{Outcome, Planned};
+use crate::transcript::job::Outcome;
 
 pub fn run(args: &StripImagesArgs) -> Result<Exit> {
     let keep_turns = args.keep_turns;
@@ -23,26 +23,6 @@ pub fn run(args: &StripImagesArgs) -> Result<Exit> {
         &args.mode,
         &labels,
         |o: &Outcome| o.blocks_replaced,
-        &move |index, tree| {
-            let plan = images::plan(index, tree, keep_turns);
-            if let Some(why) = plan.refused {
-                return Err(why);
-            }
-            let mut planned = Planned::default();
-            if plan.protected > 0 {
-                planned.notes.push(format!(
-                    "{} image(s) kept in the last {keep_turns} completed turn(s) ({} completed on the active path)",
-                    plan.protected, plan.completed_turns
-                ));
-            }
-            for (entry, blocks) in plan.replace {
-                let blocks = blocks
-                    .into_iter()
-                    .map(|b| (b, images::placeholder_block()))
-                    .collect();
-                planned.edits.replace_blocks.insert(entry, blocks);
-            }
-            Ok(planned)
-        },
+        &move |index, tree| images::planned(index, tree, keep_turns),
     )
 }
