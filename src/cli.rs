@@ -64,6 +64,10 @@ pub enum Command {
     #[command(after_long_help = EXIT_CODES_HELP)]
     Compact(CompactArgs),
     /// Show what is in a store, where the bytes go, and what each command would reclaim.
+    ///
+    /// Read-only. The reclaimable figures come from the commands' own planning code, run on
+    /// the same target with the same flags (`--keep`, `--keep-turns`, `--keep-recent-tokens`,
+    /// and cleanup's `--prune-after`, `--max-entries`, … with the same openclaw.json).
     #[command(after_long_help = EXIT_CODES_HELP)]
     Inspect(InspectArgs),
     /// Print a shell completion script to stdout.
@@ -253,6 +257,45 @@ pub struct InspectArgs {
     /// Use real BPE tokens for the context estimates.
     #[arg(long, value_enum, default_value_t = Tokenizer::Heuristic)]
     pub tokenizer: Tokenizer,
+    /// Predict `prune-noreply --keep N`.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub keep: usize,
+    /// Predict `strip-images --keep-turns N`.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub keep_turns: usize,
+    /// Predict `compact --keep-recent-tokens N`.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub keep_recent_tokens: u64,
+    /// Predict `compact --min-tokens N` (default: the keep-recent budget).
+    #[arg(long, value_name = "N")]
+    pub min_tokens: Option<u64>,
+    /// Do not predict what `cleanup --enforce` would free.
+    #[arg(long)]
+    pub no_cleanup: bool,
+    /// Predict `cleanup --fix-missing`.
+    #[arg(long)]
+    pub fix_missing: bool,
+    /// Predict `cleanup --fix-dm-scope`.
+    #[arg(long)]
+    pub fix_dm_scope: bool,
+    /// Predict `cleanup --active-key KEY`.
+    #[arg(long, value_name = "KEY")]
+    pub active_key: Option<String>,
+    /// Predict `cleanup --prune-after DURATION`.
+    #[arg(long, value_name = "DURATION")]
+    pub prune_after: Option<String>,
+    /// Predict `cleanup --max-entries N`.
+    #[arg(long, value_name = "N")]
+    pub max_entries: Option<u64>,
+    /// Predict `cleanup --reset-archive-retention DURATION`.
+    #[arg(long, value_name = "DURATION")]
+    pub reset_archive_retention: Option<String>,
+    /// Predict `cleanup --max-disk SIZE`.
+    #[arg(long, value_name = "SIZE")]
+    pub max_disk: Option<String>,
+    /// Predict `cleanup --high-water SIZE`.
+    #[arg(long, value_name = "SIZE")]
+    pub high_water: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

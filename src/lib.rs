@@ -11,6 +11,7 @@ pub mod config;
 pub mod exit;
 pub mod fsutil;
 pub mod images;
+pub mod inspect;
 pub mod isotime;
 pub mod jsjson;
 pub mod keys;

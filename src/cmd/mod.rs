@@ -3,11 +3,12 @@
 mod cleanup;
 pub mod compact;
 mod completions;
+mod inspect;
 mod prune_noreply;
 mod strip_images;
 pub mod transcripts;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 
 use crate::cli::{Cli, Command};
 use crate::exit::Exit;
@@ -19,11 +20,7 @@ pub fn run(cli: &Cli) -> Result<Exit> {
         Command::PruneNoreply(args) => prune_noreply::run(args),
         Command::StripImages(args) => strip_images::run(args),
         Command::Compact(args) => compact::run(args),
-        Command::Inspect(_) => not_yet("inspect"),
+        Command::Inspect(args) => inspect::run(args),
         Command::Completions(args) => completions::run(args),
     }
-}
-
-fn not_yet(name: &str) -> Result<Exit> {
-    bail!("`{name}` is not available yet in this build of clawkeeper")
 }

@@ -179,6 +179,30 @@ fn try_create(path: &Path) -> Result<Option<SessionLock>> {
     Ok(Some(lock))
 }
 
+/// Read and judge an existing lock file without touching it (for reports). `None` when it
+/// does not exist.
+pub fn probe(path: &Path) -> Result<Option<Holder>> {
+    Ok(inspect(path)?.map(|(h, _)| h))
+}
+
+/// What taking a transcript's lock would meet, for previews: `Ok(None)` when there is no
+/// lock, `Ok(Some(bytes))` when a stale lock of that size would be reclaimed (deleted), and
+/// `Err(holder)` when the lock is held and the transcript would be skipped.
+pub fn preview_acquire(
+    confined: &Confined,
+    transcript: &Path,
+) -> Result<Result<Option<u64>, Holder>> {
+    let path = lock_path(confined, transcript)?;
+    let Some((h, raw)) = inspect(&path)? else {
+        return Ok(Ok(None));
+    };
+    if reclaimable(&path, &h) {
+        Ok(Ok(Some(raw.len() as u64)))
+    } else {
+        Ok(Err(h))
+    }
+}
+
 /// Read and judge an existing lock. `None` when it vanished.
 fn inspect(path: &Path) -> Result<Option<(Holder, Vec<u8>)>> {
     let meta = match fs::symlink_metadata(path) {

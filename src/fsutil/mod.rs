@@ -14,6 +14,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub mod lock;
+pub mod scratch;
 
 use anyhow::{Context, Result, bail};
 

@@ -2,6 +2,7 @@
 
 mod compact;
 mod generator;
+mod inspect;
 mod model;
 mod transcript;
 mod transcript_safety;

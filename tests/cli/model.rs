@@ -102,7 +102,7 @@ impl Model {
         out
     }
 
-    fn is_silent(&self, line: usize) -> bool {
+    pub fn is_silent(&self, line: usize) -> bool {
         let v = self.v(line);
         let m = &v["message"];
         if v["type"] != "message" || m["role"] != "assistant" {

@@ -1,0 +1,495 @@
+//! `inspect`: what is in one store, where its bytes go, and what each command would reclaim.
+//!
+//! [`inspect_store`] reads a store and its sessions directory without writing to either:
+//! - the directory scan is maintenance's own (`maintenance::files::scan`: regular files
+//!   directly in the directory), each file classified by `layout::classify` and split into
+//!   live vs unreferenced with maintenance's referenced set; the categories add up to
+//!   `disk_bytes`;
+//! - entries are classified by `keys::classify`; transcripts are resolved by
+//!   `store::entry_transcript`;
+//! - each selected transcript is read once by [`scan`] (index + counts), in parallel.
+//!
+//! Reclaimable figures come from the commands' own planning code, never from a second
+//! estimate: the per-file planners of `strip-images`, `prune-noreply` and `compact` run
+//! through the shared transcript job in preview mode (the same resolve, rewrite into a
+//! counting sink and validation as `--enforce`), only for files whose counts say the planner
+//! can find something. `cleanup` is predicted by running `maintenance::run::apply` itself on a
+//! private scratch mirror of the sessions directory (`fsutil::scratch`: hard links, removed
+//! afterwards), so the figure is what `cleanup --enforce` frees, including the rewritten
+//! `sessions.json`.
+
+pub mod scan;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use rayon::prelude::*;
+use serde_json::Value;
+
+use crate::fsutil::Confined;
+use crate::fsutil::lock::{self, Holder};
+use crate::fsutil::scratch::Scratch;
+use crate::keys::{self, SessionKind};
+use crate::layout::{self, ArchiveReason, FileKind};
+use crate::maintenance::{files, run};
+use crate::store;
+use crate::transcript::Index;
+use crate::transcript::job::{self, Mode, Options, Planner, PlannerAt, Status};
+use crate::transcript::tree::{self, Tree};
+use scan::Counts;
+
+/// File categories, in report order. Every regular file falls in exactly one.
+pub const CATEGORIES: [&str; 14] = [
+    "store",
+    "transcripts",
+    "topicTranscripts",
+    "unreferencedTranscripts",
+    "archivesDeleted",
+    "archivesReset",
+    "archivesBak",
+    "storeBackups",
+    "checkpoints",
+    "trajectories",
+    "staleTemps",
+    "temps",
+    "locks",
+    "other",
+];
+
+/// A store temp counts as stale (removable by OpenClaw) from this age on.
+const STALE_TEMP_MS: f64 = 5.0 * 60.0 * 1000.0;
+
+/// Which sessions to report (and whose transcripts the transcript commands would touch).
+#[derive(Debug, Clone, Default)]
+pub struct Filters {
+    /// Only entries whose `updatedAt` is older than now minus this.
+    pub older_than_ms: Option<i64>,
+    /// Only sessions whose transcript is larger than this many bytes.
+    pub larger_than: Option<u64>,
+    pub kind: Option<SessionKind>,
+    /// Only this session key.
+    pub session: Option<String>,
+}
+
+/// The command code `inspect` runs to predict, handed in by the command layer.
+pub struct Hooks<'a> {
+    pub strip: &'a Planner<'a>,
+    pub prune: &'a Planner<'a>,
+    pub compact: &'a PlannerAt<'a>,
+    /// `compact` leaves a transcript alone when its context is not above this.
+    pub compact_min_tokens: u64,
+    /// The runtime's context estimate of a transcript.
+    pub context_tokens: &'a (dyn Fn(&Path, &Index, &Tree) -> Result<u64, String> + Sync),
+    /// `cleanup` settings (mode forced to enforce), or `None` to skip that prediction.
+    pub cleanup: Option<&'a run::Options>,
+}
+
+/// Count and bytes of one file category.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FileStat {
+    pub count: u64,
+    pub bytes: u64,
+}
+
+/// Entries of one session kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KindStat {
+    pub entries: u64,
+    pub oldest: Option<f64>,
+    pub newest: Option<f64>,
+}
+
+/// What one transcript file holds and what the commands would do to it.
+#[derive(Debug, Clone, Default)]
+pub struct TranscriptFacts {
+    pub counts: Counts,
+    pub context_tokens: Option<u64>,
+    pub dangling_parents: usize,
+    pub orphan_tool_results: usize,
+    /// Bytes the command would free (negative: the file would grow, e.g. a tiny image
+    /// replaced by a longer placeholder).
+    pub strip_bytes: i64,
+    pub prune_bytes: i64,
+    pub compact_tokens: u64,
+    /// Why the file could not be read.
+    pub error: Option<String>,
+}
+
+/// One store entry.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    pub key: String,
+    pub session_id: Option<String>,
+    pub kind: SessionKind,
+    pub updated_at: Option<f64>,
+    pub transcript: Option<PathBuf>,
+    /// `None` when the transcript is missing (or the entry has none).
+    pub facts: Option<TranscriptFacts>,
+}
+
+/// What each command would reclaim.
+#[derive(Debug, Clone, Default)]
+pub struct Reclaimable {
+    /// Drop of `disk_bytes` under `cleanup --enforce` (`None`: not predicted).
+    pub cleanup: Option<i64>,
+    pub strip_images: i64,
+    pub prune_noreply: i64,
+    pub compact_tokens: u64,
+}
+
+/// Problems noticed along the way.
+#[derive(Debug, Clone, Default)]
+pub struct Damage {
+    /// Keys whose transcript does not exist.
+    pub missing_transcripts: Vec<String>,
+    /// Transcript → 1-based unparsable line numbers.
+    pub unparsable_lines: Vec<(PathBuf, Vec<usize>)>,
+    pub dangling_parents: Vec<(PathBuf, usize)>,
+    pub orphan_tool_results: Vec<(PathBuf, usize)>,
+    /// Lock files with their holder (live or stale).
+    pub locks: Vec<Holder>,
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// The report of one store.
+#[derive(Debug, Clone, Default)]
+pub struct StoreReport {
+    pub agent_id: String,
+    pub store_path: PathBuf,
+    /// The SQLite database when the agent moved to SQLite.
+    pub sqlite: Option<PathBuf>,
+    pub entries: u64,
+    pub disk_bytes: u64,
+    pub files: Vec<(&'static str, FileStat)>,
+    pub kinds: BTreeMap<SessionKind, KindStat>,
+    pub store_bytes: u64,
+    /// Per-entry field name → bytes it takes in `sessions.json`, largest first.
+    pub store_fields: Vec<(String, u64)>,
+    /// Sessions that pass the filters, in store order.
+    pub sessions: Vec<SessionRow>,
+    pub reclaimable: Reclaimable,
+    pub damage: Damage,
+    pub notes: Vec<String>,
+}
+
+/// Inspect one store.
+pub fn inspect_store(
+    agent_id: &str,
+    store_path: &Path,
+    filters: &Filters,
+    hooks: &Hooks,
+    now_ms: f64,
+) -> Result<StoreReport> {
+    let dir = run::sessions_dir_of(store_path);
+    let loaded = store::load(store_path)?;
+    let s = &loaded.store;
+    let mut r = StoreReport {
+        agent_id: agent_id.to_owned(),
+        store_path: store_path.to_owned(),
+        sqlite: crate::targets::sqlite_marker(store_path),
+        entries: s.len() as u64,
+        ..StoreReport::default()
+    };
+    if let Some(db) = &r.sqlite {
+        r.notes.push(format!(
+            "this agent moved to SQLite ({}); this sessions.json is not the live store, and cleanup will not write it",
+            db.display()
+        ));
+    }
+    if !loaded.existed {
+        r.notes
+            .push(format!("{} does not exist", store_path.display()));
+    }
+    scan_dir(&dir, store_path, s, now_ms, &mut r);
+    r.store_fields = store_fields(s);
+    // Entries and their transcripts.
+    let mut rows = Vec::new();
+    for (key, entry) in s {
+        let kind = keys::classify(key, Some(entry));
+        let updated_at = store::updated_at(entry);
+        let k = r.kinds.entry(kind).or_default();
+        k.entries += 1;
+        if let Some(u) = updated_at {
+            k.oldest = Some(k.oldest.map_or(u, |o| o.min(u)));
+            k.newest = Some(k.newest.map_or(u, |n| n.max(u)));
+        }
+        let transcript = store::entry_transcript(entry, &dir);
+        rows.push(SessionRow {
+            key: key.clone(),
+            session_id: store::session_id(entry).map(str::to_owned),
+            kind,
+            updated_at,
+            transcript,
+            facts: None,
+        });
+    }
+    rows.retain(|row| passes_before_scan(row, filters, now_ms));
+    let mut unique: Vec<PathBuf> = Vec::new();
+    for row in &rows {
+        match &row.transcript {
+            Some(p) if p.is_file() => {
+                if !unique.contains(p) {
+                    unique.push(p.clone());
+                }
+            }
+            _ if row.session_id.is_some() => r.damage.missing_transcripts.push(row.key.clone()),
+            _ => {}
+        }
+    }
+    let facts: HashMap<PathBuf, TranscriptFacts> = unique
+        .par_iter()
+        .map(|p| (p.clone(), analyse(p, &dir, hooks)))
+        .collect();
+    for row in &mut rows {
+        row.facts = row.transcript.as_ref().and_then(|p| facts.get(p)).cloned();
+    }
+    if let Some(min) = filters.larger_than {
+        rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
+    }
+    // Reclaimable and damage over the selected transcripts, each file once.
+    let mut seen: Vec<&PathBuf> = Vec::new();
+    for row in &rows {
+        let (Some(p), Some(f)) = (&row.transcript, &row.facts) else {
+            continue;
+        };
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p);
+        r.reclaimable.strip_images += f.strip_bytes;
+        r.reclaimable.prune_noreply += f.prune_bytes;
+        r.reclaimable.compact_tokens += f.compact_tokens;
+        let d = &mut r.damage;
+        if !f.counts.unparsable_lines.is_empty() {
+            d.unparsable_lines
+                .push((p.clone(), f.counts.unparsable_lines.clone()));
+        }
+        if f.dangling_parents > 0 {
+            d.dangling_parents.push((p.clone(), f.dangling_parents));
+        }
+        if f.orphan_tool_results > 0 {
+            d.orphan_tool_results
+                .push((p.clone(), f.orphan_tool_results));
+        }
+        if let Some(e) = &f.error {
+            d.unreadable.push((p.clone(), e.clone()));
+        }
+    }
+    r.sessions = rows;
+    r.reclaimable.cleanup = predict_cleanup(agent_id, store_path, &dir, hooks, &mut r)?;
+    Ok(r)
+}
+
+fn passes_before_scan(row: &SessionRow, f: &Filters, now_ms: f64) -> bool {
+    if f.session.as_deref().is_some_and(|k| k != row.key) {
+        return false;
+    }
+    if f.kind.is_some_and(|k| k != row.kind) {
+        return false;
+    }
+    if let Some(age) = f.older_than_ms {
+        // An entry without a usable updatedAt has no age: it never passes an age filter.
+        return row.updated_at.is_some_and(|u| now_ms - u > age as f64);
+    }
+    true
+}
+
+fn category(kind: &FileKind, referenced: bool, age_ms: f64) -> &'static str {
+    match kind {
+        FileKind::Store => "store",
+        FileKind::Transcript if referenced => "transcripts",
+        FileKind::TopicTranscript if referenced => "topicTranscripts",
+        FileKind::Transcript | FileKind::TopicTranscript => "unreferencedTranscripts",
+        FileKind::Archive { reason, .. } => match reason {
+            ArchiveReason::Deleted => "archivesDeleted",
+            ArchiveReason::Reset => "archivesReset",
+            ArchiveReason::Bak => "archivesBak",
+        },
+        FileKind::LegacyStoreBackup => "storeBackups",
+        FileKind::Checkpoint => "checkpoints",
+        FileKind::TrajectoryRuntime | FileKind::TrajectoryPointer => "trajectories",
+        FileKind::StoreTemp if age_ms >= STALE_TEMP_MS => "staleTemps",
+        FileKind::StoreTemp => "temps",
+        FileKind::Lock => "locks",
+        FileKind::Other => "other",
+    }
+}
+
+fn scan_dir(dir: &Path, store_path: &Path, s: &store::Store, now_ms: f64, r: &mut StoreReport) {
+    let referenced = match files::referenced_paths(s, dir) {
+        Ok(set) => set,
+        Err(e) => {
+            r.notes.push(format!("{e:#}"));
+            s.values()
+                .flat_map(|e| files::entry_artifacts(e, dir))
+                .map(|p| store::paths::canonical(&p))
+                .collect()
+        }
+    };
+    let basename = store_path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut stats: HashMap<&'static str, FileStat> = HashMap::new();
+    for f in files::scan(dir) {
+        let kind = layout::classify(&f.name, &basename);
+        if kind == FileKind::Store {
+            r.store_bytes = f.size;
+        }
+        if kind == FileKind::Lock {
+            match lock::probe(&f.path) {
+                Ok(Some(h)) => r.damage.locks.push(h),
+                Ok(None) => {}
+                Err(e) => r.notes.push(format!("{e:#}")),
+            }
+        }
+        let cat = category(
+            &kind,
+            referenced.contains(&f.canonical),
+            now_ms - f.mtime_ms,
+        );
+        let st = stats.entry(cat).or_default();
+        st.count += 1;
+        st.bytes += f.size;
+        r.disk_bytes += f.size;
+    }
+    r.files = CATEGORIES
+        .iter()
+        .map(|c| (*c, stats.get(c).copied().unwrap_or_default()))
+        .collect();
+}
+
+/// Bytes each per-entry field takes in the `JSON.stringify(store, null, 2)` text.
+fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
+    let mut by_field: HashMap<&str, u64> = HashMap::new();
+    for entry in s.values() {
+        let Value::Object(m) = entry else { continue };
+        for (k, v) in m {
+            // The member, its separator (",\n" or "\n") included.
+            let n = crate::jsjson::pretty_member_len(k, v, 2) as u64 + 2;
+            *by_field.entry(k.as_str()).or_default() += n;
+        }
+    }
+    let mut out: Vec<(String, u64)> = by_field
+        .into_iter()
+        .map(|(k, n)| (k.to_owned(), n))
+        .collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// Read one transcript once, then preview the commands whose planners can find work in it.
+fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
+    let mut f = TranscriptFacts::default();
+    let (index, counts) = match scan::scan_path(path) {
+        Ok(x) => x,
+        Err(e) => {
+            f.error = Some(format!("{e:#}"));
+            return f;
+        }
+    };
+    let tree = Tree::build(&index);
+    f.dangling_parents = tree.dangling.len();
+    let (_, pairing) = tree::active_context(&index, &tree);
+    f.orphan_tool_results = pairing.orphans;
+    f.context_tokens = (hooks.context_tokens)(path, &index, &tree).ok();
+    let opts = Options {
+        mode: Mode::Preview,
+        wait_lock: None,
+    };
+    if let Ok(confined) = Confined::new(dir) {
+        // An applied run takes the write lock: a stale lock is reclaimed (its bytes freed
+        // too), a held one makes the command skip the file.
+        let lock = lock::preview_acquire(&confined, path);
+        let freed = |o: job::Outcome| match (&o.status, &lock) {
+            (Status::WouldChange, Ok(Ok(stale))) => {
+                o.bytes_before as i64 - o.bytes_after as i64 + stale.unwrap_or(0) as i64
+            }
+            _ => 0,
+        };
+        if counts.images > 0 {
+            f.strip_bytes = freed(job::run_file(&confined, path, opts, hooks.strip));
+        }
+        if counts.silent_replies > 0 {
+            f.prune_bytes = freed(job::run_file(&confined, path, opts, hooks.prune));
+        }
+        if f.context_tokens
+            .is_some_and(|t| t > hooks.compact_min_tokens)
+        {
+            let o = job::run_file_at(&confined, path, opts, hooks.compact);
+            if o.status == Status::WouldChange {
+                f.compact_tokens = o
+                    .details
+                    .as_ref()
+                    .and_then(|d| d.get("tokensSaved"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+            }
+        }
+    }
+    f.counts = counts;
+    f
+}
+
+/// Run `cleanup --enforce` on a scratch mirror and measure the drop of `disk_bytes`.
+fn predict_cleanup(
+    agent_id: &str,
+    store_path: &Path,
+    dir: &Path,
+    hooks: &Hooks,
+    r: &mut StoreReport,
+) -> Result<Option<i64>> {
+    let Some(opts) = hooks.cleanup else {
+        return Ok(None);
+    };
+    if r.sqlite.is_some() {
+        r.notes.push(
+            "cleanup --enforce refuses this store (moved to SQLite): reclaims nothing".into(),
+        );
+        return Ok(Some(0));
+    }
+    if dir.join("skills-prompts").exists() {
+        r.notes.push(
+            "cleanup refuses stores with skill prompt blobs (skills-prompts/): reclaims nothing"
+                .into(),
+        );
+        return Ok(Some(0));
+    }
+    if !dir.is_dir() {
+        return Ok(Some(0));
+    }
+    let absolute = store::load(store_path)?
+        .store
+        .values()
+        .filter_map(store::session_file)
+        .any(|f| Path::new(f).is_absolute());
+    if absolute {
+        r.notes.push(
+            "some entries name their transcript by absolute path; the cleanup figure assumes they resolve as in a copy of the directory"
+                .into(),
+        );
+    }
+    let scratch = Scratch::of_sessions_dir(dir, agent_id)?;
+    let before: u64 = files::scan(scratch.sessions_dir())
+        .iter()
+        .map(|f| f.size)
+        .sum();
+    let name = store_path.file_name().unwrap_or_default();
+    let scratch_store = scratch.sessions_dir().join(name);
+    if let Err(e) = run::apply(agent_id, &scratch_store, opts) {
+        r.notes.push(format!(
+            "cleanup --enforce would stop: {}",
+            format!("{e:#}").replace(
+                &scratch.sessions_dir().display().to_string(),
+                &dir.display().to_string()
+            )
+        ));
+        return Ok(Some(0));
+    }
+    let after: u64 = files::scan(scratch.sessions_dir())
+        .iter()
+        .map(|f| f.size)
+        .sum();
+    Ok(Some(before as i64 - after as i64))
+}

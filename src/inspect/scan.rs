@@ -1,0 +1,243 @@
+//! One streaming pass over a transcript: the engine's [`Index`] plus the byte and block counts
+//! `inspect` reports, from the same read.
+//!
+//! Every line goes to [`IndexBuilder`] (ids, parents, roles, silent replies, …). A line is
+//! looked at a second time only when its raw bytes can hold something counted here (the
+//! prefilter: `"image"`, `"thinking"`/`"redacted_thinking"`/`"reasoning"`, or `"toolResult"`);
+//! that look borrows blocks as raw JSON slices, so a base64 payload is measured by its length
+//! and never decoded or copied.
+//!
+//! What is counted (all figures are raw bytes of the line as stored):
+//! - **image blocks**: every object with `"type":"image"` in a `content` array of a `message`
+//!   (any role) or of a `custom_message`, and in the `content` arrays nested in those blocks
+//!   (tool results inside user content); their bytes are the block's JSON text;
+//! - **tool-output bytes**: the JSON text of `message.content` of `toolResult` messages;
+//! - **thinking bytes**: the JSON text of `thinking`, `redacted_thinking` and `reasoning`
+//!   blocks of assistant messages.
+
+use std::borrow::Cow;
+use std::io::{BufRead, BufReader, Read};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::transcript::probe::Lenient;
+use crate::transcript::{EntryType, Index, IndexBuilder};
+
+/// Counts from one pass over one transcript.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub bytes: u64,
+    /// JSON-object lines other than the `session` header.
+    pub entries: u64,
+    /// `message` entries.
+    pub messages: u64,
+    pub images: u64,
+    pub image_bytes: u64,
+    /// Silent `NO_REPLY` assistant replies (the index's predicate).
+    pub silent_replies: u64,
+    pub tool_output_bytes: u64,
+    pub thinking_bytes: u64,
+    /// Whether a `compaction` entry exists.
+    pub compacted: bool,
+    /// Lines that do not parse (1-based).
+    pub unparsable_lines: Vec<usize>,
+}
+
+/// Index a transcript and count what `inspect` reports, in one read.
+pub fn scan_path(path: &Path) -> Result<(Index, Counts)> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    scan_reader(BufReader::with_capacity(1 << 20, file))
+        .with_context(|| format!("cannot read {}", path.display()))
+}
+
+/// [`scan_path`] over any reader.
+pub fn scan_reader(mut r: impl BufRead) -> std::io::Result<(Index, Counts)> {
+    let mut builder = IndexBuilder::default();
+    let mut counts = Counts::default();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        if r.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        count_line(&buf, &mut counts);
+        builder.push_line(&buf);
+    }
+    let index = builder.finish();
+    finish_counts(&index, &mut counts);
+    Ok((index, counts))
+}
+
+/// Read only through `Read` (for tests over byte slices).
+pub fn scan_bytes(bytes: &[u8]) -> (Index, Counts) {
+    scan_reader(BufReader::new(bytes.take(u64::MAX))).expect("reading a slice cannot fail")
+}
+
+fn finish_counts(index: &Index, c: &mut Counts) {
+    c.bytes = index.size;
+    c.entries = index
+        .entries
+        .iter()
+        .filter(|e| e.kind != EntryType::Session)
+        .count() as u64;
+    c.messages = index
+        .entries
+        .iter()
+        .filter(|e| e.kind == EntryType::Message)
+        .count() as u64;
+    c.silent_replies = index.entries.iter().filter(|e| e.silent).count() as u64;
+    c.compacted = index
+        .entries
+        .iter()
+        .any(|e| e.kind == EntryType::Compaction);
+    c.unparsable_lines = index.unparsable_line_numbers();
+}
+
+const NEEDLES: [&[u8]; 3] = [b"\"image\"", b"\"toolResult\"", b"\"thinking\""];
+const THINKING_TYPES: [&str; 3] = ["thinking", "redacted_thinking", "reasoning"];
+
+fn may_count(line: &[u8]) -> bool {
+    NEEDLES
+        .iter()
+        .any(|n| memchr::memmem::find(line, n).is_some())
+        || memchr::memmem::find(line, b"\"redacted_thinking\"").is_some()
+        || memchr::memmem::find(line, b"\"reasoning\"").is_some()
+}
+
+#[derive(Deserialize)]
+struct LineView<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Lenient<'a>,
+    #[serde(borrow, default)]
+    message: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct MessageView<'a> {
+    #[serde(borrow, default)]
+    role: Lenient<'a>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct BlockView<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Lenient<'a>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
+fn count_line(raw: &[u8], c: &mut Counts) {
+    if !may_count(raw) {
+        return;
+    }
+    let body = raw.strip_suffix(b"\n").unwrap_or(raw);
+    let Ok(line) = serde_json::from_slice::<LineView>(body) else {
+        return;
+    };
+    match line.kind.as_str() {
+        Some("message") => {
+            let Some(msg) = line.message else { return };
+            let Ok(m) = serde_json::from_str::<MessageView>(msg.get()) else {
+                return;
+            };
+            let Some(content) = m.content else { return };
+            let role = m.role.as_str().map(Cow::Borrowed);
+            if role.as_deref() == Some("toolResult") {
+                c.tool_output_bytes += content.get().len() as u64;
+            }
+            let assistant = role.as_deref() == Some("assistant");
+            count_blocks(content, assistant, c, 0);
+        }
+        Some("custom_message") => {
+            if let Some(content) = line.content {
+                count_blocks(content, false, c, 0);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Count image (and, for assistant content, thinking) blocks of a `content` value.
+fn count_blocks(content: &RawValue, assistant: bool, c: &mut Counts, depth: u32) {
+    if !content.get().starts_with('[') || depth > 8 {
+        return;
+    }
+    let Ok(blocks) = serde_json::from_str::<Vec<&RawValue>>(content.get()) else {
+        return;
+    };
+    for raw in blocks {
+        if !raw.get().starts_with('{') {
+            continue;
+        }
+        let Ok(b) = serde_json::from_str::<BlockView>(raw.get()) else {
+            continue;
+        };
+        match b.kind.as_str() {
+            Some("image") => {
+                c.images += 1;
+                c.image_bytes += raw.get().len() as u64;
+            }
+            Some(t) if assistant && depth == 0 && THINKING_TYPES.contains(&t) => {
+                c.thinking_bytes += raw.get().len() as u64;
+            }
+            _ => {
+                if let Some(inner) = b.content {
+                    count_blocks(inner, false, c, depth + 1);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_blocks_bytes_and_entries() {
+        let img = r#"{"type":"image","data":"QUJD","mimeType":"image/png"}"#;
+        let think = r#"{"type":"thinking","thinking":"hmm"}"#;
+        let tool_content = format!(r#"[{{"type":"text","text":"out"}},{img}]"#);
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_string(),
+            format!(
+                r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"user","content":[{img},{{"type":"tool_result","content":[{img}]}}]}}}}"#
+            ),
+            format!(
+                r#"{{"type":"message","id":"b","parentId":"a","message":{{"role":"assistant","content":[{think},{{"type":"text","text":"NO_REPLY"}}],"stopReason":"stop"}}}}"#
+            ),
+            format!(
+                r#"{{"type":"message","id":"c","parentId":"b","message":{{"role":"toolResult","toolCallId":"x","content":{tool_content}}}}}"#
+            ),
+            format!(r#"{{"type":"custom_message","id":"d","parentId":"c","content":[{img}]}}"#),
+            r#"{"type":"compaction","id":"e","parentId":"d","summary":"s","firstKeptEntryId":"d"}"#
+                .to_string(),
+            r#"{"type":"message","id":"f","par"#.to_string(),
+        ];
+        let text = lines.join("\n");
+        let (index, c) = scan_bytes(text.as_bytes());
+        assert_eq!(c.bytes, text.len() as u64);
+        assert_eq!(index.size, c.bytes);
+        assert_eq!(c.entries, 5);
+        assert_eq!(c.messages, 3);
+        assert_eq!(c.images, 4);
+        assert_eq!(c.image_bytes, 4 * img.len() as u64);
+        assert_eq!(c.thinking_bytes, think.len() as u64);
+        assert_eq!(c.tool_output_bytes, tool_content.len() as u64);
+        assert_eq!(c.silent_replies, 1);
+        assert!(c.compacted);
+        assert_eq!(c.unparsable_lines, vec![7]);
+    }
+}

@@ -1,0 +1,403 @@
+//! `inspect` on generated stores: every count against an independent computation, and every
+//! `reclaimable` figure against what the command then actually frees on the same files.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Value, json};
+
+use crate::generator::{Rng, generate, generate_long};
+use crate::model::Model;
+use crate::util::TestEnv;
+
+const DAY_MS: u64 = 86_400_000;
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn set_age(p: &Path, days: u64) {
+    let t = SystemTime::now() - Duration::from_secs(days * 86_400);
+    fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_times(fs::FileTimes::new().set_modified(t))
+        .unwrap();
+}
+
+const KEYS: &[&str] = &[
+    "agent:main:main",
+    "agent:main:telegram:direct:123",
+    "agent:main:discord:group:g1",
+    "agent:main:slack:channel:c9",
+    "agent:main:cron:job1",
+    "agent:main:cron:job1:run:r1",
+    "agent:main:cron:job1:run:r2",
+    "agent:main:subagent:s1",
+    "agent:main:hook:gmail:x",
+    "agent:main:heartbeat",
+    "agent:main:acp:a1",
+    "agent:main:whatsapp:direct:+1555",
+];
+
+/// A seeded store: entries of many kinds (some old, one with a missing transcript, two
+/// sharing one), generated transcripts, and every other file family.
+fn build_store(env: &TestEnv, seed: u64) -> PathBuf {
+    let dir = env.path("state/agents/main/sessions");
+    fs::create_dir_all(&dir).unwrap();
+    let mut rng = Rng::new(seed);
+    let now = now_ms();
+    let mut store = serde_json::Map::new();
+    for (i, key) in KEYS.iter().enumerate() {
+        let id = format!("s{seed}-{i}");
+        let age_days = [0, 1, 3, 10, 45, 90][rng.below(6)];
+        store.insert(
+            (*key).into(),
+            json!({"sessionId": id, "updatedAt": now - age_days * DAY_MS - i as u64, "chatType": "direct"}),
+        );
+        if i == 3 {
+            continue; // missing transcript
+        }
+        let g = if i % 4 == 0 {
+            generate_long(seed * 100 + i as u64, 30)
+        } else {
+            generate(seed * 100 + i as u64)
+        };
+        fs::write(dir.join(format!("{id}.jsonl")), &g.bytes).unwrap();
+    }
+    // Two keys sharing one transcript.
+    let shared = store["agent:main:main"].clone();
+    store.insert("agent:main:main:thread:t1".into(), shared);
+    let text = serde_json::to_string_pretty(&Value::Object(store)).unwrap();
+    fs::write(dir.join("sessions.json"), text).unwrap();
+    // Other families.
+    let old = |name: &str, bytes: &[u8], days: u64| {
+        let p = dir.join(name);
+        fs::write(&p, bytes).unwrap();
+        set_age(&p, days);
+    };
+    old("orphan-1.jsonl", &generate(seed + 7).bytes, 60);
+    old("orphan-2.jsonl", b"{}\n", 0);
+    old(
+        &format!("s{seed}-0.checkpoint.123e4567-e89b-42d3-a456-426614174000.jsonl"),
+        b"{\"type\":\"session\"}\n",
+        2,
+    );
+    old(
+        "gone.jsonl.deleted.2025-01-01T00-00-00.000Z",
+        &[b'x'; 300],
+        200,
+    );
+    old("gone.jsonl.reset.2026-11-01T00-00-00.000Z", &[b'y'; 200], 5);
+    old("sessions.json.bak.1700000000000", b"{}", 300);
+    old(
+        "sessions.json.123.123e4567-e89b-42d3-a456-426614174000.tmp",
+        b"{}",
+        1,
+    );
+    old(&format!("s{seed}-1.trajectory.jsonl"), &[b't'; 77], 1);
+    old(
+        &format!("s{seed}-1.jsonl.lock"),
+        b"{\"pid\": 999999999, \"createdAt\": \"2020-01-01T00:00:00.000Z\"}\n",
+        1,
+    );
+    old("notes.txt", b"hello", 1);
+    dir.join("sessions.json")
+}
+
+fn inspect(env: &TestEnv, store: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "inspect",
+        "--store",
+        store.to_str().unwrap(),
+        "--limit",
+        "0",
+    ];
+    args.extend_from_slice(extra);
+    let (code, v) = env.run_json(&args);
+    assert_eq!(code, 0, "{v}");
+    v
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// Image blocks (count, JSON bytes) in a content value, nested `content` arrays included.
+fn images_in(content: &Value, out: &mut (u64, u64)) {
+    let Value::Array(blocks) = content else {
+        return;
+    };
+    for b in blocks {
+        if b["type"] == "image" {
+            out.0 += 1;
+            out.1 += b.to_string().len() as u64;
+        } else if let Some(inner) = b.get("content") {
+            images_in(inner, out);
+        }
+    }
+}
+
+#[test]
+fn counts_match_an_independent_computation() {
+    for seed in 1..=3u64 {
+        let env = TestEnv::new();
+        let store = build_store(&env, seed);
+        let dir = store.parent().unwrap().to_path_buf();
+        let v = inspect(&env, &store, &["--no-cleanup"]);
+        let s = &v["stores"][0];
+        assert_eq!(s["entries"], KEYS.len() + 1);
+        assert_eq!(s["diskBytes"], dir_bytes(&dir));
+        let files = s["files"].as_object().unwrap();
+        let sum: u64 = files.values().map(|f| f["bytes"].as_u64().unwrap()).sum();
+        let count: u64 = files.values().map(|f| f["count"].as_u64().unwrap()).sum();
+        assert_eq!(sum, dir_bytes(&dir));
+        assert_eq!(count as usize, fs::read_dir(&dir).unwrap().count());
+        assert_eq!(files["unreferencedTranscripts"]["count"], 2);
+        assert_eq!(files["transcripts"]["count"], KEYS.len() - 1);
+        assert_eq!(files["archivesDeleted"]["count"], 1);
+        assert_eq!(files["archivesReset"]["count"], 1);
+        assert_eq!(files["storeBackups"]["count"], 1);
+        assert_eq!(files["checkpoints"]["count"], 1);
+        assert_eq!(files["trajectories"]["count"], 1);
+        assert_eq!(files["staleTemps"]["count"], 1);
+        assert_eq!(files["locks"]["count"], 1);
+        assert_eq!(files["other"]["count"], 1);
+        assert_eq!(files["store"]["bytes"], fs::metadata(&store).unwrap().len());
+        let kinds: u64 = s["kinds"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|k| k["entries"].as_u64().unwrap())
+            .sum();
+        assert_eq!(kinds as usize, KEYS.len() + 1);
+        assert_eq!(s["kinds"]["cron-run"]["entries"], 2);
+        assert_eq!(s["kinds"]["heartbeat"]["entries"], 1);
+        assert_eq!(s["kinds"]["subagent"]["entries"], 1);
+        assert_eq!(s["damage"]["missingTranscripts"], json!([KEYS[3]]));
+        assert_eq!(s["damage"]["locks"][0]["stale"][0], "dead-pid");
+        let sessions = s["sessions"].as_array().unwrap();
+        assert_eq!(sessions.len(), KEYS.len() + 1);
+        for row in sessions {
+            if row["missing"] == true {
+                assert_eq!(row["key"], KEYS[3]);
+                continue;
+            }
+            let path = dir.join(format!("{}.jsonl", row["sessionId"].as_str().unwrap()));
+            let bytes = fs::read(&path).unwrap();
+            let m = Model::new(&bytes);
+            let (mut entries, mut messages, mut silent) = (0u64, 0u64, 0u64);
+            let mut img = (0u64, 0u64);
+            for (i, val) in m.values.iter().enumerate() {
+                let Some(val) = val else { continue };
+                if val["type"] != "session" {
+                    entries += 1;
+                }
+                if val["type"] == "message" {
+                    messages += 1;
+                    images_in(&val["message"]["content"], &mut img);
+                    silent += u64::from(m.is_silent(i));
+                }
+                if val["type"] == "custom_message" {
+                    images_in(&val["content"], &mut img);
+                }
+            }
+            let key = row["key"].as_str().unwrap();
+            assert_eq!(row["transcriptBytes"], bytes.len(), "{key}");
+            assert_eq!(row["entries"], entries, "{key}");
+            assert_eq!(row["messages"], messages, "{key}");
+            assert_eq!(row["images"], img.0, "{key}");
+            assert_eq!(row["imageBytes"], img.1, "{key}");
+            assert_eq!(row["silentReplies"], silent, "{key}");
+            assert!(row["estimatedContextTokens"].as_u64().unwrap() > 0, "{key}");
+        }
+        // Filters.
+        let v = inspect(&env, &store, &["--no-cleanup", "--kind", "cron-run"]);
+        assert_eq!(v["stores"][0]["sessions"].as_array().unwrap().len(), 2);
+        let v = inspect(&env, &store, &["--no-cleanup", "--session", KEYS[1]]);
+        assert_eq!(v["stores"][0]["sessions"][0]["key"], KEYS[1]);
+        let v = inspect(&env, &store, &["--no-cleanup", "--older-than", "400d"]);
+        assert_eq!(v["stores"][0]["sessions"], json!([]));
+    }
+}
+
+/// Every unique transcript of the store, as the report lists them.
+fn transcripts(report: &Value) -> Vec<PathBuf> {
+    let mut seen = HashSet::new();
+    report["stores"][0]["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["missing"] == false)
+        .map(|r| PathBuf::from(r["transcript"].as_str().unwrap()))
+        .filter(|p| seen.insert(p.clone()))
+        .collect()
+}
+
+#[test]
+fn transcript_commands_free_what_inspect_predicts() {
+    for seed in 4..=6u64 {
+        for (cmd, extra, key) in [
+            ("compact", ["--keep-recent-tokens", "2000"], "compactTokens"),
+            ("strip-images", ["--keep-turns", "1"], "strip-images"),
+            ("prune-noreply", ["--keep", "1"], "prune-noreply"),
+        ] {
+            // A fresh store per command: each prediction is "if this command ran".
+            let env = TestEnv::new();
+            let store = build_store(&env, seed);
+            let dir = store.parent().unwrap().to_path_buf();
+            let v = inspect(&env, &store, &["--no-cleanup", extra[0], extra[1]]);
+            let r = &v["stores"][0]["reclaimable"];
+            let files = transcripts(&v);
+            if cmd == "compact" {
+                // compact: against the dry run's own figures.
+                let mut saved = 0;
+                for f in &files {
+                    let args = ["compact", "--dry-run", "--transcript", f.to_str().unwrap()];
+                    let (_, c) = env.run_json(&[&args[..], &extra[..]].concat());
+                    for t in c["transcripts"].as_array().unwrap() {
+                        saved += t["details"]["tokensSaved"].as_u64().unwrap_or(0);
+                    }
+                }
+                assert_eq!(r[key], saved, "seed {seed}");
+                assert!(saved > 0, "seed {seed}: something to compact");
+                continue;
+            }
+            let before = dir_bytes(&dir) as i64;
+            for f in &files {
+                let size = fs::metadata(f).unwrap().len() as i64;
+                let out = env.run(&[
+                    cmd,
+                    "--enforce",
+                    "--transcript",
+                    f.to_str().unwrap(),
+                    extra[0],
+                    extra[1],
+                ]);
+                assert!(
+                    out.status.success() || out.status.code() == Some(3),
+                    "{out:?}"
+                );
+                let row = v["stores"][0]["sessions"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .find(|r| r["transcript"].as_str() == f.to_str())
+                    .unwrap();
+                let freed = size - fs::metadata(f).unwrap().len() as i64;
+                let lock = dir.join(format!("{}.lock", f.file_name().unwrap().to_str().unwrap()));
+                let lock_freed = if lock.exists() { 0 } else { 60 };
+                let has_lock = f.ends_with(format!("s{seed}-1.jsonl"));
+                let expected = freed
+                    + if has_lock && freed != 0 {
+                        lock_freed
+                    } else {
+                        0
+                    };
+                assert_eq!(
+                    row["reclaimable"][key],
+                    expected,
+                    "{cmd} seed {seed} {}",
+                    f.display()
+                );
+            }
+            let freed = before - dir_bytes(&dir) as i64;
+            assert_eq!(r[key], freed, "{cmd} seed {seed}");
+            assert_ne!(
+                freed, 0,
+                "{cmd} seed {seed}: the store should hold something to change"
+            );
+        }
+    }
+}
+
+#[test]
+fn cleanup_frees_what_inspect_predicts_and_inspect_writes_nothing() {
+    for (seed, flags) in [
+        (7u64, vec!["--prune-after", "30d"]),
+        (8, vec!["--max-entries", "5"]),
+        (9, vec!["--max-disk", "40kb", "--prune-after", "400d"]),
+    ] {
+        let env = TestEnv::new();
+        let store = build_store(&env, seed);
+        let dir = store.parent().unwrap().to_path_buf();
+        let snapshot = |d: &Path| -> BTreeMap<String, Vec<u8>> {
+            fs::read_dir(d)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| {
+                    (
+                        e.file_name().to_string_lossy().into_owned(),
+                        fs::read(e.path()).unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let before_files = snapshot(&dir);
+        let v = inspect(&env, &store, &flags);
+        assert_eq!(snapshot(&dir), before_files, "inspect must not write");
+        let predicted = v["stores"][0]["reclaimable"]["cleanup"].as_i64().unwrap();
+        let before = dir_bytes(&dir) as i64;
+        let mut args = vec!["cleanup", "--enforce", "--store", store.to_str().unwrap()];
+        args.extend_from_slice(&flags);
+        let out = env.run(&args);
+        assert!(out.status.success(), "{out:?}");
+        let freed = before - dir_bytes(&dir) as i64;
+        assert_eq!(predicted, freed, "seed {seed} {flags:?}");
+        assert!(freed > 0, "seed {seed}: cleanup should free something");
+    }
+}
+
+#[test]
+fn human_report_fits_80_columns() {
+    let env = TestEnv::new();
+    let store = build_store(&env, 11);
+    let out = env.run(&[
+        "inspect",
+        "--store",
+        store.to_str().unwrap(),
+        "--prune-after",
+        "30d",
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("Sessions:"), "{text}");
+    assert!(text.contains("cleanup --enforce"), "{text}");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "too wide ({}): {line}",
+            line.chars().count()
+        );
+    }
+}
+
+#[test]
+fn sqlite_agents_are_reported_read_only() {
+    let env = TestEnv::new();
+    let store = build_store(&env, 12);
+    let agent = store.parent().unwrap().parent().unwrap().join("agent");
+    fs::create_dir_all(&agent).unwrap();
+    fs::write(agent.join("openclaw-agent.sqlite"), b"").unwrap();
+    let v = inspect(&env, &store, &[]);
+    let s = &v["stores"][0];
+    assert!(
+        s["sqlite"]
+            .as_str()
+            .unwrap()
+            .ends_with("openclaw-agent.sqlite")
+    );
+    assert_eq!(s["reclaimable"]["cleanup"], 0);
+    assert!(s["notes"].to_string().contains("SQLite"));
+}
