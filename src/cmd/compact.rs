@@ -175,10 +175,17 @@ fn use_external(ext: &External, c: &mut Compaction, enforce: bool, now: &str) ->
     }
 }
 
+/// The plan's figures. `tokensAfter` and `tokensSaved` are per-message estimates of the
+/// effective context (no provider `usage`, which describes the context before): before =
+/// previous summary + summarised + kept messages; after = new summary + kept messages.
 fn details(c: &Compaction, estimator: &Estimator) -> Value {
     let summary_tokens =
         context_message(&c.entry.to_value()).map_or(0, |m| estimator.message_tokens(&m));
+    let previous_tokens = c.previous_summary.as_ref().map_or(0, |s| {
+        estimator.message_tokens(&json!({"role": "compactionSummary", "summary": s}))
+    });
     let tokens_after = summary_tokens + c.cut.kept_tokens;
+    let estimated_before = previous_tokens + c.cut.summarized_tokens + c.cut.kept_tokens;
     json!({
         "compactionId": c.entry.id,
         "firstKeptEntryId": c.cut.first_kept_id,
@@ -186,7 +193,7 @@ fn details(c: &Compaction, estimator: &Estimator) -> Value {
         "keptTokens": c.cut.kept_tokens,
         "summarizedTokens": c.cut.summarized_tokens,
         "tokensAfter": tokens_after,
-        "tokensSaved": c.tokens_before.saturating_sub(tokens_after),
+        "tokensSaved": estimated_before.saturating_sub(tokens_after),
         "messagesSummarized": c.summary.messages,
         "boilerplateOnly": c.summary.boilerplate_only,
         "summaryChars": c.entry.summary.encode_utf16().count(),

@@ -20,7 +20,7 @@
 
 pub mod scan;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -226,12 +226,14 @@ pub fn inspect_store(
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
     let mut unique: Vec<PathBuf> = Vec::new();
+    let mut listed: HashSet<PathBuf> = HashSet::new();
     for row in &rows {
         match &row.transcript {
             Some(p) if p.is_file() => {
-                if !unique.contains(p) {
+                if listed.insert(p.clone()) {
                     unique.push(p.clone());
                 }
+                continue;
             }
             _ if row.session_id.is_some() => r.damage.missing_transcripts.push(row.key.clone()),
             _ => {}
@@ -248,15 +250,14 @@ pub fn inspect_store(
         rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
     }
     // Reclaimable and damage over the selected transcripts, each file once.
-    let mut seen: Vec<&PathBuf> = Vec::new();
+    let mut seen: HashSet<&PathBuf> = HashSet::new();
     for row in &rows {
         let (Some(p), Some(f)) = (&row.transcript, &row.facts) else {
             continue;
         };
-        if seen.contains(&p) {
+        if !seen.insert(p) {
             continue;
         }
-        seen.push(p);
         r.reclaimable.strip_images += f.strip_bytes;
         r.reclaimable.prune_noreply += f.prune_bytes;
         r.reclaimable.compact_tokens += f.compact_tokens;

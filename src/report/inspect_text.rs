@@ -176,6 +176,11 @@ fn size(n: u64) -> String {
     format_size(n, BINARY)
 }
 
+/// A size without decimals, for narrow columns.
+fn short_size(n: u64) -> String {
+    format_size(n, BINARY.decimal_places(0).space_after_value(false))
+}
+
 /// A size that may be negative (the files would grow).
 fn signed(n: i64) -> String {
     if n < 0 {
@@ -264,23 +269,25 @@ fn render_store(out: &mut String, r: &StoreReport, view: &View) {
     let rows = sorted(&r.sessions, view);
     let _ = writeln!(
         out,
-        "Sessions: {} shown of {} matching",
+        "Sessions: {} shown of {} matching (keys without \"agent:{}:\")",
         rows.len(),
-        r.sessions.len()
+        r.sessions.len(),
+        r.agent_id
     );
     if !rows.is_empty() {
         let mut t = table(vec![
             "key", "kind", "age", "size", "msgs", "imgs", "silent", "tokens",
         ]);
+        let prefix = format!("agent:{}:", r.agent_id);
         for s in rows {
             let f = s.facts.as_ref();
             let c = f.map(|f| &f.counts);
             let n = |x: Option<u64>| x.map_or_else(|| "-".into(), |x| x.to_string());
             t.add_row(vec![
-                middle(&s.key, 24),
+                middle(s.key.strip_prefix(&prefix).unwrap_or(&s.key), 17),
                 s.kind.as_str().to_string(),
                 age(view.now_ms, s.updated_at),
-                c.map_or_else(|| "missing".into(), |c| size(c.bytes)),
+                c.map_or_else(|| "missing".into(), |c| short_size(c.bytes)),
                 n(c.map(|c| c.messages)),
                 n(c.map(|c| c.images)),
                 n(c.map(|c| c.silent_replies)),
