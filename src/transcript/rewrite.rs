@@ -17,7 +17,7 @@
 //! fields kept). Every output line is also fed to an [`IndexBuilder`], so the result can be
 //! validated without reading it back.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{self, BufRead, Write};
 
 use anyhow::{Result, bail};
@@ -113,22 +113,20 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         }
     }
 
-    let parent_of: HashMap<&str, Option<&str>> = removed
-        .iter()
-        .filter_map(|&i| Some((entries[i].id.as_deref()?, entries[i].parent.id())))
-        .collect();
-    let nearest_kept = |start: &str| -> Option<String> {
+    // Nearest kept ancestor, through the tree's resolved parents (a cycle made only of
+    // removed entries ends at null).
+    let nearest_kept = |start: usize| -> Option<String> {
         let mut cur = Some(start);
         let mut steps = 0;
-        while let Some(id) = cur {
-            match parent_of.get(id) {
-                Some(up) => cur = *up,
-                None => return Some(id.to_owned()),
+        while let Some(i) = cur {
+            if !removed.contains(&i) {
+                return entries[i].id.clone();
             }
             steps += 1;
-            if steps > parent_of.len() {
-                return None; // a cycle made only of removed entries
+            if steps > removed.len() {
+                return None;
             }
+            cur = tree.parent[i];
         }
         None
     };
@@ -141,10 +139,10 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             continue;
         }
         let mut patch = Patch::default();
-        if let Some(pid) = e.parent.id()
-            && removed_ids.contains(pid)
+        if let Some(p) = tree.parent[i]
+            && removed.contains(&p)
         {
-            patch.parent = Some(nearest_kept(pid));
+            patch.parent = Some(nearest_kept(p));
         }
         if e.kind == EntryType::Compaction
             && let Some(fk) = e.first_kept.as_deref()
@@ -279,4 +277,65 @@ fn patch_value(v: &mut Value, patch: &Patch) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::validate::{Expectation, validate};
+
+    fn run(text: &str, remove: &[&str]) -> (String, Resolved) {
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let tree = Tree::build(&index);
+        let edits = Edits {
+            remove: remove.iter().map(|id| tree.by_id[*id]).collect(),
+            ..Edits::default()
+        };
+        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let mut out = Vec::new();
+        let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+        let expect = Expectation {
+            removed_ids: resolved.removed_ids.clone(),
+        };
+        validate(&index, &applied.index, &expect).unwrap();
+        (String::from_utf8(out).unwrap(), resolved)
+    }
+
+    const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
+
+    #[test]
+    fn an_entry_without_parent_id_is_reparented_explicitly() {
+        let text = [
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"c","message":{"role":"user","content":"y"}}"#,
+            "",
+        ]
+        .join("\n");
+        let (out, r) = run(&text, &["b"]);
+        assert_eq!(r.removed, 1);
+        assert!(out.ends_with(
+            "{\"type\":\"message\",\"id\":\"c\",\"message\":{\"role\":\"user\",\"content\":\"y\"},\"parentId\":\"a\"}\n"
+        ));
+    }
+
+    #[test]
+    fn first_kept_moves_to_the_next_kept_entry_or_the_compaction() {
+        let text = [
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"compaction","id":"k","parentId":"c","summary":"s","firstKeptEntryId":"b","tokensBefore":1}"#,
+            r#"{"type":"message","id":"d","parentId":"k","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"compaction","id":"k2","parentId":"d","summary":"s","firstKeptEntryId":"d","tokensBefore":1}"#,
+            r#"{"type":"message","id":"e","parentId":"k2","message":{"role":"user","content":"z"}}"#,
+            "",
+        ]
+        .join("\n");
+        let (out, _) = run(&text, &["b", "d"]);
+        assert!(out.contains(r#""firstKeptEntryId":"c""#), "{out}");
+        assert!(out.contains(r#"{"type":"compaction","id":"k2","parentId":"k","summary":"s","firstKeptEntryId":"k2","tokensBefore":1}"#), "{out}");
+    }
 }
