@@ -4,6 +4,7 @@ mod cleanup;
 mod completions;
 mod prune_noreply;
 mod strip_images;
+pub mod transcript_targets;
 pub mod transcripts;
 
 use anyhow::{Result, bail};
