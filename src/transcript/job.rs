@@ -283,7 +283,9 @@ fn run_inner(
 
 fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
     let expect = Expectation {
-        removed_ids: resolved.removed_ids.clone(),
+        appended_ids: resolved.appended_ids.clone(),
+        check_context: resolved.appended_ids.is_empty(),
+        ..Expectation::removals(resolved.removed_ids.clone())
     };
     validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string()))
 }

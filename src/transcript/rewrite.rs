@@ -1,7 +1,7 @@
 //! Edits and the streaming rewrite that applies them.
 //!
-//! An [`Edits`] value says what a planner wants: entries to remove and content blocks to
-//! replace. [`resolve`] turns it into per-line actions that keep the tree valid (spec §9.4):
+//! An [`Edits`] value says what a planner wants: entries to remove, content blocks to
+//! replace, and new entries to append (which `compact` needs). [`resolve`] turns it into per-line actions that keep the tree valid (spec §9.4):
 //!
 //! - every `label` whose target is removed is removed too;
 //! - every kept entry whose parent is removed is re-parented to its nearest kept ancestor
@@ -32,11 +32,14 @@ pub struct Edits {
     pub remove: BTreeSet<usize>,
     /// Entry → (content block position → replacement block).
     pub replace_blocks: BTreeMap<usize, Vec<(u32, Value)>>,
+    /// New entries to append after the last line, in order (e.g. a compaction entry; the last
+    /// one becomes the leaf). Each must be an object with a string `id` not used in the file.
+    pub append: Vec<Value>,
 }
 
 impl Edits {
     pub fn is_empty(&self) -> bool {
-        self.remove.is_empty() && self.replace_blocks.is_empty()
+        self.remove.is_empty() && self.replace_blocks.is_empty() && self.append.is_empty()
     }
 }
 
@@ -70,6 +73,10 @@ pub struct Resolved {
     pub removed: usize,
     /// Content blocks replaced.
     pub blocks_replaced: usize,
+    /// Lines to append (compact JSON, without the newline).
+    pub append: Vec<String>,
+    /// Ids of the appended entries.
+    pub appended_ids: Vec<String>,
 }
 
 /// Resolve `edits` into per-line actions.
@@ -158,11 +165,32 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             actions[e.line] = LineAction::Patch(patch);
         }
     }
+    let mut append = Vec::new();
+    let mut appended_ids = Vec::new();
+    if !edits.append.is_empty() {
+        if index.lines.last().is_some_and(|l| !l.terminated) {
+            bail!("cannot append after a partially written last line");
+        }
+        for v in &edits.append {
+            let id = v
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("an appended entry has no string id"))?;
+            if tree.by_id.contains_key(id) || appended_ids.iter().any(|a| a == id) {
+                bail!("an appended entry reuses the id {id}");
+            }
+            appended_ids.push(id.to_owned());
+            append.push(crate::jsjson::to_string_compact(v));
+        }
+    }
     Ok(Resolved {
         actions,
         removed: removed.len(),
         removed_ids,
         blocks_replaced,
+        append,
+        appended_ids,
     })
 }
 
@@ -245,6 +273,13 @@ pub fn apply(
             }
         }
     }
+    for line in &resolved.append {
+        let mut text = line.clone().into_bytes();
+        text.push(b'\n');
+        out.write_all(&text)?;
+        written += text.len() as u64;
+        builder.push_line(&text);
+    }
     Ok(Applied {
         bytes_written: written,
         index: builder.finish(),
@@ -294,9 +329,7 @@ mod tests {
         let resolved = resolve(&index, &tree, &edits).unwrap();
         let mut out = Vec::new();
         let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
-        let expect = Expectation {
-            removed_ids: resolved.removed_ids.clone(),
-        };
+        let expect = Expectation::removals(resolved.removed_ids.clone());
         validate(&index, &applied.index, &expect).unwrap();
         (String::from_utf8(out).unwrap(), resolved)
     }
@@ -337,5 +370,62 @@ mod tests {
         let (out, _) = run(&text, &["b", "d"]);
         assert!(out.contains(r#""firstKeptEntryId":"c""#), "{out}");
         assert!(out.contains(r#"{"type":"compaction","id":"k2","parentId":"k","summary":"s","firstKeptEntryId":"k2","tokensBefore":1}"#), "{out}");
+    }
+}
+
+#[cfg(test)]
+mod append_tests {
+    use super::*;
+    use crate::transcript::validate::{Expectation, validate};
+
+    #[test]
+    fn appended_entries_become_the_leaf_and_are_validated() {
+        let text = concat!(
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
+            "\n",
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            "\n"
+        );
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let tree = Tree::build(&index);
+        let c: Value = serde_json::from_str(
+            r#"{"type":"compaction","id":"c","parentId":"a","summary":"s","firstKeptEntryId":"a","tokensBefore":1}"#,
+        )
+        .unwrap();
+        let edits = Edits {
+            append: vec![c.clone()],
+            ..Edits::default()
+        };
+        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let mut out = Vec::new();
+        let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("{text}{}\n", crate::jsjson::to_string_compact(&c))
+        );
+        let expect = Expectation {
+            appended_ids: resolved.appended_ids.clone(),
+            check_context: false,
+            ..Expectation::removals(Default::default())
+        };
+        validate(&index, &applied.index, &expect).unwrap();
+        // Without declaring the append, the moved leaf is caught.
+        assert!(
+            validate(
+                &index,
+                &applied.index,
+                &Expectation::removals(Default::default())
+            )
+            .is_err()
+        );
+        // Reused ids and torn last lines are refused.
+        let dup = Edits {
+            append: vec![serde_json::json!({"type":"custom","id":"a"})],
+            ..Edits::default()
+        };
+        assert!(resolve(&index, &tree, &dup).is_err());
+        let torn = format!("{text}{{\"type\"");
+        let ti = Index::from_reader(torn.as_bytes()).unwrap();
+        assert!(resolve(&ti, &Tree::build(&ti), &edits).is_err());
     }
 }
