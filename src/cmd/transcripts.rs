@@ -2,13 +2,14 @@
 //! parallel (targets come from `transcript_targets`), and the report (human table or `--json`)
 //! with the exit code.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Cell, Table, presets};
 use humansize::{BINARY, format_size};
+use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -67,6 +68,18 @@ pub fn run(
         },
         wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
     };
+    // A progress bar only for several files, on a terminal, never with --json or --quiet.
+    let progress = (resolved.targets.len() > 1
+        && !mode.json
+        && !mode.quiet
+        && std::io::stderr().is_terminal())
+    .then(|| {
+        let pb = ProgressBar::new(resolved.targets.len() as u64);
+        if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} transcripts {msg}") {
+            pb.set_style(style);
+        }
+        pb
+    });
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
@@ -75,9 +88,15 @@ pub fn run(
                 Ok(c) => job::run_file(&c, &t.path, opts, planner),
                 Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
+            if let Some(pb) = &progress {
+                pb.inc(1);
+            }
             (outcome, t.session_key.clone())
         })
         .collect();
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
     results.extend(resolved.skipped);
     let mode_name = if mode.enforce {
         "enforce"
