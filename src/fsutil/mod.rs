@@ -69,6 +69,28 @@ impl Confined {
         Ok(self.root.join(name))
     }
 
+    /// Append `bytes` to the regular file `path` (never through a symlink) only if its length is
+    /// exactly `expected_len`; returns whether it appended. Used to carry over a transcript tail
+    /// that a concurrent writer appended to the old file during the replace.
+    pub fn append_if_len(&self, path: &Path, expected_len: u64, bytes: &[u8]) -> Result<bool> {
+        let path = self.check(path)?;
+        let mut file = OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("cannot stat {}", path.display()))?;
+        if !meta.is_file() || meta.len() != expected_len {
+            return Ok(false);
+        }
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .with_context(|| format!("cannot append to {}", path.display()))?;
+        Ok(true)
+    }
+
     /// Remove a regular file directly inside the root. Symlinks and anything that is not a
     /// regular file are refused. Returns the size of the removed file.
     pub fn remove_file(&self, path: &Path) -> Result<u64> {
@@ -308,6 +330,24 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn append_if_len_checks_length_and_refuses_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let p = dir.path().join("t.jsonl");
+        fs::write(&p, b"ab").unwrap();
+        assert!(!c.append_if_len(&p, 1, b"x").unwrap());
+        assert!(c.append_if_len(&p, 2, b"cd").unwrap());
+        assert_eq!(fs::read(&p).unwrap(), b"abcd");
+        let victim = outside.path().join("v");
+        fs::write(&victim, b"v").unwrap();
+        let link = dir.path().join("l.jsonl");
+        symlink(&victim, &link).unwrap();
+        assert!(c.append_if_len(&link, 1, b"x").is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"v");
     }
 
     #[test]
