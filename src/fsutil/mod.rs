@@ -5,7 +5,8 @@
 //!   the directory; a crash leaves either the old or the new file, never half of one;
 //! - everything happens inside one confined directory (`Confined`), directly in it, never
 //!   through a symlink, and only regular files are ever removed or replaced;
-//! - the mode of a replaced file is kept (new files get the mode the caller asks for).
+//! - the mode and owner of a replaced file are kept (new files get the mode the caller asks
+//!   for; the store writer asks for OpenClaw's 0600 explicitly).
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -182,16 +183,17 @@ impl Confined {
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
         let path = self.check(path)?;
-        let mode = match fs::symlink_metadata(&path) {
+        let (mode, owner) = match fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_file() => {
-                if keep_mode {
+                let mode = if keep_mode {
                     m.mode() & 0o7777
                 } else {
                     new_mode
-                }
+                };
+                (mode, Some((m.uid(), m.gid())))
             }
             Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => new_mode,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (new_mode, None),
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
         };
         let tmp = temp_path(&path);
@@ -208,6 +210,23 @@ impl Confined {
                 .into_inner()
                 .map_err(|e| e.into_error())
                 .with_context(|| format!("cannot write {}", tmp.display()))?;
+            // A replaced file keeps its owner (e.g. when run as root over a user's sessions,
+            // the runtime must still be able to write it); set the owner before the mode, as
+            // chown may clear set-id bits.
+            if let Some((uid, gid)) = owner {
+                let meta = file
+                    .metadata()
+                    .with_context(|| format!("cannot stat {}", tmp.display()))?;
+                if (meta.uid(), meta.gid()) != (uid, gid) {
+                    std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).with_context(|| {
+                        format!(
+                            "cannot give {} the owner of {}",
+                            tmp.display(),
+                            path.display()
+                        )
+                    })?;
+                }
+            }
             // create_new's mode is filtered by the umask; set it exactly.
             file.set_permissions(fs::Permissions::from_mode(mode))
                 .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
@@ -293,6 +312,27 @@ mod tests {
             1,
             "no temp file left"
         );
+    }
+
+    #[test]
+    fn replace_keeps_the_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let p = dir.path().join("t.jsonl");
+        fs::write(&p, b"old").unwrap();
+        // Only root can hand a file to someone else; elsewhere the owner is ours already.
+        let target = if unsafe { libc::geteuid() } == 0 {
+            (4242, 4243)
+        } else {
+            let m = fs::metadata(&p).unwrap();
+            (m.uid(), m.gid())
+        };
+        std::os::unix::fs::chown(&p, Some(target.0), Some(target.1)).unwrap();
+        c.replace_verified(&p, 0o600, |w| Ok(w.write_all(b"new")?), |_| Ok(()))
+            .unwrap();
+        let m = fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), target);
+        assert_eq!(fs::read(&p).unwrap(), b"new");
     }
 
     #[test]
