@@ -167,6 +167,8 @@ pub struct Entry {
     pub has_summary: bool,
     /// Header `version` when it is a number (header only).
     pub version: Option<u64>,
+    /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
+    pub side_append: bool,
 }
 
 /// Content block types that are tool calls, under every alias the runtime accepts.
@@ -202,6 +204,7 @@ impl Entry {
             target: p.target_id.as_str().map(str::to_owned),
             has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
             version: None,
+            side_append: p.append_mode.as_str() == Some("side"),
             kind,
         };
         if e.kind == EntryType::Message

@@ -120,20 +120,19 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         }
     }
 
-    // Nearest kept ancestor, through the tree's resolved parents (a cycle made only of
-    // removed entries ends at null).
+    // Nearest kept ancestor, through the tree's resolved parents. A removed entry whose parent
+    // is not in the tree passes its own `parentId` on unchanged (it may name a line only the
+    // runtime can parse); a cycle made only of removed entries ends at null.
     let nearest_kept = |start: usize| -> Option<String> {
-        let mut cur = Some(start);
-        let mut steps = 0;
-        while let Some(i) = cur {
+        let mut i = start;
+        for _ in 0..=removed.len() {
             if !removed.contains(&i) {
                 return entries[i].id.clone();
             }
-            steps += 1;
-            if steps > removed.len() {
-                return None;
+            match tree.parent[i] {
+                Some(p) => i = p,
+                None => return entries[i].parent.id().map(str::to_owned),
             }
-            cur = tree.parent[i];
         }
         None
     };

@@ -135,11 +135,12 @@ fn check_lines(c: &Case) {
             if let Some(pid) = v["parentId"].as_str()
                 && removed_ids.contains(pid)
             {
-                let mut up = m.line_of.get(pid).copied();
-                while let Some(l) = up.filter(|l| c.removed.contains(l)) {
-                    up = m.parent(l);
+                // Walk up through removed entries by their literal parentId.
+                let mut up: Option<String> = Some(pid.to_owned());
+                while let Some(id) = up.clone().filter(|id| removed_ids.contains(id)) {
+                    up = m.v(m.line_of[&id])["parentId"].as_str().map(str::to_owned);
                 }
-                v2["parentId"] = up.map_or(Value::Null, |l| json!(m.id(l)));
+                v2["parentId"] = up.map_or(Value::Null, Value::String);
                 changed = true;
             }
             if v["type"] == "compaction" && matches!(c.op, Op::Prune(_)) {
