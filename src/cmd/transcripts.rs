@@ -1,68 +1,23 @@
-//! What the transcript commands share: turning target flags into transcript files, running a
-//! planner over them in parallel, and the report (human table or `--json`) with the exit code.
+//! What the transcript commands share: running a planner over the target transcripts in
+//! parallel (targets come from `transcript_targets`), and the report (human table or `--json`)
+//! with the exit code.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Cell, Table, presets};
 use humansize::{BINARY, format_size};
+use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
+use super::transcript_targets;
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, Status};
-
-/// One transcript to process.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub path: PathBuf,
-    /// The store entry it belongs to, when it came from a store.
-    pub session_key: Option<String>,
-    /// The directory all writes are confined to.
-    pub dir: PathBuf,
-}
-
-/// Targets, plus outcomes for targets that were skipped while resolving (missing files, …).
-pub struct Resolved {
-    pub targets: Vec<Target>,
-    pub skipped: Vec<(Outcome, Option<String>)>,
-}
-
-/// Resolve `--transcript` / `--store` / `--agent` / `--all-agents` (+ `--session`).
-pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
-    if let Some(file) = &args.transcript {
-        if args.session.is_some() {
-            bail!(
-                "--session needs a store target (--store, --agent or --all-agents), not --transcript"
-            );
-        }
-        let dir = match file.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        return Ok(Resolved {
-            targets: vec![Target {
-                path: file.clone(),
-                session_key: None,
-                dir,
-            }],
-            skipped: Vec::new(),
-        });
-    }
-    let t = &args.target;
-    if t.store.is_none() && t.agent.is_none() && !t.all_agents {
-        bail!(
-            "say which transcripts: --transcript FILE, or --store PATH, --agent ID or --all-agents"
-        );
-    }
-    bail!(
-        "store targets (--store, --agent, --all-agents) are not available yet in this build; use --transcript FILE"
-    )
-}
 
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
 pub fn parse_wait(s: &str) -> Result<Duration> {
@@ -104,7 +59,7 @@ pub fn run(
     count: fn(&Outcome) -> usize,
     planner: &Planner,
 ) -> Result<Exit> {
-    let resolved = resolve_targets(targets)?;
+    let resolved = transcript_targets::resolve(targets)?;
     let opts = Options {
         mode: if mode.enforce {
             Mode::Enforce
@@ -113,6 +68,18 @@ pub fn run(
         },
         wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
     };
+    // A progress bar only for several files, on a terminal, never with --json or --quiet.
+    let progress = (resolved.targets.len() > 1
+        && !mode.json
+        && !mode.quiet
+        && std::io::stderr().is_terminal())
+    .then(|| {
+        let pb = ProgressBar::new(resolved.targets.len() as u64);
+        if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} transcripts {msg}") {
+            pb.set_style(style);
+        }
+        pb
+    });
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
@@ -121,9 +88,15 @@ pub fn run(
                 Ok(c) => job::run_file(&c, &t.path, opts, planner),
                 Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
+            if let Some(pb) = &progress {
+                pb.inc(1);
+            }
             (outcome, t.session_key.clone())
         })
         .collect();
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
     results.extend(resolved.skipped);
     let mode_name = if mode.enforce {
         "enforce"

@@ -7,10 +7,11 @@
 //! - entry ids are unique;
 //! - every `parentId` names an entry in the file (a parent that was already missing in the
 //!   original, on the same entry, is tolerated) and no new cycle appears;
-//! - the leaf is the same entry;
-//! - the set of entry ids is the old one minus exactly the removed ids;
-//! - the active path's context is the old one minus exactly the removed entries, in order;
-//! - tool call/result pairing on the active path is no worse than before;
+//! - the leaf is the same entry (or the last appended one);
+//! - the set of entry ids is the old one minus exactly the removed ids, plus the appended ones;
+//! - the active path's context is the old one minus exactly the removed entries, in order
+//!   (unless the caller changes the context on purpose and checks it itself);
+//! - tool call/result pairing on the active path is no worse than before (likewise);
 //! - unparsable lines are all still there, byte for byte.
 
 use std::collections::HashSet;
@@ -19,10 +20,27 @@ use super::Index;
 use super::tree::{self, ContextItem, Tree};
 
 /// What the rewrite is expected to have changed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Expectation {
     /// Ids of the entries that were removed.
     pub removed_ids: HashSet<String>,
+    /// Ids of the entries appended at the end; the last one is the expected new leaf.
+    pub appended_ids: Vec<String>,
+    /// Compare the active context with the old one minus the removed entries. A caller that
+    /// appends a compaction changes the context on purpose and checks it itself.
+    pub check_context: bool,
+}
+
+impl Expectation {
+    /// Removals (and in-place replacements) only: the context must be the old one minus the
+    /// removed entries.
+    pub fn removals(removed_ids: HashSet<String>) -> Expectation {
+        Expectation {
+            removed_ids,
+            appended_ids: Vec::new(),
+            check_context: true,
+        }
+    }
 }
 
 /// Why a rewrite was rejected.
@@ -82,16 +100,22 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     {
         return fail(format!("entry {} is part of a parent cycle", id_of(new, i)));
     }
-    if old_tree.leaf_id(old) != new_tree.leaf_id(new) {
+    let expected_leaf = match expect.appended_ids.last() {
+        Some(id) => Some(id.as_str()),
+        None => old_tree.leaf_id(old),
+    };
+    if expected_leaf != new_tree.leaf_id(new) {
         return fail(format!(
             "the leaf changed from {:?} to {:?}",
-            old_tree.leaf_id(old),
+            expected_leaf,
             new_tree.leaf_id(new)
         ));
     }
     let old_ids: HashSet<String> = old_tree.by_id.keys().cloned().collect();
     let new_ids: HashSet<String> = new_tree.by_id.keys().cloned().collect();
-    let expected_ids: HashSet<String> = old_ids.difference(&expect.removed_ids).cloned().collect();
+    let mut expected_ids: HashSet<String> =
+        old_ids.difference(&expect.removed_ids).cloned().collect();
+    expected_ids.extend(expect.appended_ids.iter().cloned());
     if new_ids != expected_ids {
         let lost = expected_ids.difference(&new_ids).next();
         let extra = new_ids.difference(&expected_ids).next();
@@ -101,6 +125,9 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     }
     let (old_ctx, old_pairing) = tree::active_context(old, &old_tree);
     let (new_ctx, new_pairing) = tree::active_context(new, &new_tree);
+    if !expect.check_context {
+        return unparsable_kept(old, new);
+    }
     let key = |idx: &Index, c: &ContextItem| match *c {
         ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
         ContextItem::Entry(i) => (false, id_of(idx, i)),
@@ -123,6 +150,10 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             "tool call pairing got worse ({old_pairing:?} before, {new_pairing:?} after)"
         ));
     }
+    unparsable_kept(old, new)
+}
+
+fn unparsable_kept(old: &Index, new: &Index) -> Result<(), Invalid> {
     let old_raw: Vec<&Vec<u8>> = old.unparsable.iter().map(|(_, r)| r).collect();
     let new_raw: Vec<&Vec<u8>> = new.unparsable.iter().map(|(_, r)| r).collect();
     if old_raw != new_raw {
@@ -151,9 +182,7 @@ mod tests {
         r#"{"type":"message","id":"d","parentId":"c","message":{"role":"user","content":"y"}}"#;
 
     fn removed(ids: &[&str]) -> Expectation {
-        Expectation {
-            removed_ids: ids.iter().map(|s| s.to_string()).collect(),
-        }
+        Expectation::removals(ids.iter().map(|s| s.to_string()).collect())
     }
 
     #[test]

@@ -4,4 +4,5 @@ mod generator;
 mod model;
 mod transcript;
 mod transcript_safety;
+mod transcript_store;
 mod util;

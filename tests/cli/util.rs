@@ -30,22 +30,37 @@ impl TestEnv {
         p
     }
 
-    /// Run clawkeeper with `args` in the temp directory.
+    /// Run clawkeeper with `args` in the temp directory, with `HOME` set to it and no
+    /// OpenClaw variables from the outer environment.
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_clawkeeper"))
-            .args(args)
+        self.run_with_env(args, &[])
+    }
+
+    /// Like [`TestEnv::run`], with extra environment variables.
+    pub fn run_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
+        cmd.args(args)
             .current_dir(self.dir.path())
+            .env("HOME", self.dir.path())
+            .env_remove("OPENCLAW_HOME")
             .env_remove("OPENCLAW_STATE_DIR")
-            .env_remove("OPENCLAW_CONFIG_PATH")
-            .output()
-            .expect("run clawkeeper")
+            .env_remove("OPENCLAW_CONFIG_PATH");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run clawkeeper")
     }
 
     /// Run with `--json` appended and parse stdout.
     pub fn run_json(&self, args: &[&str]) -> (i32, Value) {
+        self.run_json_with_env(args, &[])
+    }
+
+    /// Like [`TestEnv::run_json`], with extra environment variables.
+    pub fn run_json_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> (i32, Value) {
         let mut all: Vec<&str> = args.to_vec();
         all.push("--json");
-        let out = self.run(&all);
+        let out = self.run_with_env(&all, vars);
         let code = out.status.code().unwrap_or(-1);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
