@@ -111,6 +111,13 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     }
     let mut applied = Vec::new();
     for t in &targets {
+        let dir = run::sessions_dir_of(&t.store_path);
+        if !dir.is_dir() && !args.mode.quiet {
+            eprintln!(
+                "clawkeeper: note: {} does not exist; nothing was created or written",
+                dir.display()
+            );
+        }
         applied.push(run::apply(&t.agent_id, &t.store_path, &opts)?);
     }
     if args.mode.json {
