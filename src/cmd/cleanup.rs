@@ -61,6 +61,15 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     };
     for t in &targets {
         refuse_unsupported(&t.store_path)?;
+        let is_link =
+            std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && !dry_run {
+            return Err(Refusal::Unsafe(format!(
+                "refusing to write {}: it is a symlink, and clawkeeper never writes through symlinks",
+                t.store_path.display()
+            ))
+            .into());
+        }
         if let Some(marker) = targets::sqlite_marker(&t.store_path) {
             let msg = format!(
                 "agent {:?} has moved to SQLite ({} exists); its sessions.json is no longer the live store and clawkeeper will not write it",

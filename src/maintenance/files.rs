@@ -198,7 +198,10 @@ impl<'a> Remover<'a> {
 /// `rememberRemovedSessionFile`: session id → the file to archive (a later entry with a
 /// `sessionFile` wins). The id may be absent, as in OpenClaw.
 #[derive(Debug, Default, Clone)]
-pub struct RemovedFiles(pub Vec<(Option<String>, Option<String>)>);
+pub struct RemovedFiles(
+    pub Vec<(Option<String>, Option<String>)>,
+    HashMap<Option<String>, usize>,
+);
 
 impl RemovedFiles {
     pub fn remember(&mut self, entry: &Value) {
@@ -206,11 +209,14 @@ impl RemovedFiles {
         let file = store::session_file(entry)
             .filter(|s| !s.is_empty())
             .map(str::to_string);
-        match self.0.iter_mut().find(|(i, _)| *i == id) {
-            None => self.0.push((id, file)),
-            Some(slot) => {
+        match self.1.get(&id) {
+            None => {
+                self.1.insert(id.clone(), self.0.len());
+                self.0.push((id, file));
+            }
+            Some(&i) => {
                 if file.is_some() {
-                    slot.1 = file;
+                    self.0[i].1 = file;
                 }
             }
         }

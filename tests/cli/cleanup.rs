@@ -512,3 +512,24 @@ fn flag_overrides_apply_on_top_of_config() {
     let o = env.run(&["cleanup", "--dry-run", "--json", "--max-disk", "lots"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn a_symlinked_store_is_refused_for_writes() {
+    let env = TestEnv::new();
+    let real = env.root().join("real-sessions.json");
+    fs::write(
+        &real,
+        format!("{{\"agent:main:a\": {}}}", entry("a", 90 * DAY, "")),
+    )
+    .unwrap();
+    symlink(&real, env.store_path()).unwrap();
+    env.transcript("a", 90 * DAY);
+    let before = snapshot(&env);
+    let o = env.run(&["cleanup", "--enforce"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("symlink"));
+    assert_eq!(snapshot(&env), before);
+    let o = env.run(&["cleanup", "--dry-run", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"pruned\": 1"));
+}
