@@ -108,8 +108,12 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         if e.kind == EntryType::Label
             && e.target.as_ref().is_some_and(|t| removed_ids.contains(t))
             && Some(i) != tree.leaf
-            && e.id.is_some()
+            && e.id
+                .as_deref()
+                .is_some_and(|id| !index.mentioned_by_unparsable(id))
         {
+            // (A label that must stay keeps pointing at the removed target; the runtime
+            // ignores labels of unknown entries.)
             removed.insert(i);
         }
     }

@@ -257,7 +257,11 @@ impl Model {
         let ids: HashSet<String> = out.iter().map(|&l| self.id(l)).collect();
         for &l in self.line_of.values() {
             let v = self.v(l);
-            if v["type"] == "label" && v["targetId"].as_str().is_some_and(|t| ids.contains(t)) {
+            if v["type"] == "label"
+                && v["targetId"].as_str().is_some_and(|t| ids.contains(t))
+                && Some(l) != self.leaf
+                && !self.mentioned_by_unparsable(&self.id(l))
+            {
                 out.insert(l);
             }
         }
