@@ -204,6 +204,45 @@ pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Op
     None
 }
 
+/// Whether a path stops at a `parentId` that is not in the tree: the runtime would stop there
+/// too, unless the id names a line only the runtime can parse, in which case it sees more.
+pub fn is_truncated(index: &Index, tree: &Tree, path: &[usize]) -> bool {
+    path.first().is_some_and(|&root| {
+        index.entries[root]
+            .parent
+            .id()
+            .is_some_and(|pid| !tree.by_id.contains_key(pid) && index.mentioned_by_unparsable(pid))
+    })
+}
+
+/// Entries that a compaction keeps from beyond a line this tool cannot parse: the compaction's
+/// visible path is truncated there and does not contain its first-kept entry, but the runtime
+/// may see the rest. Such entries must not be removed (their removal could not be followed
+/// up by retargeting the compaction).
+pub fn kept_across_unparsable(index: &Index, tree: &Tree) -> HashSet<usize> {
+    let mut pinned = HashSet::new();
+    for (c, e) in index.entries.iter().enumerate() {
+        if e.kind != EntryType::Compaction || e.id.is_none() {
+            continue;
+        }
+        let path = tree.path_to(c);
+        if !is_truncated(index, tree, &path) {
+            continue;
+        }
+        let literal = e
+            .first_kept
+            .as_deref()
+            .and_then(|id| tree.by_id.get(id).copied());
+        let effective = effective_first_kept(index, tree, c);
+        for k in literal.into_iter().chain(effective) {
+            if !path.contains(&k) {
+                pinned.insert(k);
+            }
+        }
+    }
+    pinned
+}
+
 /// The context of a path, as the runtime rebuilds it.
 pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem> {
     let entries = &index.entries;
