@@ -1,8 +1,9 @@
 //! Offline compaction without a model: token estimates, the cut point, the deterministic
 //! summary, and the entries the runtime reads back (the appended `compaction` entry and the
-//! successor transcript). Everything here is pure: it works on already-parsed entries and
-//! messages (`serde_json::Value`, in the shapes the runtime's session layer uses) and leaves
-//! reading, locking and writing files to the command layer.
+//! successor transcript). Everything except [`rotate`] is pure: it works on already-parsed
+//! entries and messages (`serde_json::Value`, in the shapes the runtime's session layer uses)
+//! and leaves reading, locking and writing files to the command layer; [`rotate`] writes the
+//! successor file, through `fsutil`.
 
 pub mod estimate;
 
@@ -16,6 +17,7 @@ pub mod cut;
 pub mod entry;
 pub mod external;
 pub mod plan;
+pub mod rotate;
 pub mod successor;
 pub mod summary;
 
