@@ -5,21 +5,21 @@
 //! and leaves reading, locking and writing files to the command layer; [`rotate`] writes the
 //! successor file, through `fsutil`.
 
+pub mod classify;
+pub mod cut;
+pub mod entry;
 pub mod estimate;
+pub mod external;
+pub mod fileops;
+pub mod plan;
+pub mod rotate;
+pub mod successor;
+pub mod summary;
 
 #[cfg(test)]
 mod testgen;
 
 pub use estimate::{ContextEstimate, Estimator, TokenCounter};
-
-pub mod classify;
-pub mod cut;
-pub mod entry;
-pub mod external;
-pub mod plan;
-pub mod rotate;
-pub mod successor;
-pub mod summary;
 
 use std::borrow::Cow;
 
