@@ -111,9 +111,27 @@ impl Confined {
         new_mode: u32,
         fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<()> {
-        self.replace_verified(
+        self.replace(
             path,
             new_mode,
+            true,
+            |w| fill(w).map_err(anyhow::Error::from),
+            |_| Ok(()),
+        )
+    }
+
+    /// Like `write_atomic`, but the result always gets `mode` (OpenClaw writes its store with
+    /// mode 0600 whatever the old file had).
+    pub fn write_atomic_with_mode(
+        &self,
+        path: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
+        self.replace(
+            path,
+            mode,
+            false,
             |w| fill(w).map_err(anyhow::Error::from),
             |_| Ok(()),
         )
@@ -129,9 +147,28 @@ impl Confined {
         fill: impl FnOnce(&mut dyn Write) -> Result<T>,
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
+        self.replace(path, new_mode, true, fill, verify)
+    }
+
+    /// The one atomic replace: temp file beside `path`, fill, fsync, verify, rename, fsync the
+    /// directory. `keep_mode` keeps an existing target's mode; otherwise `new_mode` is used.
+    fn replace<T>(
+        &self,
+        path: &Path,
+        new_mode: u32,
+        keep_mode: bool,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+        verify: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<T> {
         let path = self.check(path)?;
         let mode = match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_file() => m.mode() & 0o7777,
+            Ok(m) if m.file_type().is_file() => {
+                if keep_mode {
+                    m.mode() & 0o7777
+                } else {
+                    new_mode
+                }
+            }
             Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => new_mode,
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
