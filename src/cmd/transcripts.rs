@@ -5,16 +5,18 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, anyhow, bail};
 use comfy_table::{Cell, Table, presets};
 use humansize::{BINARY, format_size};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
+use crate::config::{Config, Env};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
+use crate::{store, targets};
 
 /// One transcript to process.
 #[derive(Debug, Clone)]
@@ -24,6 +26,8 @@ pub struct Target {
     pub session_key: Option<String>,
     /// The directory all writes are confined to.
     pub dir: PathBuf,
+    /// The `sessions.json` the entry is in, when it came from a store.
+    pub store: Option<PathBuf>,
 }
 
 /// Targets, plus outcomes for targets that were skipped while resolving (missing files, …).
@@ -49,6 +53,7 @@ pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
                 path: file.clone(),
                 session_key: None,
                 dir,
+                store: None,
             }],
             skipped: Vec::new(),
         });
@@ -59,9 +64,83 @@ pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
             "say which transcripts: --transcript FILE, or --store PATH, --agent ID or --all-agents"
         );
     }
-    bail!(
-        "store targets (--store, --agent, --all-agents) are not available yet in this build; use --transcript FILE"
+    resolve_store_targets(args)
+}
+
+/// The transcripts of the selected stores' entries (or of the one `--session` entry). Entries
+/// whose file is missing are reported as skipped; a transcript two keys share is processed
+/// once; stores of agents that moved to SQLite are refused.
+fn resolve_store_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
+    let t = &args.target;
+    let env = Env::from_process();
+    let cfg = Config::load(t.config.as_deref(), &env)?;
+    let stores = targets::resolve(
+        &cfg,
+        &env,
+        t.store.as_deref(),
+        t.agent.as_deref(),
+        t.all_agents,
     )
+    .map_err(|m| anyhow!(m))?;
+    let mut out = Resolved {
+        targets: Vec::new(),
+        skipped: Vec::new(),
+    };
+    let mut found_session = false;
+    let mut seen = std::collections::HashSet::new();
+    for st in stores {
+        if let Some(marker) = targets::sqlite_marker(&st.store_path) {
+            let why = format!(
+                "agent {} keeps its sessions in SQLite ({}); this JSON store is stale",
+                st.agent_id,
+                marker.display()
+            );
+            out.skipped
+                .push((Outcome::new(&st.store_path, Status::Refused(why)), None));
+            continue;
+        }
+        let loaded = store::load(&st.store_path)?;
+        let dir = st
+            .store_path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_owned);
+        for (key, entry) in &loaded.store {
+            if args.session.as_ref().is_some_and(|s| s != key) {
+                continue;
+            }
+            found_session = true;
+            let Some(path) = store::entry_transcript(entry, &dir) else {
+                let why = "the entry names no transcript inside the sessions directory";
+                out.skipped.push((
+                    Outcome::new(&st.store_path, Status::Skipped(why.into())),
+                    Some(key.clone()),
+                ));
+                continue;
+            };
+            if !seen.insert(path.clone()) {
+                continue;
+            }
+            if std::fs::symlink_metadata(&path).is_err() {
+                out.skipped.push((
+                    Outcome::new(&path, Status::Skipped("the file does not exist".into())),
+                    Some(key.clone()),
+                ));
+                continue;
+            }
+            out.targets.push(Target {
+                path,
+                session_key: Some(key.clone()),
+                dir: dir.clone(),
+                store: Some(st.store_path.clone()),
+            });
+        }
+    }
+    if let Some(key) = &args.session
+        && !found_session
+    {
+        bail!("no session {key:?} in the selected store(s)");
+    }
+    Ok(out)
 }
 
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
