@@ -19,7 +19,7 @@ use crate::compact::{Estimator, TokenCounter, context_message, entry, external, 
 use crate::exit::Exit;
 use crate::transcript::job::{Outcome, Planned};
 use crate::transcript::rewrite::AppendCompaction;
-use crate::transcript::tree::{self, ContextItem, Tree};
+use crate::transcript::tree::{self, ContextItem};
 use crate::transcript::{Index, values};
 
 /// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
@@ -36,14 +36,11 @@ struct External {
     timeout: Duration,
 }
 
+mod successor;
+
 pub fn run(args: &CompactArgs) -> Result<Exit> {
-    if args.successor {
-        if args.targets.transcript.is_some() {
-            bail!(
-                "--successor updates the store entry, so it needs a store target, not --transcript"
-            );
-        }
-        bail!("--successor is not available yet in this build: it needs store targets");
+    if args.successor && args.targets.transcript.is_some() {
+        bail!("--successor updates the store entry, so it needs a store target, not --transcript");
     }
     let settings = Settings {
         estimator: estimator_for(args.tokenizer),
@@ -65,18 +62,26 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         count_header: "summarised",
     };
     let now = entry::now_iso();
+    if args.successor {
+        let run = successor::Run {
+            settings: &settings,
+            external: external.as_ref(),
+            enforce,
+            wait_lock: args.mode.wait_lock.as_deref().map(parse_wait).transpose()?,
+            now: &now,
+        };
+        return successor::run(&args.targets, &args.mode, &labels, summarised_count, &run);
+    }
     transcripts::run_at(
         &args.targets,
         &args.mode,
         &labels,
-        |o: &Outcome| {
-            o.details
-                .as_ref()
-                .and_then(|d| d["messagesSummarized"].as_u64())
-                .unwrap_or(0) as usize
-        },
+        summarised_count,
         &|path, index, tree| {
-            let (path_values, context) = load(path, index, tree).map_err(|e| format!("{e:#}"))?;
+            let active = tree.active_path();
+            let path_values =
+                values::read_entries(path, index, &active).map_err(|e| format!("{e:#}"))?;
+            let context = context_of(index, &active, &path_values);
             let taken = |id: &str| tree.by_id.contains_key(id);
             let mut c = match plan::plan(&path_values, &context, &settings, &taken, &now) {
                 Ok(c) => c,
@@ -106,13 +111,19 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
     )
 }
 
-/// The active path's entries and the context the runtime would build from them.
-fn load(path: &std::path::Path, index: &Index, tree: &Tree) -> Result<(Vec<Value>, Vec<Value>)> {
-    let active = tree.active_path();
-    let path_values = values::read_entries(path, index, &active)?;
+fn summarised_count(o: &Outcome) -> usize {
+    o.details
+        .as_ref()
+        .and_then(|d| d["messagesSummarized"].as_u64())
+        .unwrap_or(0) as usize
+}
+
+/// The context the runtime would build from the active path (`path_values` are the values of
+/// `active`'s entries, in the same order).
+fn context_of(index: &Index, active: &[usize], path_values: &[Value]) -> Vec<Value> {
     let pos: std::collections::HashMap<usize, usize> =
         active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    let context = tree::context_of(index, &active)
+    tree::context_of(index, active)
         .into_iter()
         .filter_map(|item| {
             let i = match item {
@@ -120,8 +131,7 @@ fn load(path: &std::path::Path, index: &Index, tree: &Tree) -> Result<(Vec<Value
             };
             context_message(&path_values[pos[&i]]).map(|c| c.into_owned())
         })
-        .collect();
-    Ok((path_values, context))
+        .collect()
 }
 
 fn describe(index: &Index, c: &Compaction) -> Vec<String> {

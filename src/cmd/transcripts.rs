@@ -217,6 +217,16 @@ pub fn run_at(
         })
         .collect();
     results.extend(resolved.skipped);
+    report(mode, labels, count, &results)
+}
+
+/// Print the report of a run (table, or `--json`) and return its exit code.
+pub fn report(
+    mode: &ModeArgs,
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    results: &[(Outcome, Option<String>)],
+) -> Result<Exit> {
     let mode_name = if mode.enforce {
         "enforce"
     } else if mode.dry_run {
@@ -226,10 +236,10 @@ pub fn run_at(
     };
     let mut stdout = std::io::stdout().lock();
     if mode.json {
-        let doc = json_report(labels, mode_name, count, &results);
+        let doc = json_report(labels, mode_name, count, results);
         writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
     } else {
-        write_human(&mut stdout, labels, mode_name, count, &results)?;
+        write_human(&mut stdout, labels, mode_name, count, results)?;
         if mode_name == "preview" && results.iter().any(|(o, _)| o.status == Status::WouldChange) {
             writeln!(
                 stdout,

@@ -135,7 +135,7 @@ pub fn run_file_at(
 }
 
 /// Size and modification time: what a concurrent append changes.
-fn stamp(path: &Path) -> io::Result<(u64, Option<SystemTime>)> {
+pub fn stamp(path: &Path) -> io::Result<(u64, Option<SystemTime>)> {
     let m = fs::symlink_metadata(path)?;
     Ok((m.len(), m.modified().ok()))
 }
@@ -148,7 +148,7 @@ fn open_nofollow(path: &Path) -> Result<File> {
         .with_context(|| format!("cannot open {}", path.display()))
 }
 
-fn failed(e: anyhow::Error) -> Status {
+pub fn failed(e: anyhow::Error) -> Status {
     Status::Failed(format!("{e:#}"))
 }
 
@@ -158,6 +158,47 @@ fn prepare(
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<(Index, Resolved)>, Status> {
+    let (index, tree) = index_checked(path, out)?;
+    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
+    out.notes = planned.notes;
+    out.details = planned.details;
+    if planned.edits.is_empty() {
+        return Ok(None);
+    }
+    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
+        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    out.entries_removed = resolved.removed;
+    out.blocks_replaced = resolved.blocks_replaced;
+    Ok(Some((index, resolved)))
+}
+
+/// The target must be a regular file (not a symlink) inside the confined directory.
+pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Status::Skipped("the file does not exist".into()));
+        }
+        Err(e) => return Err(failed(anyhow::Error::from(e))),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(Status::Refused(
+            "it is a symlink; symlinks are never followed".into(),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(Status::Refused("not a regular file".into()));
+    }
+    confined
+        .check(path)
+        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    Ok(())
+}
+
+/// Index the file (without following a symlink) and refuse what this tool does not edit:
+/// no session header, a v1 file, `leaf` control records, duplicate ids. Fills the byte and
+/// unparsable-line fields of `out`.
+pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), Status> {
     let (len, _) = stamp(path).map_err(|e| failed(anyhow::Error::from(e)))?;
     let file = open_nofollow(path).map_err(failed)?;
     let index = Index::from_reader(BufReader::with_capacity(1 << 20, io::Read::take(file, len)))
@@ -191,17 +232,7 @@ fn prepare(
             "entry id {id} occurs more than once"
         )));
     }
-    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
-    out.notes = planned.notes;
-    out.details = planned.details;
-    if planned.edits.is_empty() {
-        return Ok(None);
-    }
-    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    out.entries_removed = resolved.removed;
-    out.blocks_replaced = resolved.blocks_replaced;
-    Ok(Some((index, resolved)))
+    Ok((index, tree))
 }
 
 fn run_inner(
@@ -211,24 +242,7 @@ fn run_inner(
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<(), Status> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(m) => m,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Status::Skipped("the file does not exist".into()));
-        }
-        Err(e) => return Err(failed(anyhow::Error::from(e))),
-    };
-    if meta.file_type().is_symlink() {
-        return Err(Status::Refused(
-            "it is a symlink; symlinks are never followed".into(),
-        ));
-    }
-    if !meta.is_file() {
-        return Err(Status::Refused("not a regular file".into()));
-    }
-    confined
-        .check(path)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    check_target(confined, path)?;
     let before = stamp(path).map_err(|e| failed(e.into()))?;
     let Some((mut index, mut resolved)) = prepare(path, planner, out)? else {
         return Ok(());

@@ -1,6 +1,7 @@
 //! The one integration-test binary: every topic is a module here.
 
 mod compact;
+mod compact_successor;
 mod generator;
 mod model;
 mod transcript;
