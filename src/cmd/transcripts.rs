@@ -109,7 +109,12 @@ fn resolve_store_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
                 continue;
             }
             found_session = true;
-            let Some(path) = store::entry_transcript(entry, &dir) else {
+            // The path as the store names it (a symlink there is refused later, never
+            // followed), kept only when its canonical form is inside the sessions directory.
+            let literal = store::session_id(entry)
+                .and_then(|id| store::paths::transcript_path(id, store::session_file(entry), &dir));
+            let inside = store::entry_transcript(entry, &dir).is_some();
+            let Some(path) = literal.filter(|_| inside) else {
                 let why = "the entry names no transcript inside the sessions directory";
                 out.skipped.push((
                     Outcome::new(&st.store_path, Status::Skipped(why.into())),

@@ -166,3 +166,63 @@ fn successor_needs_a_store_and_refuses_unparsable_lines() {
     );
     assert_eq!(names(&env), vec!["s1.jsonl", "sessions.json"]);
 }
+
+#[test]
+fn store_targets_compact_in_place_and_never_leave_the_sessions_dir() {
+    let env = TestEnv::new();
+    let bytes = setup(&env);
+    let outside = env.write("outside.jsonl", &bytes);
+    env.write("agents/main/sessions/real.jsonl", &bytes);
+    std::os::unix::fs::symlink(
+        env.path("agents/main/sessions/real.jsonl"),
+        env.path("agents/main/sessions/link.jsonl"),
+    )
+    .unwrap();
+    env.write(
+        STORE,
+        format!(
+            r#"{{
+  "agent:main:main": {{ "sessionId": "s1", "updatedAt": 3 }},
+  "agent:main:escape": {{ "sessionId": "x", "sessionFile": "{}", "updatedAt": 2 }},
+  "agent:main:link": {{ "sessionId": "link", "updatedAt": 1 }}
+}}"#,
+            outside.display()
+        )
+        .as_bytes(),
+    );
+    let store_before = std::fs::read(env.path(STORE)).unwrap();
+    let (_, r) = env.run_json(&[
+        "compact",
+        "--store",
+        STORE,
+        "--enforce",
+        "--keep-recent-tokens",
+        "400",
+        "--min-tokens",
+        "0",
+    ]);
+    let by_key = |k: &str| {
+        r["transcripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["sessionKey"] == k)
+            .cloned()
+            .unwrap_or_else(|| panic!("{k} missing from {r}"))
+    };
+    assert_eq!(by_key("agent:main:main")["status"], "changed", "{r}");
+    assert_eq!(by_key("agent:main:escape")["status"], "skipped", "{r}");
+    assert_eq!(by_key("agent:main:link")["status"], "refused", "{r}");
+    assert_eq!(std::fs::read(&outside).unwrap(), bytes);
+    assert_eq!(
+        std::fs::read(env.path("agents/main/sessions/real.jsonl")).unwrap(),
+        bytes
+    );
+    assert!(
+        std::fs::read(env.path("agents/main/sessions/s1.jsonl"))
+            .unwrap()
+            .starts_with(&bytes)
+    );
+    // In place, the store is not touched.
+    assert_eq!(std::fs::read(env.path(STORE)).unwrap(), store_before);
+}
