@@ -15,12 +15,11 @@ use serde_json::{Value, json};
 use super::transcripts::{self, Labels, parse_wait};
 use crate::cli::{CompactArgs, Tokenizer};
 use crate::compact::plan::{self, Compaction, Settings};
-use crate::compact::{Estimator, TokenCounter, context_message, entry, external, summary};
+use crate::compact::{Estimator, TokenCounter, entry, external, load_active_context, summary};
 use crate::exit::Exit;
+use crate::transcript::Index;
 use crate::transcript::job::{Outcome, Planned};
 use crate::transcript::rewrite::AppendCompaction;
-use crate::transcript::tree::{self, ContextItem};
-use crate::transcript::{Index, values};
 
 /// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
 pub fn estimator_for(t: Tokenizer) -> Estimator {
@@ -78,10 +77,8 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         &labels,
         summarised_count,
         &|path, index, tree| {
-            let active = tree.active_path();
-            let path_values =
-                values::read_entries(path, index, &active).map_err(|e| format!("{e:#}"))?;
-            let context = context_of(index, &active, &path_values);
+            let (path_values, context) =
+                load_active_context(path, index, tree).map_err(|e| format!("{e:#}"))?;
             let taken = |id: &str| tree.by_id.contains_key(id);
             let mut c = match plan::plan(&path_values, &context, &settings, &taken, &now) {
                 Ok(c) => c,
@@ -116,22 +113,6 @@ fn summarised_count(o: &Outcome) -> usize {
         .as_ref()
         .and_then(|d| d["messagesSummarized"].as_u64())
         .unwrap_or(0) as usize
-}
-
-/// The context the runtime would build from the active path (`path_values` are the values of
-/// `active`'s entries, in the same order).
-fn context_of(index: &Index, active: &[usize], path_values: &[Value]) -> Vec<Value> {
-    let pos: std::collections::HashMap<usize, usize> =
-        active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    tree::context_of(index, active)
-        .into_iter()
-        .filter_map(|item| {
-            let i = match item {
-                ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
-            };
-            context_message(&path_values[pos[&i]]).map(|c| c.into_owned())
-        })
-        .collect()
 }
 
 fn describe(index: &Index, c: &Compaction) -> Vec<String> {

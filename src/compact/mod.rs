@@ -22,8 +22,43 @@ mod testgen;
 pub use estimate::{ContextEstimate, Estimator, TokenCounter};
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
 
+use anyhow::Result;
 use serde_json::{Value, json};
+
+use crate::transcript::tree::{self, ContextItem, Tree};
+use crate::transcript::{Index, values};
+
+/// Read a transcript's active path (entry values, root first) and the context the runtime
+/// would build from it (messages in its shapes), e.g. for
+/// `Estimator::context_tokens(&context)`.
+pub fn load_active_context(
+    path: &Path,
+    index: &Index,
+    tree: &Tree,
+) -> Result<(Vec<Value>, Vec<Value>)> {
+    let active = tree.active_path();
+    let path_values = values::read_entries(path, index, &active)?;
+    let context = context_of(index, &active, &path_values);
+    Ok((path_values, context))
+}
+
+/// The context messages of `active` (entry indices of `index`, root first), given the values
+/// of those entries in the same order.
+pub fn context_of(index: &Index, active: &[usize], path_values: &[Value]) -> Vec<Value> {
+    let pos: HashMap<usize, usize> = active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+    tree::context_of(index, active)
+        .into_iter()
+        .filter_map(|item| {
+            let i = match item {
+                ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
+            };
+            context_message(&path_values[pos[&i]]).map(|c| c.into_owned())
+        })
+        .collect()
+}
 
 /// `entry.type`, when it is a string.
 pub fn entry_type(entry: &Value) -> Option<&str> {

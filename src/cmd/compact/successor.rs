@@ -17,11 +17,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
-use super::{External, context_of, describe, details, use_external};
+use super::{External, describe, details, use_external};
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::cmd::transcripts::{self, Labels, Target};
 use crate::compact::plan::{self, Settings};
-use crate::compact::rotate;
+use crate::compact::{context_of, rotate};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Acquire};
