@@ -19,7 +19,6 @@ use crate::compact::{Estimator, TokenCounter, entry, external, load_active_conte
 use crate::exit::Exit;
 use crate::transcript::Index;
 use crate::transcript::job::{Outcome, Planned};
-use crate::transcript::rewrite::AppendCompaction;
 
 /// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
 pub fn estimator_for(t: Tokenizer) -> Estimator {
@@ -98,11 +97,7 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
                 details: Some(details(&c)),
                 ..Planned::default()
             };
-            planned.edits.append_compaction = Some(AppendCompaction {
-                line: c.entry.to_line(),
-                id: c.entry.id.clone(),
-                first_kept: c.entry.first_kept_entry_id.clone(),
-            });
+            planned.edits.append.push(c.entry.to_value());
             Ok(planned)
         },
     )

@@ -5,6 +5,7 @@ pub mod compact;
 mod completions;
 mod prune_noreply;
 mod strip_images;
+pub mod transcript_targets;
 pub mod transcripts;
 
 use anyhow::{Result, bail};

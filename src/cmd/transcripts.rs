@@ -1,152 +1,23 @@
-//! What the transcript commands share: turning target flags into transcript files, running a
-//! planner over them in parallel, and the report (human table or `--json`) with the exit code.
+//! What the transcript commands share: running a planner over the target transcripts in
+//! parallel (targets come from `transcript_targets`), and the report (human table or `--json`)
+//! with the exit code.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::io::{IsTerminal, Write};
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use comfy_table::{Cell, Table, presets};
 use humansize::{BINARY, format_size};
+use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
+use super::transcript_targets;
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
-use crate::config::{Config, Env};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
-use crate::{store, targets};
-
-/// One transcript to process.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub path: PathBuf,
-    /// The store entry it belongs to, when it came from a store.
-    pub session_key: Option<String>,
-    /// The directory all writes are confined to.
-    pub dir: PathBuf,
-    /// The `sessions.json` the entry is in, when it came from a store.
-    pub store: Option<PathBuf>,
-}
-
-/// Targets, plus outcomes for targets that were skipped while resolving (missing files, …).
-pub struct Resolved {
-    pub targets: Vec<Target>,
-    pub skipped: Vec<(Outcome, Option<String>)>,
-}
-
-/// Resolve `--transcript` / `--store` / `--agent` / `--all-agents` (+ `--session`).
-pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
-    if let Some(file) = &args.transcript {
-        if args.session.is_some() {
-            bail!(
-                "--session needs a store target (--store, --agent or --all-agents), not --transcript"
-            );
-        }
-        let dir = match file.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        return Ok(Resolved {
-            targets: vec![Target {
-                path: file.clone(),
-                session_key: None,
-                dir,
-                store: None,
-            }],
-            skipped: Vec::new(),
-        });
-    }
-    let t = &args.target;
-    if t.store.is_none() && t.agent.is_none() && !t.all_agents {
-        bail!(
-            "say which transcripts: --transcript FILE, or --store PATH, --agent ID or --all-agents"
-        );
-    }
-    resolve_store_targets(args)
-}
-
-/// The transcripts of the selected stores' entries (or of the one `--session` entry). Entries
-/// whose file is missing are reported as skipped; a transcript two keys share is processed
-/// once; stores of agents that moved to SQLite are refused.
-fn resolve_store_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
-    let t = &args.target;
-    let env = Env::from_process();
-    let cfg = Config::load(t.config.as_deref(), &env)?;
-    let stores = targets::resolve(
-        &cfg,
-        &env,
-        t.store.as_deref(),
-        t.agent.as_deref(),
-        t.all_agents,
-    )
-    .map_err(|m| anyhow!(m))?;
-    let mut out = Resolved {
-        targets: Vec::new(),
-        skipped: Vec::new(),
-    };
-    let mut found_session = false;
-    let mut seen = std::collections::HashSet::new();
-    for st in stores {
-        if let Some(marker) = targets::sqlite_marker(&st.store_path) {
-            let why = format!(
-                "agent {} keeps its sessions in SQLite ({}); this JSON store is stale",
-                st.agent_id,
-                marker.display()
-            );
-            out.skipped
-                .push((Outcome::new(&st.store_path, Status::Refused(why)), None));
-            continue;
-        }
-        let loaded = store::load(&st.store_path)?;
-        let dir = st
-            .store_path
-            .parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_owned);
-        for (key, entry) in &loaded.store {
-            if args.session.as_ref().is_some_and(|s| s != key) {
-                continue;
-            }
-            found_session = true;
-            // The path as the store names it (a symlink there is refused later, never
-            // followed), kept only when its canonical form is inside the sessions directory.
-            let literal = store::session_id(entry)
-                .and_then(|id| store::paths::transcript_path(id, store::session_file(entry), &dir));
-            let inside = store::entry_transcript(entry, &dir).is_some();
-            let Some(path) = literal.filter(|_| inside) else {
-                let why = "the entry names no transcript inside the sessions directory";
-                out.skipped.push((
-                    Outcome::new(&st.store_path, Status::Skipped(why.into())),
-                    Some(key.clone()),
-                ));
-                continue;
-            };
-            if !seen.insert(path.clone()) {
-                continue;
-            }
-            if std::fs::symlink_metadata(&path).is_err() {
-                out.skipped.push((
-                    Outcome::new(&path, Status::Skipped("the file does not exist".into())),
-                    Some(key.clone()),
-                ));
-                continue;
-            }
-            out.targets.push(Target {
-                path,
-                session_key: Some(key.clone()),
-                dir: dir.clone(),
-                store: Some(st.store_path.clone()),
-            });
-        }
-    }
-    if let Some(key) = &args.session
-        && !found_session
-    {
-        bail!("no session {key:?} in the selected store(s)");
-    }
-    Ok(out)
-}
 
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
 pub fn parse_wait(s: &str) -> Result<Duration> {
@@ -201,7 +72,7 @@ pub fn run_at(
     count: fn(&Outcome) -> usize,
     planner: &PlannerAt,
 ) -> Result<Exit> {
-    let resolved = resolve_targets(targets)?;
+    let resolved = transcript_targets::resolve(targets)?;
     let opts = Options {
         mode: if mode.enforce {
             Mode::Enforce
@@ -210,6 +81,18 @@ pub fn run_at(
         },
         wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
     };
+    // A progress bar only for several files, on a terminal, never with --json or --quiet.
+    let progress = (resolved.targets.len() > 1
+        && !mode.json
+        && !mode.quiet
+        && std::io::stderr().is_terminal())
+    .then(|| {
+        let pb = ProgressBar::new(resolved.targets.len() as u64);
+        if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} transcripts {msg}") {
+            pb.set_style(style);
+        }
+        pb
+    });
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
@@ -218,9 +101,15 @@ pub fn run_at(
                 Ok(c) => job::run_file_at(&c, &t.path, opts, planner),
                 Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
+            if let Some(pb) = &progress {
+                pb.inc(1);
+            }
             (outcome, t.session_key.clone())
         })
         .collect();
+    if let Some(pb) = progress {
+        pb.finish_and_clear();
+    }
     results.extend(resolved.skipped);
     report(mode, labels, count, &results)
 }

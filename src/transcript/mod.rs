@@ -365,16 +365,6 @@ impl IndexBuilder {
         idx.lines.push(line);
     }
 
-    /// Record that a newline was written after the last pushed line (which had none).
-    pub fn terminate_last_line(&mut self) {
-        let idx = &mut self.index;
-        if let Some(last) = idx.lines.last_mut().filter(|l| !l.terminated) {
-            last.terminated = true;
-            last.len += 1;
-            idx.size += 1;
-        }
-    }
-
     pub fn finish(self) -> Index {
         self.index
     }

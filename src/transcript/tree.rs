@@ -1,7 +1,8 @@
 //! The entry tree of one transcript: parent links, the leaf, the active path, and the context
 //! the runtime rebuilds from them (spec §6), plus tool-call pairing statistics (§13).
 //!
-//! Tree nodes are the parsed non-header entries with a non-empty string `id`. The **leaf** is
+//! Tree nodes are the parsed non-header entries with a non-empty string `id`. An entry without
+//! a `parentId` field hangs, as in the runtime, below the previous entry the runtime indexes. The **leaf** is
 //! the last entry in file order whose type the runtime indexes (unknown types are opaque to
 //! it and never become the leaf). The **active path** is the chain from the leaf up through
 //! `parentId` to a root, reversed; the walk stops at a missing parent (as the runtime does) and
@@ -15,7 +16,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Entry, EntryType, Index, Role};
+use super::{Entry, EntryType, Index, Parent, Role};
 
 /// Parent links over the entries of an [`Index`] (all positions are entry indices).
 #[derive(Debug, Clone)]
@@ -82,18 +83,26 @@ impl Tree {
         let mut parent = vec![None; n];
         let mut children = vec![Vec::new(); n];
         let mut dangling = Vec::new();
+        // The last runtime-indexed node so far: the runtime's parent for an entry that has no
+        // `parentId` field at all.
+        let mut last_indexed: Option<usize> = None;
         for (i, e) in index.entries.iter().enumerate() {
             if !is_node(e) {
                 continue;
             }
-            if let Some(pid) = e.parent.id() {
-                match by_id.get(pid) {
-                    Some(&p) => {
-                        parent[i] = Some(p);
-                        children[p].push(i);
-                    }
+            match &e.parent {
+                Parent::Id(pid) => match by_id.get(pid) {
+                    Some(&p) => parent[i] = Some(p),
                     None => dangling.push(i),
-                }
+                },
+                Parent::Absent if e.kind.is_runtime_indexed() => parent[i] = last_indexed,
+                _ => {}
+            }
+            if let Some(p) = parent[i] {
+                children[p].push(i);
+            }
+            if e.kind.is_runtime_indexed() {
+                last_indexed = Some(i);
             }
         }
         let leaf = index

