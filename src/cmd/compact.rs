@@ -7,6 +7,7 @@
 //! shared transcript job (lock, validation, atomic replace). Every original line stays as it
 //! was; the new entry becomes the last line.
 
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -15,10 +16,13 @@ use serde_json::{Value, json};
 use super::transcripts::{self, Labels, parse_wait};
 use crate::cli::{CompactArgs, Tokenizer};
 use crate::compact::plan::{self, Compaction, Settings};
-use crate::compact::{Estimator, TokenCounter, entry, external, load_active_context, summary};
+use crate::compact::{
+    Estimator, TokenCounter, context_message, entry, external, load_active_context, summary,
+};
 use crate::exit::Exit;
 use crate::transcript::Index;
 use crate::transcript::job::{Outcome, Planned};
+use crate::transcript::tree::Tree;
 
 /// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
 pub fn estimator_for(t: Tokenizer) -> Estimator {
@@ -29,7 +33,8 @@ pub fn estimator_for(t: Tokenizer) -> Estimator {
     })
 }
 
-struct External {
+/// An operator's `--summarizer` command and its time limit.
+pub struct External {
     command: String,
     timeout: Duration,
 }
@@ -75,32 +80,42 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         &args.mode,
         &labels,
         summarised_count,
-        &|path, index, tree| {
-            let (path_values, context) =
-                load_active_context(path, index, tree).map_err(|e| format!("{e:#}"))?;
-            let taken = |id: &str| tree.by_id.contains_key(id);
-            let mut c = match plan::plan(&path_values, &context, &settings, &taken, &now) {
-                Ok(c) => c,
-                Err(leave) => {
-                    return Ok(Planned {
-                        notes: vec![format!("left alone: {leave}")],
-                        ..Planned::default()
-                    });
-                }
-            };
-            let mut notes = describe(index, &c);
-            if let Some(ext) = &external {
-                notes.push(use_external(ext, &mut c, enforce, &now));
-            }
-            let mut planned = Planned {
-                notes,
-                details: Some(details(&c)),
-                ..Planned::default()
-            };
-            planned.edits.append.push(c.entry.to_value());
-            Ok(planned)
-        },
+        &planner(&settings, &now, external.as_ref(), enforce),
     )
+}
+
+/// The per-file planner of in-place `compact` (also what `inspect` runs to predict savings).
+pub fn planner<'a>(
+    settings: &'a Settings,
+    now: &'a str,
+    external: Option<&'a External>,
+    enforce: bool,
+) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
+    move |path, index, tree| {
+        let (path_values, context) =
+            load_active_context(path, index, tree).map_err(|e| format!("{e:#}"))?;
+        let taken = |id: &str| tree.by_id.contains_key(id);
+        let mut c = match plan::plan(&path_values, &context, settings, &taken, now) {
+            Ok(c) => c,
+            Err(leave) => {
+                return Ok(Planned {
+                    notes: vec![format!("left alone: {leave}")],
+                    ..Planned::default()
+                });
+            }
+        };
+        let mut notes = describe(index, &c);
+        if let Some(ext) = external {
+            notes.push(use_external(ext, &mut c, enforce, now));
+        }
+        let mut planned = Planned {
+            notes,
+            details: Some(details(&c, &settings.estimator)),
+            ..Planned::default()
+        };
+        planned.edits.append.push(c.entry.to_value());
+        Ok(planned)
+    }
 }
 
 fn summarised_count(o: &Outcome) -> usize {
@@ -150,13 +165,18 @@ fn use_external(ext: &External, c: &mut Compaction, enforce: bool, now: &str) ->
     }
 }
 
-fn details(c: &Compaction) -> Value {
+fn details(c: &Compaction, estimator: &Estimator) -> Value {
+    let summary_tokens =
+        context_message(&c.entry.to_value()).map_or(0, |m| estimator.message_tokens(&m));
+    let tokens_after = summary_tokens + c.cut.kept_tokens;
     json!({
         "compactionId": c.entry.id,
         "firstKeptEntryId": c.cut.first_kept_id,
         "tokensBefore": c.tokens_before,
         "keptTokens": c.cut.kept_tokens,
         "summarizedTokens": c.cut.summarized_tokens,
+        "tokensAfter": tokens_after,
+        "tokensSaved": c.tokens_before.saturating_sub(tokens_after),
         "messagesSummarized": c.summary.messages,
         "boilerplateOnly": c.summary.boilerplate_only,
         "summaryChars": c.entry.summary.encode_utf16().count(),

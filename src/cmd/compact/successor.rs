@@ -107,7 +107,7 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
         out.notes
             .push(use_external(ext, &mut c, run.enforce, run.now));
     }
-    out.details = Some(details(&c));
+    out.details = Some(details(&c, &run.settings.estimator));
     if !run.enforce {
         out.status = Status::WouldChange;
         out.notes.push(format!(
