@@ -2,14 +2,13 @@
 //! parallel (targets come from `transcript_targets`), and the report (human table or `--json`)
 //! with the exit code.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use comfy_table::{Cell, Table, presets};
 use humansize::{BINARY, format_size};
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -17,6 +16,7 @@ use super::transcript_targets;
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
+use crate::progress::{self, Progress};
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
@@ -81,18 +81,18 @@ pub fn run_at(
         },
         wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
     };
-    // A progress bar only for several files, on a terminal, never with --json or --quiet.
-    let progress = (resolved.targets.len() > 1
-        && !mode.json
-        && !mode.quiet
-        && std::io::stderr().is_terminal())
-    .then(|| {
-        let pb = ProgressBar::new(resolved.targets.len() as u64);
-        if let Ok(style) = ProgressStyle::with_template("{bar:30} {pos}/{len} transcripts {msg}") {
-            pb.set_style(style);
-        }
-        pb
-    });
+    // Progress in bytes of transcripts, only for several files (see `crate::progress`).
+    let total: u64 = resolved
+        .targets
+        .iter()
+        .filter_map(|t| std::fs::symlink_metadata(&t.path).ok())
+        .map(|m| m.len())
+        .sum();
+    let progress = Progress::bytes(
+        total,
+        labels.command,
+        resolved.targets.len() > 1 && progress::wanted(mode.json, mode.quiet),
+    );
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
@@ -101,15 +101,11 @@ pub fn run_at(
                 Ok(c) => job::run_file_at(&c, &t.path, opts, planner),
                 Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
-            if let Some(pb) = &progress {
-                pb.inc(1);
-            }
+            progress.inc(outcome.bytes_before);
             (outcome, t.session_key.clone())
         })
         .collect();
-    if let Some(pb) = progress {
-        pb.finish_and_clear();
-    }
+    progress.finish();
     results.extend(resolved.skipped);
     report(mode, labels, count, &results)
 }

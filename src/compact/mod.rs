@@ -41,15 +41,20 @@ pub fn load_active_context(
 ) -> Result<(Vec<Value>, Vec<Value>)> {
     let active = tree.active_path();
     let path_values = values::read_entries(path, index, &active)?;
-    let context = context_of(index, &active, &path_values);
+    let context = context_of(index, tree, &active, &path_values);
     Ok((path_values, context))
 }
 
 /// The context messages of `active` (entry indices of `index`, root first), given the values
 /// of those entries in the same order.
-pub fn context_of(index: &Index, active: &[usize], path_values: &[Value]) -> Vec<Value> {
+pub fn context_of(
+    index: &Index,
+    tree: &Tree,
+    active: &[usize],
+    path_values: &[Value],
+) -> Vec<Value> {
     let pos: HashMap<usize, usize> = active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    tree::context_of(index, active)
+    tree::context_of(index, tree, active)
         .into_iter()
         .filter_map(|item| {
             let i = match item {

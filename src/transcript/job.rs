@@ -5,7 +5,8 @@
 //! 1. refuse symlinks and anything that is not a regular file directly inside the confined
 //!    directory; open with `O_NOFOLLOW`;
 //! 2. index the file and refuse files the tool cannot edit safely (no session header on the
-//!    first line, a v1 header without ids, duplicate ids, `leaf` control records);
+//!    first line, a v1 header without ids, duplicate ids, `leaf` control records or
+//!    side-appended entries of newer runtimes);
 //! 3. ask the planner for [`Edits`]; nothing to do means the file is not touched at all;
 //! 4. resolve and stream the rewrite: into a counting sink for a preview (which is validated
 //!    exactly like a real run), or, with `enforce`, into a temp file beside the original while
@@ -204,6 +205,12 @@ pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), St
     if index.entries.iter().any(|e| e.kind == EntryType::Leaf) {
         return Err(Status::Skipped(
             "the file has `leaf` control records, which this tool does not edit".into(),
+        ));
+    }
+    if index.entries.iter().any(|e| e.side_append) {
+        return Err(Status::Skipped(
+            "the file has side-appended entries (appendMode \"side\"), which this tool does not edit"
+                .into(),
         ));
     }
     let tree = Tree::build(&index);

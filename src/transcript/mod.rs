@@ -18,8 +18,25 @@
 //!   against the index and applied by a streaming copy that keeps untouched lines byte for byte;
 //! - [`validate`]: the checks every rewritten file must pass before it is committed.
 //!
+//! - [`job`]: one file through plan → preview or apply under every safety rule (symlinks,
+//!   confinement, OpenClaw's lock, validation, concurrent-append checks, atomic replace).
+//!
 //! The planners live beside this module: `crate::noreply` (silent-reply runs) and
 //! `crate::images` (image stripping).
+//!
+//! Entry points for other commands (`compact`, `inspect`):
+//!
+//! ```text
+//! let index = Index::from_path(path, None)?;            // index pass
+//! let tree = tree::Tree::build(&index);                 // parents, leaf, active path
+//! let (ctx, pairing) = tree::active_context(&index, &tree);
+//! let prune = crate::noreply::plan(&index, &tree, 1);   // what prune-noreply removes
+//! let strip = crate::images::plan(&index, &tree, 3);    // what strip-images replaces
+//! let resolved = rewrite::resolve(&index, &tree, &edits)?;   // removals, blocks, appends
+//! let applied = rewrite::apply(reader, &index, &resolved, &mut out)?;
+//! validate::validate(&index, &applied.index, &expectation)?;
+//! job::run_file(&confined, path, Options { mode: Mode::Preview, .. }, &planner)  // exact bytes after
+//! ```
 
 pub mod job;
 pub mod probe;
@@ -168,6 +185,8 @@ pub struct Entry {
     pub has_summary: bool,
     /// Header `version` when it is a number (header only).
     pub version: Option<u64>,
+    /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
+    pub side_append: bool,
 }
 
 /// Content block types that are tool calls, under every alias the runtime accepts.
@@ -203,6 +222,7 @@ impl Entry {
             target: p.target_id.as_str().map(str::to_owned),
             has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
             version: None,
+            side_append: p.append_mode.as_str() == Some("side"),
             kind,
         };
         if e.kind == EntryType::Message

@@ -23,7 +23,7 @@ use std::io::{self, BufRead, Write};
 use anyhow::{Result, bail};
 use serde_json::Value;
 
-use super::tree::Tree;
+use super::tree::{self, Tree};
 use super::{EntryType, Index, IndexBuilder, LineKind};
 
 /// What a planner asks for. Positions are entry indices of the [`Index`].
@@ -120,20 +120,19 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         }
     }
 
-    // Nearest kept ancestor, through the tree's resolved parents (a cycle made only of
-    // removed entries ends at null).
+    // Nearest kept ancestor, through the tree's resolved parents. A removed entry whose parent
+    // is not in the tree passes its own `parentId` on unchanged (it may name a line only the
+    // runtime can parse); a cycle made only of removed entries ends at null.
     let nearest_kept = |start: usize| -> Option<String> {
-        let mut cur = Some(start);
-        let mut steps = 0;
-        while let Some(i) = cur {
+        let mut i = start;
+        for _ in 0..=removed.len() {
             if !removed.contains(&i) {
                 return entries[i].id.clone();
             }
-            steps += 1;
-            if steps > removed.len() {
-                return None;
+            match tree.parent[i] {
+                Some(p) => i = p,
+                None => return entries[i].parent.id().map(str::to_owned),
             }
-            cur = tree.parent[i];
         }
         None
     };
@@ -151,11 +150,17 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         {
             patch.parent = Some(nearest_kept(p));
         }
-        if e.kind == EntryType::Compaction
-            && let Some(fk) = e.first_kept.as_deref()
-            && removed_ids.contains(fk)
-        {
-            patch.first_kept = Some(retarget_first_kept(index, tree, i, fk, &removed));
+        if e.kind == EntryType::Compaction {
+            let literal = e.first_kept.as_deref().and_then(|fk| tree.by_id.get(fk));
+            let effective = tree::effective_first_kept(index, tree, i);
+            let target = match (literal, effective) {
+                (Some(l), _) if removed.contains(l) => Some(*l),
+                (_, Some(eff)) if removed.contains(&eff) => Some(eff),
+                _ => None,
+            };
+            if let Some(gone) = target {
+                patch.first_kept = Some(retarget_first_kept(index, tree, i, gone, &removed));
+            }
         }
         if let Some(blocks) = edits.replace_blocks.get(&i) {
             blocks_replaced += blocks.len();
@@ -194,25 +199,23 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
     })
 }
 
-/// The first kept entry after `fk` on compaction `c`'s path, else `c`'s own id.
+/// The first kept entry the runtime indexes after `gone` on compaction `c`'s path, else `c`'s
+/// own id (keep nothing, which is what a first-kept id off the path already meant).
 fn retarget_first_kept(
     index: &Index,
     tree: &Tree,
     c: usize,
-    fk: &str,
+    gone: usize,
     removed: &BTreeSet<usize>,
 ) -> String {
     let path = tree.path_to(c);
     let own = || index.entries[c].id.clone().unwrap_or_default();
-    let Some(pos) = path
-        .iter()
-        .position(|&i| index.entries[i].id.as_deref() == Some(fk))
-    else {
+    let Some(pos) = path.iter().position(|&i| i == gone) else {
         return own();
     };
     path[pos + 1..path.len() - 1]
         .iter()
-        .find(|i| !removed.contains(i))
+        .find(|&&i| !removed.contains(&i) && index.entries[i].kind.is_runtime_indexed())
         .and_then(|&i| index.entries[i].id.clone())
         .unwrap_or_else(own)
 }

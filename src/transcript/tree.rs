@@ -10,7 +10,9 @@
 //!
 //! The **context** follows `buildSessionContext`: only the last `compaction` on the path
 //! counts; it contributes its summary, then the path entries before it starting at its
-//! `firstKeptEntryId` (nothing when that id is not found before it), then everything after it.
+//! `firstKeptEntryId` (nothing when that id is not found before it; an id naming an entry of a
+//! type the runtime does not index stands for that entry's nearest indexed ancestor), then
+//! everything after it.
 //! Entries contribute when they are `message`, `custom_message`, or `branch_summary` with a
 //! non-empty summary.
 
@@ -182,8 +184,28 @@ pub fn contributes(e: &Entry) -> bool {
     }
 }
 
+/// The entry a compaction's `firstKeptEntryId` effectively names. When it names an entry the
+/// runtime does not index (an unknown type), the runtime substitutes that entry's nearest
+/// indexed ancestor; so do we. `None` when the id is not in the file (or has no such
+/// ancestor).
+pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Option<usize> {
+    let id = index.entries[compaction].first_kept.as_deref()?;
+    let mut cur = tree.by_id.get(id).copied();
+    let mut seen = HashSet::new();
+    while let Some(i) = cur {
+        if index.entries[i].kind.is_runtime_indexed() {
+            return Some(i);
+        }
+        if !seen.insert(i) {
+            return None;
+        }
+        cur = tree.parent[i];
+    }
+    None
+}
+
 /// The context of a path, as the runtime rebuilds it.
-pub fn context_of(index: &Index, path: &[usize]) -> Vec<ContextItem> {
+pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem> {
     let entries = &index.entries;
     let last_compaction = path
         .iter()
@@ -199,10 +221,10 @@ pub fn context_of(index: &Index, path: &[usize]) -> Vec<ContextItem> {
     };
     let c = path[cpos];
     out.push(ContextItem::CompactionSummary(c));
-    let first_kept = entries[c].first_kept.as_deref();
+    let first_kept = effective_first_kept(index, tree, c);
     let mut found = false;
     for &i in &path[..cpos] {
-        if first_kept.is_some() && entries[i].id.as_deref() == first_kept {
+        if Some(i) == first_kept {
             found = true;
         }
         if found && contributes(&entries[i]) {
@@ -268,7 +290,7 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
 
 /// The active path's context and its pairing statistics, in one call.
 pub fn active_context(index: &Index, tree: &Tree) -> (Vec<ContextItem>, Pairing) {
-    let ctx = context_of(index, &tree.active_path());
+    let ctx = context_of(index, tree, &tree.active_path());
     let pairing = pairing(index, &ctx);
     (ctx, pairing)
 }
@@ -308,6 +330,23 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, ["Cc", "b", "e"]);
+    }
+
+    #[test]
+    fn first_kept_on_an_unknown_entry_stands_for_its_indexed_parent() {
+        let idx = index(&[
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"1"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}"#,
+            r#"{"type":"x_unknown","id":"u","parentId":"b"}"#,
+            r#"{"type":"message","id":"d","parentId":"u","message":{"role":"user","content":"2"}}"#,
+            r#"{"type":"compaction","id":"c","parentId":"d","firstKeptEntryId":"u","summary":"s"}"#,
+        ]);
+        let tree = Tree::build(&idx);
+        let (ctx, _) = active_context(&idx, &tree);
+        let b = tree.by_id["b"];
+        assert_eq!(ctx[1], ContextItem::Entry(b));
+        assert_eq!(ctx.len(), 3);
     }
 
     #[test]

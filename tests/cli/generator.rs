@@ -2,7 +2,7 @@
 //! calls and results (with and without images), user images, heartbeat pairs, runs of
 //! `NO_REPLY` in many spellings, lookalikes that are not silent, compactions, abandoned
 //! branches with branch summaries, custom, label, session_info and unknown entries, a line
-//! with a lone surrogate escape, blank lines and torn last lines.
+//! with a lone surrogate escape, blank lines, CRLF line endings and torn last lines.
 //!
 //! Every message gets a unique `message.timestamp`, so a message in the runtime's context can
 //! be traced back to its entry.
@@ -427,8 +427,15 @@ fn build(seed: u64, long_steps: Option<usize>) -> Generated {
     } else {
         g.silent();
     }
-    let mut text = g.lines.join("\n");
-    text.push('\n');
+    // A few CRLF line endings (both loaders accept them; untouched ones must stay as they are).
+    let mut text = String::new();
+    for line in &g.lines {
+        text.push_str(line);
+        if !line.is_empty() && g.rng.chance(4) {
+            text.push('\r');
+        }
+        text.push('\n');
+    }
     if g.rng.chance(30) && long_steps.is_none() {
         text.push_str(r#"{"type":"message","id":"torn","parentId":"#);
     }

@@ -146,7 +146,7 @@ fn files_without_a_parsable_header_are_refused() {
 }
 
 #[test]
-fn v1_and_leaf_control_files_are_skipped() {
+fn v1_leaf_control_and_side_append_files_are_skipped() {
     let env = TestEnv::new();
     let v1 = prunable().replace("\"version\":3,", "");
     env.write("v1.jsonl", v1.as_bytes());
@@ -161,6 +161,15 @@ fn v1_and_leaf_control_files_are_skipped() {
     let (_, v) = env.run_json(&["prune-noreply", "--transcript", "leaf.jsonl", "--enforce"]);
     assert_eq!(status(&v), "skipped", "{v}");
     assert_eq!(fs::read_to_string(env.path("leaf.jsonl")).unwrap(), leaf);
+    let side = format!(
+        "{}{}\n",
+        prunable(),
+        r#"{"type":"custom","id":"sd","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","customType":"x","appendMode":"side"}"#
+    );
+    env.write("side.jsonl", side.as_bytes());
+    let (_, v) = env.run_json(&["prune-noreply", "--transcript", "side.jsonl", "--enforce"]);
+    assert_eq!(status(&v), "skipped", "{v}");
+    assert_eq!(fs::read_to_string(env.path("side.jsonl")).unwrap(), side);
 }
 
 #[test]

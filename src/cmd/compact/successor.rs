@@ -93,7 +93,7 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
     let pos: HashMap<usize, usize> = nodes.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     let active = tree.active_path();
     let path_values: Vec<Value> = active.iter().map(|i| all[pos[i]].clone()).collect();
-    let context = context_of(&index, &active, &path_values);
+    let context = context_of(&index, &tree, &active, &path_values);
     let taken = |id: &str| tree.by_id.contains_key(id);
     let mut c = match plan::plan(&path_values, &context, run.settings, &taken, run.now) {
         Ok(c) => c,
@@ -115,7 +115,7 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
         ));
         return Ok(());
     }
-    let kept_tail: Vec<String> = tree::context_of(&index, &active)
+    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &active)
         .into_iter()
         .filter_map(|item| match item {
             ContextItem::Entry(i) => index.entries[i].id.clone(),
