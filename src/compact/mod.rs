@@ -33,16 +33,32 @@ use crate::transcript::{Index, values};
 
 /// Read a transcript's active path (entry values, root first) and the context the runtime
 /// would build from it (messages in its shapes), e.g. for
-/// `Estimator::context_tokens(&context)`.
+/// `Estimator::context_tokens(&context)`. Fails when the path does not reach a root (its
+/// first entry names a parent that is not an entry here: a missing line, or one only the
+/// runtime can parse), since the runtime's context may then differ from ours.
 pub fn load_active_context(
     path: &Path,
     index: &Index,
     tree: &Tree,
 ) -> Result<(Vec<Value>, Vec<Value>)> {
     let active = tree.active_path();
+    ensure_rooted(index, &active)?;
     let path_values = values::read_entries(path, index, &active)?;
     let context = context_of(index, tree, &active, &path_values);
     Ok((path_values, context))
+}
+
+/// The active path must start at a root: a first entry with a `parentId` names a line this
+/// tool could not read (or one that is missing).
+pub fn ensure_rooted(index: &Index, active: &[usize]) -> Result<()> {
+    if let Some(&first) = active.first()
+        && let Some(parent) = index.entries[first].parent.id()
+    {
+        anyhow::bail!(
+            "the active branch runs through parent {parent}, which is missing or on a line this tool cannot parse; not compacting"
+        );
+    }
+    Ok(())
 }
 
 /// The context messages of `active` (entry indices of `index`, root first), given the values

@@ -92,6 +92,8 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
     let all = values::read_entries(&t.path, &index, &nodes).map_err(job::failed)?;
     let pos: HashMap<usize, usize> = nodes.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     let active = tree.active_path();
+    crate::compact::ensure_rooted(&index, &active)
+        .map_err(|e| Status::Skipped(format!("{e:#}")))?;
     let path_values: Vec<Value> = active.iter().map(|i| all[pos[i]].clone()).collect();
     let context = context_of(&index, &tree, &active, &path_values);
     let taken = |id: &str| tree.by_id.contains_key(id);
