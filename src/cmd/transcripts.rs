@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use comfy_table::{Cell, Table, presets};
+use comfy_table::{Cell, ContentArrangement, Table, presets};
 use humansize::{BINARY, format_size};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
@@ -234,6 +234,10 @@ fn write_human(
 ) -> Result<()> {
     let mut table = Table::new();
     table.load_preset(presets::UTF8_FULL_CONDENSED);
+    // Wrap to the terminal only when it is wide enough to be worth it.
+    if table.width().is_some_and(|w| w >= 80) {
+        table.set_content_arrangement(ContentArrangement::Dynamic);
+    }
     table.set_header(vec![
         "transcript",
         "status",

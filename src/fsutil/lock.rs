@@ -143,6 +143,15 @@ pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -
     }
 }
 
+/// Who holds the transcript's lock right now, without taking it: `None` when it is free or
+/// stale enough that [`acquire`] would reclaim it.
+pub fn holder(confined: &Confined, transcript: &Path) -> Result<Option<Holder>> {
+    let path = lock_path(confined, transcript)?;
+    Ok(inspect(&path)?
+        .map(|(h, _)| h)
+        .filter(|h| !reclaimable(&path, h)))
+}
+
 fn try_create(path: &Path) -> Result<Option<SessionLock>> {
     let mut file = match OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(f) => f,

@@ -270,6 +270,11 @@ fn run_inner(
         check(&index, &applied.index, &resolved)?;
         out.bytes_after = applied.bytes_written;
         out.status = Status::WouldChange;
+        if let Ok(Some(holder)) = lock::holder(confined, path) {
+            out.notes.push(format!(
+                "{holder}; --enforce would skip it while the lock is held"
+            ));
+        }
         return Ok(());
     }
     let _lock = match lock::acquire(confined, path, opts.wait_lock).map_err(failed)? {

@@ -108,8 +108,12 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         if e.kind == EntryType::Label
             && e.target.as_ref().is_some_and(|t| removed_ids.contains(t))
             && Some(i) != tree.leaf
-            && e.id.is_some()
+            && e.id
+                .as_deref()
+                .is_some_and(|id| !index.mentioned_by_unparsable(id))
         {
+            // (A label that must stay keeps pointing at the removed target; the runtime
+            // ignores labels of unknown entries.)
             removed.insert(i);
         }
     }
@@ -159,7 +163,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
                 _ => None,
             };
             if let Some(gone) = target {
-                patch.first_kept = Some(retarget_first_kept(index, tree, i, gone, &removed));
+                patch.first_kept = Some(retarget_first_kept(index, tree, i, gone, &removed)?);
             }
         }
         if let Some(blocks) = edits.replace_blocks.get(&i) {
@@ -207,17 +211,24 @@ fn retarget_first_kept(
     c: usize,
     gone: usize,
     removed: &BTreeSet<usize>,
-) -> String {
+) -> Result<String> {
     let path = tree.path_to(c);
     let own = || index.entries[c].id.clone().unwrap_or_default();
     let Some(pos) = path.iter().position(|&i| i == gone) else {
-        return own();
+        if tree::is_truncated(index, tree, &path) {
+            // The runtime may see the rest of this path (through a line we cannot parse).
+            bail!(
+                "compaction on line {} keeps entries beyond a line this tool cannot parse",
+                index.entries[c].line + 1
+            );
+        }
+        return Ok(own());
     };
-    path[pos + 1..path.len() - 1]
+    Ok(path[pos + 1..path.len() - 1]
         .iter()
         .find(|&&i| !removed.contains(&i) && index.entries[i].kind.is_runtime_indexed())
         .and_then(|&i| index.entries[i].id.clone())
-        .unwrap_or_else(own)
+        .unwrap_or_else(own))
 }
 
 /// What [`apply`] wrote.

@@ -204,6 +204,17 @@ pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Op
     None
 }
 
+/// Whether a path stops at a `parentId` that is not in the tree: the runtime would stop there
+/// too, unless the id names a line only the runtime can parse, in which case it sees more.
+pub fn is_truncated(index: &Index, tree: &Tree, path: &[usize]) -> bool {
+    path.first().is_some_and(|&root| {
+        index.entries[root]
+            .parent
+            .id()
+            .is_some_and(|pid| !tree.by_id.contains_key(pid) && index.mentioned_by_unparsable(pid))
+    })
+}
+
 /// The context of a path, as the runtime rebuilds it.
 pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem> {
     let entries = &index.entries;

@@ -38,6 +38,14 @@ fn run_case(env: &TestEnv, seed: u64, op: Op) -> Case {
     let tag = format!("{seed}-{op:?}").replace(['(', ')'], "");
     let before = env.write(&format!("orig-{tag}.jsonl"), &generated.bytes);
     let after = env.write(&format!("work-{tag}.jsonl"), &generated.bytes);
+    if let Some(dump) = std::env::var_os("CLAWKEEPER_TRANSCRIPT_DUMP") {
+        std::fs::create_dir_all(&dump).unwrap();
+        std::fs::copy(
+            &before,
+            std::path::Path::new(&dump).join(before.file_name().unwrap()),
+        )
+        .unwrap();
+    }
     let file = after.to_str().unwrap().to_owned();
     let (cmd, flag, n) = match op {
         Op::Prune(k) => ("prune-noreply", "--keep", k),
@@ -132,13 +140,14 @@ fn check_lines(c: &Case) {
         if let Some(v) = &m.values[old] {
             let mut v2 = jsjson::parse(orig.as_bytes()).unwrap();
             let mut changed = false;
-            if let Some(pid) = v["parentId"].as_str()
-                && removed_ids.contains(pid)
+            if v["type"] != "session"
+                && let Some(pid) = m.parent_id(old)
+                && removed_ids.contains(&pid)
             {
-                // Walk up through removed entries by their literal parentId.
-                let mut up: Option<String> = Some(pid.to_owned());
+                // Walk up through removed entries by their parent ids.
+                let mut up: Option<String> = Some(pid);
                 while let Some(id) = up.clone().filter(|id| removed_ids.contains(id)) {
-                    up = m.v(m.line_of[&id])["parentId"].as_str().map(str::to_owned);
+                    up = m.parent_id(m.line_of[&id]);
                 }
                 v2["parentId"] = up.map_or(Value::Null, Value::String);
                 changed = true;

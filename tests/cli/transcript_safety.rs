@@ -115,6 +115,8 @@ fn live_lock_skips_the_file_with_exit_4() {
     // A preview needs no lock.
     let (code, v) = env.run_json(&["prune-noreply", "--transcript", "t.jsonl", "--dry-run"]);
     assert_eq!((code, status(&v)), (0, "would-change"));
+    let notes = v["transcripts"][0]["notes"].to_string();
+    assert!(notes.contains("--enforce would skip it"), "{v}");
 }
 
 #[test]
