@@ -128,8 +128,9 @@ fn successor_is_written_loaded_and_pointed_at() {
                 }
             }
         }
-        let tail = &msgs[msgs.len() - 5..];
-        assert_eq!(tail, &old_msgs[old_msgs.len() - 5..]);
+        let k = 5.min(msgs.len() - 1);
+        assert!(k >= 1);
+        assert_eq!(&msgs[msgs.len() - k..], &old_msgs[old_msgs.len() - k..]);
     }
     // Once more: the successor's leaf is a compaction, so nothing is left to do.
     let (_, r) = env.run_json(&args);

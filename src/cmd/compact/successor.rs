@@ -89,7 +89,17 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
     let nodes: Vec<usize> = (0..index.entries.len())
         .filter(|&i| tree::is_node(&index.entries[i]))
         .collect();
-    let all = values::read_entries(&t.path, &index, &nodes).map_err(job::failed)?;
+    let mut all = values::read_entries(&t.path, &index, &nodes).map_err(job::failed)?;
+    // Entries without a `parentId` hang below the previous indexed entry in the runtime; the
+    // successor is written in another order, so give them that parent explicitly.
+    for (v, &i) in all.iter_mut().zip(&nodes) {
+        if v.get("parentId").is_none()
+            && let (Some(obj), Some(p)) = (v.as_object_mut(), tree.parent[i])
+        {
+            let id = index.entries[p].id.clone().unwrap_or_default();
+            obj.insert("parentId".into(), json!(id));
+        }
+    }
     let pos: HashMap<usize, usize> = nodes.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     let active = tree.active_path();
     crate::compact::ensure_rooted(&index, &active)
@@ -125,7 +135,6 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
         })
         .skip_while(|id| *id != c.cut.first_kept_id)
         .collect();
-    let mut all = all;
     let mut branch: Vec<usize> = active.iter().map(|i| pos[i]).collect();
     all.push(c.entry.to_value());
     branch.push(all.len() - 1);
