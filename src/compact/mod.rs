@@ -1,9 +1,14 @@
 //! Offline compaction without a model: token estimates, the cut point, the deterministic
 //! summary, and the entries the runtime reads back (the appended `compaction` entry and the
-//! successor transcript). Everything except [`rotate`] is pure: it works on already-parsed
-//! entries and messages (`serde_json::Value`, in the shapes the runtime's session layer uses)
-//! and leaves reading, locking and writing files to the command layer; [`rotate`] writes the
-//! successor file, through `fsutil`.
+//! successor transcript). The modules work on already-parsed entries and messages
+//! (`serde_json::Value`, in the shapes the runtime's session layer uses) and leave locking and
+//! writing to the command layer, with two exceptions: [`load_active_context`] reads a
+//! transcript's active branch through the transcript engine, and [`rotate`] writes the
+//! successor file through `fsutil`. [`external`] runs the operator's summariser.
+//!
+//! For other commands: [`Estimator`] (the runtime's token estimate, or BPE) with
+//! [`load_active_context`] gives a transcript's context size, e.g.
+//! `Estimator::new(TokenCounter::Heuristic).context_tokens(&context).tokens`.
 
 pub mod classify;
 pub mod cut;
