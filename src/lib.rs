@@ -6,6 +6,7 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod compact;
 pub mod config;
 pub mod exit;
 pub mod fsutil;

@@ -1,6 +1,7 @@
 //! One file per subcommand; this module holds the single dispatch `match`.
 
 mod cleanup;
+pub mod compact;
 mod completions;
 mod prune_noreply;
 mod strip_images;
@@ -18,7 +19,7 @@ pub fn run(cli: &Cli) -> Result<Exit> {
         Command::Cleanup(args) => cleanup::run(args),
         Command::PruneNoreply(args) => prune_noreply::run(args),
         Command::StripImages(args) => strip_images::run(args),
-        Command::Compact(_) => not_yet("compact"),
+        Command::Compact(args) => compact::run(args),
         Command::Inspect(_) => not_yet("inspect"),
         Command::Completions(args) => completions::run(args),
     }

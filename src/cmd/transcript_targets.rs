@@ -27,6 +27,8 @@ pub struct Target {
     pub session_key: Option<String>,
     /// The directory all writes are confined to.
     pub dir: PathBuf,
+    /// The `sessions.json` the entry is in, when it came from a store.
+    pub store: Option<PathBuf>,
 }
 
 /// Targets, plus outcomes for entries that were skipped or refused while resolving.
@@ -53,6 +55,7 @@ pub fn resolve(args: &TranscriptTargetArgs) -> Result<Resolved> {
                 path: file.clone(),
                 session_key: None,
                 dir,
+                store: None,
             }],
             skipped: Vec::new(),
         });
@@ -160,6 +163,7 @@ fn from_store(
             path,
             session_key: Some(key.clone()),
             dir: file_dir,
+            store: Some(store_path.to_owned()),
         });
     }
     Ok(matched)

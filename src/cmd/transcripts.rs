@@ -17,7 +17,7 @@ use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::progress::{self, Progress};
-use crate::transcript::job::{self, Mode, Options, Outcome, Planner, Status};
+use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
 pub fn parse_wait(s: &str) -> Result<Duration> {
@@ -59,6 +59,19 @@ pub fn run(
     count: fn(&Outcome) -> usize,
     planner: &Planner,
 ) -> Result<Exit> {
+    run_at(targets, mode, labels, count, &|_, index, tree| {
+        planner(index, tree)
+    })
+}
+
+/// [`run`] with a planner that reads the file itself.
+pub fn run_at(
+    targets: &TranscriptTargetArgs,
+    mode: &ModeArgs,
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    planner: &PlannerAt,
+) -> Result<Exit> {
     let resolved = transcript_targets::resolve(targets)?;
     let opts = Options {
         mode: if mode.enforce {
@@ -85,7 +98,7 @@ pub fn run(
         .par_iter()
         .map(|t| {
             let outcome = match Confined::new(&t.dir) {
-                Ok(c) => job::run_file(&c, &t.path, opts, planner),
+                Ok(c) => job::run_file_at(&c, &t.path, opts, planner),
                 Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
             progress.inc(outcome.bytes_before);
@@ -94,6 +107,16 @@ pub fn run(
         .collect();
     progress.finish();
     results.extend(resolved.skipped);
+    report(mode, labels, count, &results)
+}
+
+/// Print the report of a run (table, or `--json`) and return its exit code.
+pub fn report(
+    mode: &ModeArgs,
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    results: &[(Outcome, Option<String>)],
+) -> Result<Exit> {
     let mode_name = if mode.enforce {
         "enforce"
     } else if mode.dry_run {
@@ -103,10 +126,10 @@ pub fn run(
     };
     let mut stdout = std::io::stdout().lock();
     if mode.json {
-        let doc = json_report(labels, mode_name, count, &results);
+        let doc = json_report(labels, mode_name, count, results);
         writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
     } else {
-        write_human(&mut stdout, labels, mode_name, count, &results)?;
+        write_human(&mut stdout, labels, mode_name, count, results)?;
         if mode_name == "preview" && results.iter().any(|(o, _)| o.status == Status::WouldChange) {
             writeln!(
                 stdout,
@@ -173,6 +196,9 @@ fn json_report(
         f.insert("bytesAfter".into(), json!(o.bytes_after));
         f.insert("unparsableLines".into(), json!(o.unparsable_lines));
         f.insert("notes".into(), json!(o.notes));
+        if let Some(d) = &o.details {
+            f.insert("details".into(), d.clone());
+        }
         files.push(Value::Object(f));
     }
     let before = totals

@@ -56,6 +56,8 @@ pub struct Planned {
     pub edits: Edits,
     /// Things worth telling the operator (held-back removals, protected images, …).
     pub notes: Vec<String>,
+    /// Command-specific facts for the JSON report (e.g. what a compaction kept).
+    pub details: Option<serde_json::Value>,
 }
 
 /// How one file ended.
@@ -89,6 +91,8 @@ pub struct Outcome {
     /// 1-based numbers of lines kept as they were because they do not parse.
     pub unparsable_lines: Vec<usize>,
     pub notes: Vec<String>,
+    /// [`Planned::details`] of the last plan.
+    pub details: Option<serde_json::Value>,
 }
 
 impl Outcome {
@@ -102,6 +106,7 @@ impl Outcome {
             bytes_after: 0,
             unparsable_lines: Vec::new(),
             notes: Vec::new(),
+            details: None,
         }
     }
 }
@@ -109,8 +114,22 @@ impl Outcome {
 /// A planner: from an index and its tree to edits, or a reason to leave the file alone.
 pub type Planner<'a> = dyn Fn(&Index, &Tree) -> Result<Planned, String> + Sync + 'a;
 
+/// A planner that also reads the file (e.g. the entries' full content, see
+/// [`super::values`]); it gets the path that was indexed.
+pub type PlannerAt<'a> = dyn Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a;
+
 /// Process one transcript. Never returns an error: every failure is an [`Outcome`] status.
 pub fn run_file(confined: &Confined, path: &Path, opts: Options, planner: &Planner) -> Outcome {
+    run_file_at(confined, path, opts, &|_, index, tree| planner(index, tree))
+}
+
+/// [`run_file`] with a planner that reads the file itself.
+pub fn run_file_at(
+    confined: &Confined,
+    path: &Path,
+    opts: Options,
+    planner: &PlannerAt,
+) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
     if let Err(status) = run_inner(confined, path, opts, planner, &mut out) {
         out.status = status;
@@ -120,7 +139,7 @@ pub fn run_file(confined: &Confined, path: &Path, opts: Options, planner: &Plann
 }
 
 /// Size and modification time: what a concurrent append changes.
-fn stamp(path: &Path) -> io::Result<(u64, Option<SystemTime>)> {
+pub fn stamp(path: &Path) -> io::Result<(u64, Option<SystemTime>)> {
     let m = fs::symlink_metadata(path)?;
     Ok((m.len(), m.modified().ok()))
 }
@@ -133,16 +152,34 @@ fn open_nofollow(path: &Path) -> Result<File> {
         .with_context(|| format!("cannot open {}", path.display()))
 }
 
-fn failed(e: anyhow::Error) -> Status {
+pub fn failed(e: anyhow::Error) -> Status {
     Status::Failed(format!("{e:#}"))
 }
 
 /// Index and plan; `Ok(None)` when there is nothing to do.
 fn prepare(
     path: &Path,
-    planner: &Planner,
+    planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<(Index, Resolved)>, Status> {
+    let (index, tree) = index_checked(path, out)?;
+    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
+    out.notes = planned.notes;
+    out.details = planned.details;
+    if planned.edits.is_empty() {
+        return Ok(None);
+    }
+    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
+        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    out.entries_removed = resolved.removed;
+    out.blocks_replaced = resolved.blocks_replaced;
+    Ok(Some((index, resolved)))
+}
+
+/// Index the file (without following a symlink) and refuse what this tool does not edit:
+/// no session header, a v1 file, `leaf` control records, duplicate ids. Fills the byte and
+/// unparsable-line fields of `out`.
+pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), Status> {
     let (len, _) = stamp(path).map_err(|e| failed(anyhow::Error::from(e)))?;
     let file = open_nofollow(path).map_err(failed)?;
     let index = Index::from_reader(BufReader::with_capacity(1 << 20, io::Read::take(file, len)))
@@ -182,25 +219,11 @@ fn prepare(
             "entry id {id} occurs more than once"
         )));
     }
-    let planned = planner(&index, &tree).map_err(Status::Skipped)?;
-    out.notes = planned.notes;
-    if planned.edits.is_empty() {
-        return Ok(None);
-    }
-    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    out.entries_removed = resolved.removed;
-    out.blocks_replaced = resolved.blocks_replaced;
-    Ok(Some((index, resolved)))
+    Ok((index, tree))
 }
 
-fn run_inner(
-    confined: &Confined,
-    path: &Path,
-    opts: Options,
-    planner: &Planner,
-    out: &mut Outcome,
-) -> Result<(), Status> {
+/// The target must be a regular file (not a symlink) inside the confined directory.
+pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -219,6 +242,17 @@ fn run_inner(
     confined
         .check(path)
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    Ok(())
+}
+
+fn run_inner(
+    confined: &Confined,
+    path: &Path,
+    opts: Options,
+    planner: &PlannerAt,
+    out: &mut Outcome,
+) -> Result<(), Status> {
+    check_target(confined, path)?;
     let before = stamp(path).map_err(|e| failed(e.into()))?;
     let Some((mut index, mut resolved)) = prepare(path, planner, out)? else {
         return Ok(());
@@ -354,9 +388,18 @@ fn carry_tail(
 }
 
 fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
+    // An appended compaction (as the last line) changes the context in a known way: its
+    // summary, then the old context from its `firstKeptEntryId` on.
+    let compaction_keeps_from = resolved
+        .append
+        .last()
+        .and_then(|l| crate::jsjson::parse(l.as_bytes()).ok())
+        .filter(|v| v.get("type").and_then(|t| t.as_str()) == Some("compaction"))
+        .and_then(|v| v.get("firstKeptEntryId")?.as_str().map(str::to_owned));
     let expect = Expectation {
         appended_ids: resolved.appended_ids.clone(),
-        check_context: resolved.appended_ids.is_empty(),
+        check_context: resolved.appended_ids.is_empty() || compaction_keeps_from.is_some(),
+        compaction_keeps_from,
         ..Expectation::removals(resolved.removed_ids.clone())
     };
     validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string()))

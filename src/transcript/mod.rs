@@ -16,8 +16,9 @@
 //!   runtime sends to the model), tool-call pairing statistics;
 //! - [`rewrite`]: edits (removals with re-parenting, content-block replacements) resolved
 //!   against the index and applied by a streaming copy that keeps untouched lines byte for byte;
-//! - [`validate`]: the checks every rewritten file must pass before it is committed.
-//!
+//! - [`validate`]: the checks every rewritten file must pass before it is committed;
+//! - [`values`]: the full JSON of selected entries, re-read by their byte ranges (for planners
+//!   such as `compact` that need whole messages);
 //! - [`job`]: one file through plan → preview or apply under every safety rule (symlinks,
 //!   confinement, OpenClaw's lock, validation, concurrent-append checks, atomic replace).
 //!
@@ -36,6 +37,8 @@
 //! let applied = rewrite::apply(reader, &index, &resolved, &mut out)?;
 //! validate::validate(&index, &applied.index, &expectation)?;
 //! job::run_file(&confined, path, Options { mode: Mode::Preview, .. }, &planner)  // exact bytes after
+//! job::run_file_at(&confined, path, opts, &planner_at)  // planner gets the path too
+//! let (path_values, ctx) = crate::compact::load_active_context(path, &index, &tree)?; // messages
 //! ```
 
 pub mod job;
@@ -43,6 +46,7 @@ pub mod probe;
 pub mod rewrite;
 pub mod tree;
 pub mod validate;
+pub mod values;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};

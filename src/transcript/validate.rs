@@ -28,8 +28,12 @@ pub struct Expectation {
     /// Ids of the entries appended at the end; the last one is the expected new leaf.
     pub appended_ids: Vec<String>,
     /// Compare the active context with the old one minus the removed entries. A caller that
-    /// appends a compaction changes the context on purpose and checks it itself.
+    /// appends a compaction changes the context on purpose and checks it itself, or sets
+    /// `compaction_keeps_from`.
     pub check_context: bool,
+    /// The last appended entry is a compaction keeping from this entry: the expected context
+    /// is its summary followed by the old context from that entry on.
+    pub compaction_keeps_from: Option<String>,
 }
 
 impl Expectation {
@@ -40,6 +44,7 @@ impl Expectation {
             removed_ids,
             appended_ids: Vec::new(),
             check_context: true,
+            compaction_keeps_from: None,
         }
     }
 }
@@ -129,11 +134,25 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
         ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
         ContextItem::Entry(i) => (false, id_of(idx, i)),
     };
-    let expected_ctx: Vec<(bool, String)> = old_ctx
+    let mut expected_ctx: Vec<(bool, String)> = old_ctx
         .iter()
         .map(|c| key(old, c))
         .filter(|(_, id)| !expect.removed_ids.contains(id))
         .collect();
+    if let (Some(first_kept), Some(id)) =
+        (&expect.compaction_keeps_from, expect.appended_ids.last())
+    {
+        let Some(at) = expected_ctx
+            .iter()
+            .position(|(summary, e)| !summary && e == first_kept)
+        else {
+            return fail(format!(
+                "the appended compaction keeps from {first_kept}, which is not in the context"
+            ));
+        };
+        expected_ctx.drain(..at);
+        expected_ctx.insert(0, (true, id.clone()));
+    }
     let got_ctx: Vec<(bool, String)> = new_ctx.iter().map(|c| key(new, c)).collect();
     if got_ctx != expected_ctx {
         return fail(format!(
@@ -230,5 +249,22 @@ mod tests {
                 .0
                 .contains("header")
         );
+    }
+
+    #[test]
+    fn an_appended_compaction_must_keep_exactly_the_tail_it_names() {
+        let old = idx(&[A, B, C, D]);
+        let n = r#"{"type":"compaction","id":"n","parentId":"d","timestamp":"t","summary":"s","firstKeptEntryId":"d","tokensBefore":1}"#;
+        let new = idx(&[A, B, C, D, n]);
+        let expect = |keeps: &str| Expectation {
+            appended_ids: vec!["n".into()],
+            compaction_keeps_from: Some(keeps.into()),
+            ..Expectation::removals(Default::default())
+        };
+        validate(&old, &new, &expect("d")).unwrap();
+        let err = validate(&old, &new, &expect("a")).unwrap_err();
+        assert!(err.0.contains("context"), "{err}");
+        let err = validate(&old, &new, &expect("zz")).unwrap_err();
+        assert!(err.0.contains("not in the context"), "{err}");
     }
 }

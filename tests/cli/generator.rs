@@ -78,6 +78,9 @@ struct G {
     clock: u64,
     next_id: u64,
     tool_seq: u64,
+    /// Long mode (see [`generate_long`]): longer texts and varied file tools. Draws nothing
+    /// extra from `rng`, so seeds of [`generate`] are unaffected.
+    long: bool,
 }
 
 impl G {
@@ -165,11 +168,21 @@ impl G {
         };
         self.assistant(content, "stop")
     }
+    /// Deterministic filler for long mode (no draws from `rng`).
+    fn pad(&self, base: &str) -> String {
+        if !self.long {
+            return base.to_owned();
+        }
+        let n = (self.next_id * 7 + self.clock / 1000) % 60;
+        format!("{base} {}", "with some more detail ".repeat(n as usize))
+    }
     fn user(&mut self, images: usize) -> String {
         if images == 0 && self.rng.chance(40) {
-            return self.message(json!({"role":"user","content":"please check the logs"}));
+            let text = self.pad("please check the logs");
+            return self.message(json!({"role":"user","content":text}));
         }
-        let mut content = vec![json!({"type":"text","text":"look at this"})];
+        let text = self.pad("look at this");
+        let mut content = vec![json!({"type":"text","text":text})];
         for _ in 0..images {
             let img = self.image();
             content.push(img);
@@ -178,9 +191,10 @@ impl G {
     }
     fn reply(&mut self) -> String {
         let content = if self.rng.chance(40) {
-            json!([{"type":"thinking","thinking":"hmm","thinkingSignature":"s1"},{"type":"text","text":"Here is what I found."}])
+            let text = self.pad("Here is what I found.");
+            json!([{"type":"thinking","thinking":"hmm","thinkingSignature":"s1"},{"type":"text","text":text}])
         } else {
-            json!([{"type":"text","text":"All good."}])
+            json!([{"type":"text","text":self.pad("All good.")}])
         };
         self.assistant(content, "stop")
     }
@@ -192,13 +206,23 @@ impl G {
                 format!("toolu_{:04}", self.tool_seq)
             })
             .collect();
+        let long = self.long;
         let blocks: Vec<Value> = calls
             .iter()
-            .map(|c| json!({"type":"toolCall","id":c,"name":"read","arguments":{"path":"a.png"}}))
+            .enumerate()
+            .map(|(k, c)| {
+                if long {
+                    let seq = self.tool_seq as usize + k;
+                    let name = ["read", "edit", "write", "exec", "read"][seq % 5];
+                    json!({"type":"toolCall","id":c,"name":name,"arguments":{"path":format!("src/mod{}.rs", seq % 23)}})
+                } else {
+                    json!({"type":"toolCall","id":c,"name":"read","arguments":{"path":"a.png"}})
+                }
+            })
             .collect();
         self.assistant(Value::Array(blocks), "toolUse");
         for c in &calls {
-            let mut content = vec![json!({"type":"text","text":"ok"})];
+            let mut content = vec![json!({"type":"text","text":self.pad("ok")})];
             if self.rng.chance(50) {
                 let img = self.image();
                 content.push(img);
@@ -357,6 +381,16 @@ impl G {
 
 /// Generate one transcript from a seed.
 pub fn generate(seed: u64) -> Generated {
+    build(seed, None)
+}
+
+/// A long transcript for compaction tests: `steps` generator steps (a few entries each),
+/// longer texts, `read`/`edit`/`write` calls on varied paths, no torn last line.
+pub fn generate_long(seed: u64, steps: usize) -> Generated {
+    build(seed, Some(steps))
+}
+
+fn build(seed: u64, long_steps: Option<usize>) -> Generated {
     let mut g = G {
         rng: Rng::new(seed),
         lines: Vec::new(),
@@ -368,6 +402,7 @@ pub fn generate(seed: u64) -> Generated {
         clock: 1_772_400_000_000,
         next_id: seed * 1000,
         tool_seq: 0,
+        long: long_steps.is_some(),
     };
     g.lines.push(
         json!({"type":"session","version":3,"id":format!("sess-{seed}"),"timestamp":"2026-03-01T00:00:00.000Z","cwd":"/work"})
@@ -379,6 +414,7 @@ pub fn generate(seed: u64) -> Generated {
     );
     g.push("thinking_level_change", json!({"thinkingLevel":"low"}));
     let steps = 12 + g.rng.below(30);
+    let steps = long_steps.unwrap_or(steps);
     for i in 0..steps {
         g.step(true);
         if seed % 5 == 3 && i == steps / 2 {
@@ -412,7 +448,7 @@ pub fn generate(seed: u64) -> Generated {
         }
         text.push('\n');
     }
-    if g.rng.chance(30) {
+    if g.rng.chance(30) && long_steps.is_none() {
         text.push_str(r#"{"type":"message","id":"torn","parentId":"#);
     }
     Generated {

