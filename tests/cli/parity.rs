@@ -10,9 +10,12 @@
 //!
 //! Environment: `CLAWKEEPER_PARITY_CASES=N` (default 24), `CLAWKEEPER_PARITY_FIRST=S` (first
 //! seed, default 1), `CLAWKEEPER_PARITY_SEED=S` (just that seed), `CLAWKEEPER_PARITY_JOBS=J`
-//! (parallel cases, default 2). The same reference runs also feed a coverage test that keeps
-//! the generator meaningful: every counter of the reference's report must be non-zero for some
-//! seed.
+//! (parallel cases, default 2), `CLAWKEEPER_PARITY_BIN=PATH` (test another clawkeeper build),
+//! `CLAWKEEPER_PARITY_KEEP=1` (keep the dirs of failing cases), `CLAWKEEPER_PARITY_SELF=1`
+//! (compare the reference with itself: checks the suite's own normalisation and margins).
+//!
+//! The same reference runs also feed a coverage test that keeps the generator meaningful:
+//! every counter of the reference's report must be non-zero for some seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -70,7 +73,7 @@ fn suite() -> Option<&'static Suite> {
     SUITE
         .get_or_init(|| {
             let oracle = oracle_path("parity")?;
-            let compared = clawkeeper_has_cleanup();
+            let compared = self_check() || clawkeeper_has_cleanup();
             if !compared {
                 eprintln!(
                     "parity: this build's `clawkeeper cleanup` is not available yet; running the \
@@ -103,7 +106,7 @@ fn suite() -> Option<&'static Suite> {
 fn clawkeeper_has_cleanup() -> bool {
     let env = TestEnv::new();
     let store = env.path().join("s/sessions.json");
-    let out = Command::new(clawkeeper_bin())
+    let out = Command::new(binary_under_test())
         .args([
             "cleanup",
             "--store",
@@ -144,8 +147,30 @@ fn run_reference(oracle: &Path, case: &Case, root: &Path, mode: Option<&str>) ->
     output(cmd)
 }
 
+/// The program under test: clawkeeper, or the reference itself when
+/// `CLAWKEEPER_PARITY_SELF=1` (a check of the suite: the reference must agree with itself).
+fn run_ours(oracle: &Path, case: &Case, root: &Path, mode: Option<&str>) -> Run {
+    if self_check() {
+        run_reference(oracle, case, root, mode)
+    } else {
+        run_clawkeeper(case, root, mode)
+    }
+}
+
+fn self_check() -> bool {
+    std::env::var("CLAWKEEPER_PARITY_SELF").as_deref() == Ok("1")
+}
+
+/// The binary under test: `CLAWKEEPER_PARITY_BIN` (another build, e.g. a teammate's branch),
+/// else this crate's own.
+fn binary_under_test() -> std::path::PathBuf {
+    std::env::var_os("CLAWKEEPER_PARITY_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| clawkeeper_bin().into())
+}
+
 fn run_clawkeeper(case: &Case, root: &Path, mode: Option<&str>) -> Run {
-    let mut cmd = Command::new(clawkeeper_bin());
+    let mut cmd = Command::new(binary_under_test());
     cmd.arg("cleanup").args(cmd_args(case, root, mode));
     cmd.env("OPENCLAW_STATE_DIR", root.join("state"))
         .env("HOME", root.join("home"))
@@ -209,12 +234,12 @@ fn run_case(oracle: &Path, seed: u64, compare: bool) -> CaseResult {
         .is_none()
         .then(|| format!("exit {}: {}", ref_dry.code, tail(&ref_dry.stderr, 600)));
     if compare {
-        let ck_dry = run_clawkeeper(&case, &k, Some("--dry-run"));
+        let ck_dry = run_ours(oracle, &case, &k, Some("--dry-run"));
         compare_runs("--dry-run", &ref_dry, &ck_dry, &r, &k, &mut mismatches);
     }
     let ref_apply = run_reference(oracle, &case, &r, case.apply_flag);
     if compare {
-        let ck_apply = run_clawkeeper(&case, &k, case.apply_flag);
+        let ck_apply = run_ours(oracle, &case, &k, case.apply_flag);
         let label = case.apply_flag.unwrap_or("apply (configured mode)");
         compare_runs(label, &ref_apply, &ck_apply, &r, &k, &mut mismatches);
         compare_trees(&r, &k, &initial, &mut mismatches);

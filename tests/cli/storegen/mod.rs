@@ -9,6 +9,7 @@
 
 mod config;
 mod extras;
+mod keys;
 mod store;
 mod transcript;
 
