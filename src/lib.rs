@@ -6,6 +6,13 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod config;
 pub mod exit;
 pub mod fsutil;
 pub mod jsjson;
+pub mod keys;
+pub mod layout;
+pub mod maintenance;
+pub mod report;
+pub mod store;
+pub mod targets;

@@ -1,5 +1,6 @@
 //! One file per subcommand; this module holds the single dispatch `match`.
 
+mod cleanup;
 mod completions;
 
 use anyhow::{Result, bail};
@@ -10,7 +11,7 @@ use crate::exit::Exit;
 /// Run the parsed command line.
 pub fn run(cli: &Cli) -> Result<Exit> {
     match &cli.command {
-        Command::Cleanup(_) => not_yet("cleanup"),
+        Command::Cleanup(args) => cleanup::run(args),
         Command::PruneNoreply(_) => not_yet("prune-noreply"),
         Command::StripImages(_) => not_yet("strip-images"),
         Command::Compact(_) => not_yet("compact"),

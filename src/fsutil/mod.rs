@@ -45,6 +45,28 @@ impl Confined {
         &self.root
     }
 
+    /// The confinement for the directory holding `path`: this one when that is the root, else
+    /// a confinement of a subdirectory whose real path is strictly inside the root.
+    pub fn for_parent_of(&self, path: &Path) -> Result<Confined> {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let real = fs::canonicalize(parent)
+            .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
+        if real == self.root {
+            return Ok(self.clone());
+        }
+        if real.starts_with(&self.root) && fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
+            return Ok(Confined { root: real });
+        }
+        bail!(
+            "refusing to touch {}: it is outside {}",
+            path.display(),
+            self.root.display()
+        )
+    }
+
     /// The path of `name` directly inside the confined directory, if `path` names such a file:
     /// its parent must canonicalise to the root and its last component must be a plain name.
     pub fn check(&self, path: &Path) -> Result<PathBuf> {
@@ -109,9 +131,36 @@ impl Confined {
         new_mode: u32,
         fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
     ) -> Result<()> {
+        self.replace(path, new_mode, true, fill)
+    }
+
+    /// Like `write_atomic`, but the result always gets `mode` (OpenClaw writes its store with
+    /// mode 0600 whatever the old file had).
+    pub fn write_atomic_with_mode(
+        &self,
+        path: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
+        self.replace(path, mode, false, fill)
+    }
+
+    fn replace(
+        &self,
+        path: &Path,
+        new_mode: u32,
+        keep_mode: bool,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
         let path = self.check(path)?;
         let mode = match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_file() => m.mode() & 0o7777,
+            Ok(m) if m.file_type().is_file() => {
+                if keep_mode {
+                    m.mode() & 0o7777
+                } else {
+                    new_mode
+                }
+            }
             Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => new_mode,
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
@@ -250,6 +299,22 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn subdirectories_inside_the_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        symlink(outside.path(), dir.path().join("escape")).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let sub = c.for_parent_of(&dir.path().join("sub/x")).unwrap();
+        assert_eq!(
+            sub.root(),
+            fs::canonicalize(dir.path().join("sub")).unwrap()
+        );
+        assert!(c.for_parent_of(&dir.path().join("escape/x")).is_err());
+        assert!(c.for_parent_of(&outside.path().join("x")).is_err());
     }
 
     #[test]

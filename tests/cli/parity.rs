@@ -247,7 +247,7 @@ fn run_case(oracle: &Path, seed: u64, compare: bool) -> CaseResult {
     if !mismatches.is_empty() && std::env::var_os("CLAWKEEPER_PARITY_KEEP").is_some() {
         let orig = env.path().join("orig");
         storegen::materialize(&case, &orig, now);
-        let kept = env.dir.keep();
+        let kept = env.tmp.keep();
         mismatches.push(format!(
             "kept for inspection: {} (orig = input, r = after the reference, k = after clawkeeper)",
             kept.display()
