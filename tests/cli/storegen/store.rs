@@ -4,6 +4,7 @@
 use serde_json::{Map, Value, json};
 
 use super::config::MaintenanceChoice;
+use super::deviations;
 use super::transcript::{self, Shape};
 use super::{Case, ConfigVia, DAY, HOUR, MINUTE, Node, ROOT, Rng, sha256_hex};
 
@@ -406,7 +407,10 @@ impl Gen {
     }
 
     fn skills(&mut self, e: &mut Map<String, Value>) {
-        match self.rng.below(12) {
+        let pick = self.rng.below(12);
+        // Prompt blobs are refused by clawkeeper on purpose; generated only on request.
+        let pick = if deviations() || pick > 1 { pick } else { 2 };
+        match pick {
             0 => {
                 let prompt = "You can use these skills:\n".to_string()
                     + &"- weather: look up forecasts\n".repeat(25);
@@ -449,7 +453,8 @@ impl Gen {
         let age = self.age();
         let runtime = transcript::trajectory_runtime(sid, self.now - age);
         let runtime_file = match self.rng.below(3) {
-            0 => {
+            0 if deviations() => {
+                // OpenClaw deletes this file outside the sessions dir; clawkeeper never does.
                 self.file(
                     &format!("traces/{sid}.jsonl"),
                     runtime.clone().into_bytes(),
@@ -457,6 +462,7 @@ impl Gen {
                 );
                 format!("{ROOT}/traces/{sid}.jsonl")
             }
+            0 => format!("{ROOT}/traces/{sid}.jsonl"),
             _ => format!("{ROOT}/{runtime_rel}"),
         };
         if self.rng.chance(0.8) {
