@@ -15,7 +15,7 @@
 //! The first `keep` silent replies of each run stay, later ones are removed. Because an entry's
 //! position in its run depends only on its ancestors, one walk from the roots decides every
 //! path at once. The leaf and the last line are never removed, nor an entry that an
-//! unparsable line mentions.
+//! unparsable line mentions, nor one that a compaction keeps across such a line.
 
 use std::collections::BTreeSet;
 
@@ -158,6 +158,7 @@ fn effect(index: &Index, i: usize) -> Effect {
 pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
     let mut out = PrunePlan::default();
     let last_line_entry = index.lines.last().and_then(|l| l.entry);
+    let pinned = crate::transcript::tree::kept_across_unparsable(index, tree);
     let mut stack: Vec<(usize, usize)> = tree.roots(index).into_iter().map(|r| (r, 0)).collect();
     while let Some((i, before)) = stack.pop() {
         let run = match effect(index, i) {
@@ -172,6 +173,11 @@ pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
             } else if index.mentioned_by_unparsable(id) {
                 out.held_back
                     .push((i, "an unparsable line mentions its id"));
+            } else if pinned.contains(&i) {
+                out.held_back.push((
+                    i,
+                    "a compaction beyond an unparsable line keeps it in context",
+                ));
             } else {
                 out.remove.insert(i);
             }

@@ -16,12 +16,13 @@ use serde_json::{Value, json};
 use super::transcripts::{self, Labels, parse_wait};
 use crate::cli::{CompactArgs, Tokenizer};
 use crate::compact::plan::{self, Compaction, Settings};
-use crate::compact::{Estimator, TokenCounter, context_message, entry, external, summary};
+use crate::compact::{
+    Estimator, TokenCounter, context_message, entry, external, load_active_context, summary,
+};
 use crate::exit::Exit;
+use crate::transcript::Index;
 use crate::transcript::job::{Outcome, Planned};
-use crate::transcript::rewrite::AppendCompaction;
-use crate::transcript::tree::{self, ContextItem, Tree};
-use crate::transcript::{Index, values};
+use crate::transcript::tree::Tree;
 
 /// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
 pub fn estimator_for(t: Tokenizer) -> Estimator {
@@ -32,19 +33,17 @@ pub fn estimator_for(t: Tokenizer) -> Estimator {
     })
 }
 
+/// An operator's `--summarizer` command and its time limit.
 pub struct External {
     command: String,
     timeout: Duration,
 }
 
+mod successor;
+
 pub fn run(args: &CompactArgs) -> Result<Exit> {
-    if args.successor {
-        if args.targets.transcript.is_some() {
-            bail!(
-                "--successor updates the store entry, so it needs a store target, not --transcript"
-            );
-        }
-        bail!("--successor is not available yet in this build: it needs store targets");
+    if args.successor && args.targets.transcript.is_some() {
+        bail!("--successor updates the store entry, so it needs a store target, not --transcript");
     }
     let settings = Settings {
         estimator: estimator_for(args.tokenizer),
@@ -66,21 +65,26 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         count_header: "summarised",
     };
     let now = entry::now_iso();
+    if args.successor {
+        let run = successor::Run {
+            settings: &settings,
+            external: external.as_ref(),
+            enforce,
+            wait_lock: args.mode.wait_lock.as_deref().map(parse_wait).transpose()?,
+            now: &now,
+        };
+        return successor::run(&args.targets, &args.mode, &labels, summarised_count, &run);
+    }
     transcripts::run_at(
         &args.targets,
         &args.mode,
         &labels,
-        |o: &Outcome| {
-            o.details
-                .as_ref()
-                .and_then(|d| d["messagesSummarized"].as_u64())
-                .unwrap_or(0) as usize
-        },
+        summarised_count,
         &planner(&settings, &now, external.as_ref(), enforce),
     )
 }
 
-/// The per-file planner of `compact` (also what `inspect` runs to predict its savings).
+/// The per-file planner of in-place `compact` (also what `inspect` runs to predict savings).
 pub fn planner<'a>(
     settings: &'a Settings,
     now: &'a str,
@@ -88,7 +92,8 @@ pub fn planner<'a>(
     enforce: bool,
 ) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
     move |path, index, tree| {
-        let (path_values, context) = load(path, index, tree).map_err(|e| format!("{e:#}"))?;
+        let (path_values, context) =
+            load_active_context(path, index, tree).map_err(|e| format!("{e:#}"))?;
         let taken = |id: &str| tree.by_id.contains_key(id);
         let mut c = match plan::plan(&path_values, &context, settings, &taken, now) {
             Ok(c) => c,
@@ -108,31 +113,16 @@ pub fn planner<'a>(
             details: Some(details(&c, &settings.estimator)),
             ..Planned::default()
         };
-        planned.edits.append_compaction = Some(AppendCompaction {
-            line: c.entry.to_line(),
-            id: c.entry.id.clone(),
-            first_kept: c.entry.first_kept_entry_id.clone(),
-        });
+        planned.edits.append.push(c.entry.to_value());
         Ok(planned)
     }
 }
 
-/// The active path's entries and the context the runtime would build from them.
-pub fn load(path: &Path, index: &Index, tree: &Tree) -> Result<(Vec<Value>, Vec<Value>)> {
-    let active = tree.active_path();
-    let path_values = values::read_entries(path, index, &active)?;
-    let pos: std::collections::HashMap<usize, usize> =
-        active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    let context = tree::context_of(index, &active)
-        .into_iter()
-        .filter_map(|item| {
-            let i = match item {
-                ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
-            };
-            context_message(&path_values[pos[&i]]).map(|c| c.into_owned())
-        })
-        .collect();
-    Ok((path_values, context))
+fn summarised_count(o: &Outcome) -> usize {
+    o.details
+        .as_ref()
+        .and_then(|d| d["messagesSummarized"].as_u64())
+        .unwrap_or(0) as usize
 }
 
 fn describe(index: &Index, c: &Compaction) -> Vec<String> {

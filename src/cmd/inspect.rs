@@ -6,7 +6,7 @@ use std::io::Write;
 
 use anyhow::{Result, anyhow, bail};
 
-use super::compact::{estimator_for, load, planner as compact_planner};
+use super::compact::{estimator_for, planner as compact_planner};
 use crate::cli::{InspectArgs, InspectSort};
 use crate::compact::plan::Settings;
 use crate::compact::{ContextEstimate, entry};
@@ -101,7 +101,8 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     let compact = compact_planner(&settings, &now, None, false);
     let estimator = settings.estimator;
     let context_tokens = move |p: &std::path::Path, i: &Index, t: &Tree| {
-        let (_, context) = load(p, i, t).map_err(|e| format!("{e:#}"))?;
+        let (_, context) =
+            crate::compact::load_active_context(p, i, t).map_err(|e| format!("{e:#}"))?;
         let ContextEstimate { tokens, .. } = estimator.context_tokens(&context);
         Ok(tokens)
     };

@@ -6,6 +6,7 @@ mod completions;
 mod inspect;
 mod prune_noreply;
 mod strip_images;
+pub mod transcript_targets;
 pub mod transcripts;
 
 use anyhow::Result;

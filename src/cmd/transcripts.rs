@@ -1,68 +1,23 @@
-//! What the transcript commands share: turning target flags into transcript files, running a
-//! planner over them in parallel, and the report (human table or `--json`) with the exit code.
+//! What the transcript commands share: running a planner over the target transcripts in
+//! parallel (targets come from `transcript_targets`), and the report (human table or `--json`)
+//! with the exit code.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use comfy_table::{Cell, Table, presets};
+use comfy_table::{Cell, ContentArrangement, Table, presets};
 use humansize::{BINARY, format_size};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
+use super::transcript_targets;
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
+use crate::progress::{self, Progress};
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
-
-/// One transcript to process.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub path: PathBuf,
-    /// The store entry it belongs to, when it came from a store.
-    pub session_key: Option<String>,
-    /// The directory all writes are confined to.
-    pub dir: PathBuf,
-}
-
-/// Targets, plus outcomes for targets that were skipped while resolving (missing files, …).
-pub struct Resolved {
-    pub targets: Vec<Target>,
-    pub skipped: Vec<(Outcome, Option<String>)>,
-}
-
-/// Resolve `--transcript` / `--store` / `--agent` / `--all-agents` (+ `--session`).
-pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
-    if let Some(file) = &args.transcript {
-        if args.session.is_some() {
-            bail!(
-                "--session needs a store target (--store, --agent or --all-agents), not --transcript"
-            );
-        }
-        let dir = match file.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        };
-        return Ok(Resolved {
-            targets: vec![Target {
-                path: file.clone(),
-                session_key: None,
-                dir,
-            }],
-            skipped: Vec::new(),
-        });
-    }
-    let t = &args.target;
-    if t.store.is_none() && t.agent.is_none() && !t.all_agents {
-        bail!(
-            "say which transcripts: --transcript FILE, or --store PATH, --agent ID or --all-agents"
-        );
-    }
-    bail!(
-        "store targets (--store, --agent, --all-agents) are not available yet in this build; use --transcript FILE"
-    )
-}
 
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
 pub fn parse_wait(s: &str) -> Result<Duration> {
@@ -117,7 +72,7 @@ pub fn run_at(
     count: fn(&Outcome) -> usize,
     planner: &PlannerAt,
 ) -> Result<Exit> {
-    let resolved = resolve_targets(targets)?;
+    let resolved = transcript_targets::resolve(targets)?;
     let opts = Options {
         mode: if mode.enforce {
             Mode::Enforce
@@ -126,6 +81,18 @@ pub fn run_at(
         },
         wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
     };
+    // Progress in bytes of transcripts, only for several files (see `crate::progress`).
+    let total: u64 = resolved
+        .targets
+        .iter()
+        .filter_map(|t| std::fs::symlink_metadata(&t.path).ok())
+        .map(|m| m.len())
+        .sum();
+    let progress = Progress::bytes(
+        total,
+        labels.command,
+        resolved.targets.len() > 1 && progress::wanted(mode.json, mode.quiet),
+    );
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
@@ -134,10 +101,22 @@ pub fn run_at(
                 Ok(c) => job::run_file_at(&c, &t.path, opts, planner),
                 Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
+            progress.inc(outcome.bytes_before);
             (outcome, t.session_key.clone())
         })
         .collect();
+    progress.finish();
     results.extend(resolved.skipped);
+    report(mode, labels, count, &results)
+}
+
+/// Print the report of a run (table, or `--json`) and return its exit code.
+pub fn report(
+    mode: &ModeArgs,
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    results: &[(Outcome, Option<String>)],
+) -> Result<Exit> {
     let mode_name = if mode.enforce {
         "enforce"
     } else if mode.dry_run {
@@ -147,10 +126,10 @@ pub fn run_at(
     };
     let mut stdout = std::io::stdout().lock();
     if mode.json {
-        let doc = json_report(labels, mode_name, count, &results);
+        let doc = json_report(labels, mode_name, count, results);
         writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
     } else {
-        write_human(&mut stdout, labels, mode_name, count, &results)?;
+        write_human(&mut stdout, labels, mode_name, count, results)?;
         if mode_name == "preview" && results.iter().any(|(o, _)| o.status == Status::WouldChange) {
             writeln!(
                 stdout,
@@ -255,6 +234,10 @@ fn write_human(
 ) -> Result<()> {
     let mut table = Table::new();
     table.load_preset(presets::UTF8_FULL_CONDENSED);
+    // Wrap to the terminal only when it is wide enough to be worth it.
+    if table.width().is_some_and(|w| w >= 80) {
+        table.set_content_arrangement(ContentArrangement::Dynamic);
+    }
     table.set_header(vec![
         "transcript",
         "status",

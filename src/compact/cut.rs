@@ -99,7 +99,8 @@ pub fn find_cut(
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            if i < start {
+            // The previous compaction's summary is not kept (it is folded into the new one).
+            if i < start || !super::is_context_entry(e) {
                 return 0;
             }
             super::context_message(e).map_or(0, |m| estimator.message_tokens(&m))

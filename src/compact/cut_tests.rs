@@ -104,8 +104,22 @@ fn window_starts_at_previous_first_kept_entry() {
     let cut = find_cut(&b.entries, &est(), 150).unwrap();
     assert_eq!(cut.index, 5);
     assert_eq!(
+        cut.kept_tokens, 200,
+        "the previous summary is not counted as kept"
+    );
+    assert_eq!(
         cut.summarized_indices(&b.entries).collect::<Vec<_>>(),
         vec![2, 3]
+    );
+    // nothing new to summarise when the cut would be the window start
+    assert_eq!(find_cut(&b.entries, &est(), 350), Err(Skip::NoTurnStart));
+    // a cut before the previous compaction: its summary is dropped, not kept
+    let mut wide = b.entries.clone();
+    wide[4]["firstKeptEntryId"] = json!("e0001");
+    let cut = find_cut(&wide, &est(), 350).unwrap();
+    assert_eq!(
+        (cut.index, cut.kept_tokens, cut.summarized_tokens),
+        (2, 400, 200)
     );
     // a hardened boundary (firstKeptEntryId = the compaction itself) keeps nothing before it
     b.entries[4]["firstKeptEntryId"] = json!("e0005");

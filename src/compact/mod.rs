@@ -1,27 +1,90 @@
 //! Offline compaction without a model: token estimates, the cut point, the deterministic
 //! summary, and the entries the runtime reads back (the appended `compaction` entry and the
-//! successor transcript). Everything here is pure: it works on already-parsed entries and
-//! messages (`serde_json::Value`, in the shapes the runtime's session layer uses) and leaves
-//! reading, locking and writing files to the command layer.
+//! successor transcript). The modules work on already-parsed entries and messages
+//! (`serde_json::Value`, in the shapes the runtime's session layer uses) and leave locking and
+//! writing to the command layer, with two exceptions: [`load_active_context`] reads a
+//! transcript's active branch through the transcript engine, and [`rotate`] writes the
+//! successor file through `fsutil`. [`external`] runs the operator's summariser.
+//!
+//! For other commands: [`Estimator`] (the runtime's token estimate, or BPE) with
+//! [`load_active_context`] gives a transcript's context size, e.g.
+//! `Estimator::new(TokenCounter::Heuristic).context_tokens(&context).tokens`.
 
+pub mod classify;
+pub mod cut;
+pub mod entry;
 pub mod estimate;
+pub mod external;
+pub mod fileops;
+pub mod plan;
+pub mod rotate;
+pub mod successor;
+pub mod summary;
 
 #[cfg(test)]
 mod testgen;
 
 pub use estimate::{ContextEstimate, Estimator, TokenCounter};
 
-pub mod classify;
-pub mod cut;
-pub mod entry;
-pub mod external;
-pub mod plan;
-pub mod successor;
-pub mod summary;
-
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
 
+use anyhow::Result;
 use serde_json::{Value, json};
+
+use crate::transcript::tree::{self, ContextItem, Tree};
+use crate::transcript::{Index, values};
+
+/// Read a transcript's active path (entry values, root first) and the context the runtime
+/// would build from it (messages in its shapes), e.g. for
+/// `Estimator::context_tokens(&context)`. Fails when the path does not reach a root (its
+/// first entry names a parent that is not an entry here: a missing line, or one only the
+/// runtime can parse), since the runtime's context may then differ from ours.
+pub fn load_active_context(
+    path: &Path,
+    index: &Index,
+    tree: &Tree,
+) -> Result<(Vec<Value>, Vec<Value>)> {
+    let active = tree.active_path();
+    ensure_rooted(index, &active)?;
+    let path_values = values::read_entries(path, index, &active)?;
+    let context = context_of(index, tree, &active, &path_values);
+    Ok((path_values, context))
+}
+
+/// The active path must start at a root: a first entry with a `parentId` names a line this
+/// tool could not read (or one that is missing).
+pub fn ensure_rooted(index: &Index, active: &[usize]) -> Result<()> {
+    if let Some(&first) = active.first()
+        && let Some(parent) = index.entries[first].parent.id()
+    {
+        anyhow::bail!(
+            "the active branch runs through parent {parent}, which is missing or on a line this tool cannot parse; not compacting"
+        );
+    }
+    Ok(())
+}
+
+/// The context messages of `active` (entry indices of `index`, root first), given the values
+/// of those entries in the same order.
+pub fn context_of(
+    index: &Index,
+    tree: &Tree,
+    active: &[usize],
+    path_values: &[Value],
+) -> Vec<Value> {
+    let pos: HashMap<usize, usize> = active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
+    tree::context_of(index, tree, active)
+        .into_iter()
+        .filter_map(|item| {
+            let i = match item {
+                ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
+            };
+            context_message(&path_values[pos[&i]]).map(|c| c.into_owned())
+        })
+        .collect()
+}
 
 /// `entry.type`, when it is a string.
 pub fn entry_type(entry: &Value) -> Option<&str> {

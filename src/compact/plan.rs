@@ -47,7 +47,13 @@ pub struct Compaction {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Leave {
     Skip(Skip),
-    BelowMinimum { tokens: u64, min: u64 },
+    BelowMinimum {
+        tokens: u64,
+        min: u64,
+    },
+    /// The cut's view of the context disagrees with the context as rebuilt (an unusual tree);
+    /// nothing is written rather than guessing.
+    ContextMismatch,
 }
 
 impl std::fmt::Display for Leave {
@@ -64,6 +70,10 @@ impl std::fmt::Display for Leave {
             Leave::Skip(Skip::NoTurnStart) => write!(
                 f,
                 "no user message starts a turn early enough to leave anything to summarise"
+            ),
+            Leave::ContextMismatch => write!(
+                f,
+                "the transcript's context could not be mapped onto its entries; not compacting"
             ),
             Leave::BelowMinimum { tokens, min } => {
                 write!(
@@ -93,6 +103,15 @@ pub fn plan(
             tokens: tokens_before,
             min: settings.min_tokens,
         });
+    }
+    // The cut works on the path; it must see exactly the context the runtime rebuilds.
+    let (prev, start) = cut::window(path);
+    let on_path = path[start..]
+        .iter()
+        .filter(|e| super::is_context_entry(e))
+        .count();
+    if on_path + usize::from(prev.is_some()) != context.len() {
+        return Err(Leave::ContextMismatch);
     }
     let cut = cut::find_cut(path, &settings.estimator, settings.keep_recent_tokens)
         .map_err(Leave::Skip)?;
@@ -167,8 +186,17 @@ mod tests {
         }
     }
 
+    /// The runtime's context of a linear path: the latest compaction's summary, then the
+    /// context entries from its window on.
     fn context(path: &[Value]) -> Vec<Value> {
-        path.iter()
+        let (prev, start) = cut::window(path);
+        prev.iter()
+            .map(|&c| &path[c])
+            .chain(
+                path[start..]
+                    .iter()
+                    .filter(|e| crate::compact::is_context_entry(e)),
+            )
             .filter_map(|e| context_message(e).map(|c| c.into_owned()))
             .collect()
     }

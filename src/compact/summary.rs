@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Value, json};
 
 use super::classify::{self, Boilerplate, collapse_space, js_trim};
+use super::fileops::{file_lists, format_file_operations};
 use super::{context_message, str_field};
 
 /// First line marker; also how an earlier offline summary is recognised.
@@ -37,7 +38,6 @@ const MAX_TOOL_FAILURE_CHARS: usize = 240;
 const MAX_REQUEST_CHARS: usize = 200;
 const MAX_REQUESTS_HEAD: usize = 10;
 const MAX_REQUESTS_TAIL: usize = 20;
-const MAX_FILE_LIST_CHARS: usize = 8000;
 
 /// What to summarise.
 pub struct SummaryInput<'a> {
@@ -309,7 +309,7 @@ fn activity(
     out
 }
 
-fn tool_calls<'a>(m: &'a Value) -> impl Iterator<Item = &'a Value> + 'a {
+pub(super) fn tool_calls<'a>(m: &'a Value) -> impl Iterator<Item = &'a Value> + 'a {
     m.get("content")
         .and_then(Value::as_array)
         .filter(|_| str_field(m, "role") == Some("assistant"))
@@ -465,90 +465,6 @@ fn requests_section(entries: &[&Value], real: &[&Value]) -> String {
         "\n\n## User requests (oldest first, shortened)\n{}",
         lines.join("\n")
     )
-}
-
-fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
-    let mut v: Vec<String> = set.into_iter().collect();
-    v.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
-    v
-}
-
-/// `read`/`write`/`edit` paths of the summarised messages, merged with the previous lists.
-fn file_lists(all: &[&Value], previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
-    let (mut read, mut modified) = (BTreeSet::new(), BTreeSet::new());
-    if let Some(p) = previous.filter(|p| p.get("fromHook") != Some(&Value::Bool(true))) {
-        let list = |k: &str| {
-            p.get("details")
-                .and_then(|d| d.get(k))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
-        read.extend(list("readFiles"));
-        modified.extend(list("modifiedFiles"));
-    }
-    for m in all {
-        for b in tool_calls(m).filter(|b| str_field(b, "type") == Some("toolCall")) {
-            let Some(path) = b
-                .get("arguments")
-                .and_then(|a| str_field(a, "path"))
-                .filter(|p| !p.is_empty())
-            else {
-                continue;
-            };
-            match str_field(b, "name") {
-                Some("read") => {
-                    read.insert(path.to_owned());
-                }
-                Some("write" | "edit") => {
-                    modified.insert(path.to_owned());
-                }
-                _ => {}
-            }
-        }
-    }
-    read.retain(|f| !modified.contains(f));
-    (utf16_sorted(read), utf16_sorted(modified))
-}
-
-fn file_block(tag: &str, files: &[String]) -> Option<String> {
-    if files.is_empty() {
-        return None;
-    }
-    let mut body = String::new();
-    for (i, f) in files.iter().enumerate() {
-        if body.len() + f.len() + 1 > MAX_FILE_LIST_CHARS {
-            body.push_str(&format!("...and {} more (see details)\n", files.len() - i));
-            break;
-        }
-        body.push_str(f);
-        body.push('\n');
-    }
-    Some(format!(
-        "<{tag}>\n{}\n</{tag}>",
-        body.trim_end_matches('\n')
-    ))
-}
-
-/// `formatFileOperations`: the file blocks appended to a summary ("" when both are empty).
-pub fn format_file_operations(read: &[String], modified: &[String]) -> String {
-    let sections: Vec<String> = [
-        file_block("read-files", read),
-        file_block("modified-files", modified),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    if sections.is_empty() {
-        String::new()
-    } else {
-        format!("\n\n{}", sections.join("\n\n"))
-    }
 }
 
 #[cfg(test)]

@@ -15,7 +15,11 @@
 //! non-stale process means "skip this transcript" (exit code 4 for the run).
 //!
 //! Unlike the runtime we do not treat a live holder that is not an OpenClaw process as stale:
-//! that holder may be another clawkeeper run.
+//! that holder may be another clawkeeper run. The converse matters: OpenClaw 2026.7.1 reads
+//! the holder's `/proc/<pid>/cmdline` and treats a live holder that is not an OpenClaw process
+//! (us) as stale (`non-openclaw-owner`) and takes the lock over. Our lock therefore keeps other
+//! clawkeeper runs and well-behaved tools out, but not a busy gateway; the rewrite's size and
+//! mtime re-check just before the rename is what protects a concurrent append.
 //!
 //! Our own lock is removed on drop only when the file still holds exactly what we wrote.
 
@@ -137,6 +141,15 @@ pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -
             }
         }
     }
+}
+
+/// Who holds the transcript's lock right now, without taking it: `None` when it is free or
+/// stale enough that [`acquire`] would reclaim it.
+pub fn holder(confined: &Confined, transcript: &Path) -> Result<Option<Holder>> {
+    let path = lock_path(confined, transcript)?;
+    Ok(inspect(&path)?
+        .map(|(h, _)| h)
+        .filter(|h| !reclaimable(&path, h)))
 }
 
 fn try_create(path: &Path) -> Result<Option<SessionLock>> {

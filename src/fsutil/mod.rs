@@ -5,7 +5,8 @@
 //!   the directory; a crash leaves either the old or the new file, never half of one;
 //! - everything happens inside one confined directory (`Confined`), directly in it, never
 //!   through a symlink, and only regular files are ever removed or replaced;
-//! - the mode of a replaced file is kept (new files get the mode the caller asks for).
+//! - the mode and owner of a replaced file are kept (new files get the mode the caller asks
+//!   for; the store writer asks for OpenClaw's 0600 explicitly).
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -48,6 +49,28 @@ impl Confined {
         &self.root
     }
 
+    /// The confinement for the directory holding `path`: this one when that is the root, else
+    /// a confinement of a subdirectory whose real path is strictly inside the root.
+    pub fn for_parent_of(&self, path: &Path) -> Result<Confined> {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let real = fs::canonicalize(parent)
+            .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
+        if real == self.root {
+            return Ok(self.clone());
+        }
+        if real.starts_with(&self.root) && fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
+            return Ok(Confined { root: real });
+        }
+        bail!(
+            "refusing to touch {}: it is outside {}",
+            path.display(),
+            self.root.display()
+        )
+    }
+
     /// The path of `name` directly inside the confined directory, if `path` names such a file:
     /// its parent must canonicalise to the root and its last component must be a plain name.
     pub fn check(&self, path: &Path) -> Result<PathBuf> {
@@ -68,6 +91,28 @@ impl Confined {
             );
         }
         Ok(self.root.join(name))
+    }
+
+    /// Append `bytes` to the regular file `path` (never through a symlink) only if its length is
+    /// exactly `expected_len`; returns whether it appended. Used to carry over a transcript tail
+    /// that a concurrent writer appended to the old file during the replace.
+    pub fn append_if_len(&self, path: &Path, expected_len: u64, bytes: &[u8]) -> Result<bool> {
+        let path = self.check(path)?;
+        let mut file = OpenOptions::new()
+            .append(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("cannot stat {}", path.display()))?;
+        if !meta.is_file() || meta.len() != expected_len {
+            return Ok(false);
+        }
+        file.write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .with_context(|| format!("cannot append to {}", path.display()))?;
+        Ok(true)
     }
 
     /// Remove a regular file directly inside the root. Symlinks and anything that is not a
@@ -138,9 +183,10 @@ impl Confined {
         )
     }
 
-    /// Like [`Confined::write_atomic`], but `fill` may return a value, and `verify` runs after
-    /// the temp file is complete and synced and before the rename: when either fails, the temp
-    /// file is removed and the target is left exactly as it was.
+    /// Like [`Confined::write_atomic`] (the mode of an existing target is kept), but `fill`
+    /// may return a value, and `verify` runs after the temp file is complete and synced and
+    /// before the rename: when either fails, the temp file is removed and the target is left
+    /// exactly as it was.
     pub fn replace_verified<T>(
         &self,
         path: &Path,
@@ -160,16 +206,17 @@ impl Confined {
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
         let path = self.check(path)?;
-        let mode = match fs::symlink_metadata(&path) {
+        let (mode, owner) = match fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_file() => {
-                if keep_mode {
+                let mode = if keep_mode {
                     m.mode() & 0o7777
                 } else {
                     new_mode
-                }
+                };
+                (mode, Some((m.uid(), m.gid())))
             }
             Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => new_mode,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (new_mode, None),
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
         };
         let tmp = temp_path(&path);
@@ -186,6 +233,23 @@ impl Confined {
                 .into_inner()
                 .map_err(|e| e.into_error())
                 .with_context(|| format!("cannot write {}", tmp.display()))?;
+            // A replaced file keeps its owner (e.g. when run as root over a user's sessions,
+            // the runtime must still be able to write it); set the owner before the mode, as
+            // chown may clear set-id bits.
+            if let Some((uid, gid)) = owner {
+                let meta = file
+                    .metadata()
+                    .with_context(|| format!("cannot stat {}", tmp.display()))?;
+                if (meta.uid(), meta.gid()) != (uid, gid) {
+                    std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).with_context(|| {
+                        format!(
+                            "cannot give {} the owner of {}",
+                            tmp.display(),
+                            path.display()
+                        )
+                    })?;
+                }
+            }
             // create_new's mode is filtered by the umask; set it exactly.
             file.set_permissions(fs::Permissions::from_mode(mode))
                 .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
@@ -274,6 +338,27 @@ mod tests {
     }
 
     #[test]
+    fn replace_keeps_the_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let p = dir.path().join("t.jsonl");
+        fs::write(&p, b"old").unwrap();
+        // Only root can hand a file to someone else; elsewhere the owner is ours already.
+        let target = if unsafe { libc::geteuid() } == 0 {
+            (4242, 4243)
+        } else {
+            let m = fs::metadata(&p).unwrap();
+            (m.uid(), m.gid())
+        };
+        std::os::unix::fs::chown(&p, Some(target.0), Some(target.1)).unwrap();
+        c.replace_verified(&p, 0o600, |w| Ok(w.write_all(b"new")?), |_| Ok(()))
+            .unwrap();
+        let m = fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), target);
+        assert_eq!(fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
     fn failed_fill_leaves_the_old_file_and_no_temp() {
         let dir = tempfile::tempdir().unwrap();
         let c = Confined::new(dir.path()).unwrap();
@@ -308,6 +393,40 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn append_if_len_checks_length_and_refuses_symlinks() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let p = dir.path().join("t.jsonl");
+        fs::write(&p, b"ab").unwrap();
+        assert!(!c.append_if_len(&p, 1, b"x").unwrap());
+        assert!(c.append_if_len(&p, 2, b"cd").unwrap());
+        assert_eq!(fs::read(&p).unwrap(), b"abcd");
+        let victim = outside.path().join("v");
+        fs::write(&victim, b"v").unwrap();
+        let link = dir.path().join("l.jsonl");
+        symlink(&victim, &link).unwrap();
+        assert!(c.append_if_len(&link, 1, b"x").is_err());
+        assert_eq!(fs::read(&victim).unwrap(), b"v");
+    }
+
+    #[test]
+    fn subdirectories_inside_the_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        symlink(outside.path(), dir.path().join("escape")).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let sub = c.for_parent_of(&dir.path().join("sub/x")).unwrap();
+        assert_eq!(
+            sub.root(),
+            fs::canonicalize(dir.path().join("sub")).unwrap()
+        );
+        assert!(c.for_parent_of(&dir.path().join("escape/x")).is_err());
+        assert!(c.for_parent_of(&outside.path().join("x")).is_err());
     }
 
     #[test]

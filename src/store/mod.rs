@@ -5,6 +5,7 @@
 //! (`Refusal::Unsafe`, naming the file and the line:column) instead of being read as `{}` and
 //! then overwritten. A missing store is an empty store, as in OpenClaw.
 
+pub mod delivery;
 pub mod normalize;
 pub mod paths;
 

@@ -7,9 +7,9 @@
 //! `room` fields are migrated; invalid pending-delivery scalars, malformed plugin extension
 //! maps and cached `resolvedSkills` are dropped. Key order follows JavaScript's object spread.
 //!
-//! Not reproduced (documented gaps): delivery-route canonicalisation of `route`,
-//! `deliveryContext` and `last*` fields (entries are kept as they are), and skill prompts
-//! stored as blobs — stores that use them are refused rather than rewritten.
+//! Delivery fields are canonicalised by `delivery`. Not reproduced (a documented gap): skill
+//! prompts stored as blobs — stores that use them are refused rather than rewritten — and the
+//! nested delivery contexts of pending final deliveries, which are kept as they are.
 
 use serde_json::{Map, Value};
 
@@ -40,6 +40,7 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
                 }
                 let before = e.clone();
                 runtime_model_fields(e);
+                super::delivery::normalize_entry(e);
                 pending_final_delivery(e);
                 plugin_maps(e, "pluginExtensions");
                 plugin_maps(e, "pluginExtensionSlotKeys");
@@ -464,7 +465,7 @@ mod tests {
                 "d": {"updatedAt": 0},
                 "e": {"sessionId": "a:b", "sessionFile": "a.jsonl"},
                 "g": {"model": "gpt"},
-                "h": {"channel": "tg"},
+                "h": {"channel": "tg", "route": {"channel": "tg"}, "deliveryContext": {"channel": "tg"}, "lastChannel": "tg"},
             })
         );
         let (_, changed) = norm(json!({"k": {"sessionId": "s", "updatedAt": 1}}));

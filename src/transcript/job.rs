@@ -5,13 +5,17 @@
 //! 1. refuse symlinks and anything that is not a regular file directly inside the confined
 //!    directory; open with `O_NOFOLLOW`;
 //! 2. index the file and refuse files the tool cannot edit safely (no session header on the
-//!    first line, a v1 header without ids, duplicate ids, `leaf` control records);
+//!    first line, a v1 header without ids, duplicate ids, `leaf` control records or
+//!    side-appended entries of newer runtimes);
 //! 3. ask the planner for [`Edits`]; nothing to do means the file is not touched at all;
 //! 4. resolve and stream the rewrite: into a counting sink for a preview (which is validated
 //!    exactly like a real run), or, with `enforce`, into a temp file beside the original while
 //!    holding OpenClaw's `<file>.lock`; the temp file replaces the original only when the
 //!    validator passes and the source's size and mtime are what they were when it was
-//!    indexed (a concurrent append aborts that file instead of losing the tail).
+//!    indexed (a concurrent append aborts that file instead of losing the tail);
+//! 5. an append that still slips in between that check and the rename lands in the old
+//!    inode, which stays open: it is appended to the new file (or, if that has changed too,
+//!    saved beside it as `<name>.tail-<ms>`) and reported.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Write};
@@ -135,7 +139,7 @@ pub fn run_file_at(
 }
 
 /// Size and modification time: what a concurrent append changes.
-fn stamp(path: &Path) -> io::Result<(u64, Option<SystemTime>)> {
+pub fn stamp(path: &Path) -> io::Result<(u64, Option<SystemTime>)> {
     let m = fs::symlink_metadata(path)?;
     Ok((m.len(), m.modified().ok()))
 }
@@ -148,7 +152,7 @@ fn open_nofollow(path: &Path) -> Result<File> {
         .with_context(|| format!("cannot open {}", path.display()))
 }
 
-fn failed(e: anyhow::Error) -> Status {
+pub fn failed(e: anyhow::Error) -> Status {
     Status::Failed(format!("{e:#}"))
 }
 
@@ -158,6 +162,24 @@ fn prepare(
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<(Index, Resolved)>, Status> {
+    let (index, tree) = index_checked(path, out)?;
+    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
+    out.notes = planned.notes;
+    out.details = planned.details;
+    if planned.edits.is_empty() {
+        return Ok(None);
+    }
+    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
+        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    out.entries_removed = resolved.removed;
+    out.blocks_replaced = resolved.blocks_replaced;
+    Ok(Some((index, resolved)))
+}
+
+/// Index the file (without following a symlink) and refuse what this tool does not edit:
+/// no session header, a v1 file, `leaf` control records, duplicate ids. Fills the byte and
+/// unparsable-line fields of `out`.
+pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), Status> {
     let (len, _) = stamp(path).map_err(|e| failed(anyhow::Error::from(e)))?;
     let file = open_nofollow(path).map_err(failed)?;
     let index = Index::from_reader(BufReader::with_capacity(1 << 20, io::Read::take(file, len)))
@@ -185,32 +207,23 @@ fn prepare(
             "the file has `leaf` control records, which this tool does not edit".into(),
         ));
     }
+    if index.entries.iter().any(|e| e.side_append) {
+        return Err(Status::Skipped(
+            "the file has side-appended entries (appendMode \"side\"), which this tool does not edit"
+                .into(),
+        ));
+    }
     let tree = Tree::build(&index);
     if let Some(id) = tree.duplicate_ids.first() {
         return Err(Status::Refused(format!(
             "entry id {id} occurs more than once"
         )));
     }
-    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
-    out.notes = planned.notes;
-    out.details = planned.details;
-    if planned.edits.is_empty() {
-        return Ok(None);
-    }
-    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    out.entries_removed = resolved.removed;
-    out.blocks_replaced = resolved.blocks_replaced;
-    Ok(Some((index, resolved)))
+    Ok((index, tree))
 }
 
-fn run_inner(
-    confined: &Confined,
-    path: &Path,
-    opts: Options,
-    planner: &PlannerAt,
-    out: &mut Outcome,
-) -> Result<(), Status> {
+/// The target must be a regular file (not a symlink) inside the confined directory.
+pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -229,6 +242,17 @@ fn run_inner(
     confined
         .check(path)
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    Ok(())
+}
+
+fn run_inner(
+    confined: &Confined,
+    path: &Path,
+    opts: Options,
+    planner: &PlannerAt,
+    out: &mut Outcome,
+) -> Result<(), Status> {
+    check_target(confined, path)?;
     let before = stamp(path).map_err(|e| failed(e.into()))?;
     let Some((mut index, mut resolved)) = prepare(path, planner, out)? else {
         return Ok(());
@@ -246,6 +270,11 @@ fn run_inner(
         check(&index, &applied.index, &resolved)?;
         out.bytes_after = applied.bytes_written;
         out.status = Status::WouldChange;
+        if let Ok(Some(holder)) = lock::holder(confined, path) {
+            out.notes.push(format!(
+                "{holder}; --enforce would skip it while the lock is held"
+            ));
+        }
         return Ok(());
     }
     let _lock = match lock::acquire(confined, path, opts.wait_lock).map_err(failed)? {
@@ -260,6 +289,9 @@ fn run_inner(
             None => return Ok(()),
         }
     }
+    // Keep the original inode open: a writer that appends between our last check and the
+    // rename writes into it, and we carry that tail over below.
+    let old = open_nofollow(path).map_err(failed)?;
     let applied = confined
         .replace_verified(
             path,
@@ -298,16 +330,77 @@ fn run_inner(
         })?;
     out.bytes_after = applied.bytes_written;
     out.status = Status::Changed;
+    if let Some(note) = carry_tail(confined, path, &old, locked.0, applied.bytes_written) {
+        out.notes.push(note);
+    }
     Ok(())
 }
 
+/// After the rename: if the old inode grew past `indexed_len` (an append that raced with the
+/// rename), append those bytes to the new file when nothing else has touched it yet, else
+/// save them beside it as `<name>.tail-<ms>` so they are never lost.
+fn carry_tail(
+    confined: &Confined,
+    path: &Path,
+    old: &File,
+    indexed_len: u64,
+    written: u64,
+) -> Option<String> {
+    let len = old.metadata().ok()?.len();
+    if len <= indexed_len {
+        return None;
+    }
+    let mut tail = Vec::new();
+    let read = (|| -> io::Result<()> {
+        let mut f = old.try_clone()?;
+        io::Seek::seek(&mut f, io::SeekFrom::Start(indexed_len))?;
+        io::Read::read_to_end(&mut io::Read::take(f, len - indexed_len), &mut tail)?;
+        Ok(())
+    })();
+    if let Err(e) = read {
+        return Some(format!(
+            "{} bytes were appended during the replace and could not be read back: {e}",
+            len - indexed_len
+        ));
+    }
+    match confined.append_if_len(path, written, &tail) {
+        Ok(true) => Some(format!(
+            "carried over {} bytes appended during the replace",
+            tail.len()
+        )),
+        _ => {
+            let mut name = path.file_name().unwrap_or_default().to_owned();
+            name.push(format!(".tail-{}", crate::isotime::now_ms()));
+            let side = path.with_file_name(name);
+            match confined.write_atomic(&side, 0o600, |w| w.write_all(&tail)) {
+                Ok(()) => Some(format!(
+                    "{} bytes appended during the replace were saved to {}",
+                    tail.len(),
+                    side.display()
+                )),
+                Err(e) => Some(format!(
+                    "{} bytes appended during the replace could not be saved: {e:#}",
+                    tail.len()
+                )),
+            }
+        }
+    }
+}
+
 fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
+    // An appended compaction (as the last line) changes the context in a known way: its
+    // summary, then the old context from its `firstKeptEntryId` on.
+    let compaction_keeps_from = resolved
+        .append
+        .last()
+        .and_then(|l| crate::jsjson::parse(l.as_bytes()).ok())
+        .filter(|v| v.get("type").and_then(|t| t.as_str()) == Some("compaction"))
+        .and_then(|v| v.get("firstKeptEntryId")?.as_str().map(str::to_owned));
     let expect = Expectation {
-        removed_ids: resolved.removed_ids.clone(),
-        appended_compaction: resolved
-            .append_compaction
-            .as_ref()
-            .map(|a| (a.id.clone(), a.first_kept.clone())),
+        appended_ids: resolved.appended_ids.clone(),
+        check_context: resolved.appended_ids.is_empty() || compaction_keeps_from.is_some(),
+        compaction_keeps_from,
+        ..Expectation::removals(resolved.removed_ids.clone())
     };
     validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string()))
 }
@@ -376,6 +469,36 @@ mod tests {
             1,
             "no temp or lock left"
         );
+    }
+
+    #[test]
+    fn a_tail_appended_during_the_rename_is_carried_over_or_saved() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let path = dir.path().join("t.jsonl");
+        for (new_len_matches, expect_new) in [(true, "new\ntail\n"), (false, "new\nother\n")] {
+            fs::write(&path, "old\n").unwrap();
+            let old = File::open(&path).unwrap();
+            let mut writer = OpenOptions::new().append(true).open(&path).unwrap();
+            fs::write(dir.path().join("tmp"), "new\n").unwrap();
+            fs::rename(dir.path().join("tmp"), &path).unwrap();
+            writer.write_all(b"tail\n").unwrap();
+            if !new_len_matches {
+                let mut w = OpenOptions::new().append(true).open(&path).unwrap();
+                w.write_all(b"other\n").unwrap();
+            }
+            let note = carry_tail(&c, &path, &old, 4, 4).unwrap();
+            assert_eq!(fs::read_to_string(&path).unwrap(), expect_new, "{note}");
+            if !new_len_matches {
+                let side: Vec<_> = fs::read_dir(dir.path())
+                    .unwrap()
+                    .map(|e| e.unwrap().path())
+                    .filter(|p| p.to_string_lossy().contains(".tail-"))
+                    .collect();
+                assert_eq!(side.len(), 1, "{note}");
+                assert_eq!(fs::read_to_string(&side[0]).unwrap(), "tail\n");
+            }
+        }
     }
 
     #[test]

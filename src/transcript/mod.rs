@@ -16,10 +16,30 @@
 //!   runtime sends to the model), tool-call pairing statistics;
 //! - [`rewrite`]: edits (removals with re-parenting, content-block replacements) resolved
 //!   against the index and applied by a streaming copy that keeps untouched lines byte for byte;
-//! - [`validate`]: the checks every rewritten file must pass before it is committed.
+//! - [`validate`]: the checks every rewritten file must pass before it is committed;
+//! - [`values`]: the full JSON of selected entries, re-read by their byte ranges (for planners
+//!   such as `compact` that need whole messages);
+//! - [`job`]: one file through plan → preview or apply under every safety rule (symlinks,
+//!   confinement, OpenClaw's lock, validation, concurrent-append checks, atomic replace).
 //!
 //! The planners live beside this module: `crate::noreply` (silent-reply runs) and
 //! `crate::images` (image stripping).
+//!
+//! Entry points for other commands (`compact`, `inspect`):
+//!
+//! ```text
+//! let index = Index::from_path(path, None)?;            // index pass
+//! let tree = tree::Tree::build(&index);                 // parents, leaf, active path
+//! let (ctx, pairing) = tree::active_context(&index, &tree);
+//! let prune = crate::noreply::plan(&index, &tree, 1);   // what prune-noreply removes
+//! let strip = crate::images::plan(&index, &tree, 3);    // what strip-images replaces
+//! let resolved = rewrite::resolve(&index, &tree, &edits)?;   // removals, blocks, appends
+//! let applied = rewrite::apply(reader, &index, &resolved, &mut out)?;
+//! validate::validate(&index, &applied.index, &expectation)?;
+//! job::run_file(&confined, path, Options { mode: Mode::Preview, .. }, &planner)  // exact bytes after
+//! job::run_file_at(&confined, path, opts, &planner_at)  // planner gets the path too
+//! let (path_values, ctx) = crate::compact::load_active_context(path, &index, &tree)?; // messages
+//! ```
 
 pub mod job;
 pub mod probe;
@@ -168,6 +188,8 @@ pub struct Entry {
     pub has_summary: bool,
     /// Header `version` when it is a number (header only).
     pub version: Option<u64>,
+    /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
+    pub side_append: bool,
 }
 
 /// Content block types that are tool calls, under every alias the runtime accepts.
@@ -203,6 +225,7 @@ impl Entry {
             target: p.target_id.as_str().map(str::to_owned),
             has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
             version: None,
+            side_append: p.append_mode.as_str() == Some("side"),
             kind,
         };
         if e.kind == EntryType::Message
@@ -363,16 +386,6 @@ impl IndexBuilder {
             }
         }
         idx.lines.push(line);
-    }
-
-    /// Record that a newline was written after the last pushed line (which had none).
-    pub fn terminate_last_line(&mut self) {
-        let idx = &mut self.index;
-        if let Some(last) = idx.lines.last_mut().filter(|l| !l.terminated) {
-            last.terminated = true;
-            last.len += 1;
-            idx.size += 1;
-        }
     }
 
     pub fn finish(self) -> Index {

@@ -97,6 +97,8 @@ pub struct LineProbe<'a> {
     pub target_id: Lenient<'a>,
     #[serde(borrow, default)]
     pub summary: Lenient<'a>,
+    #[serde(rename = "appendMode", borrow, default)]
+    pub append_mode: Lenient<'a>,
 }
 
 /// `entry.message`. A non-object `message` is recorded as all-absent.

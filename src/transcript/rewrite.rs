@@ -1,7 +1,7 @@
 //! Edits and the streaming rewrite that applies them.
 //!
-//! An [`Edits`] value says what a planner wants: entries to remove and content blocks to
-//! replace. [`resolve`] turns it into per-line actions that keep the tree valid (spec §9.4):
+//! An [`Edits`] value says what a planner wants: entries to remove, content blocks to
+//! replace, and new entries to append (which `compact` needs). [`resolve`] turns it into per-line actions that keep the tree valid (spec §9.4):
 //!
 //! - every `label` whose target is removed is removed too;
 //! - every kept entry whose parent is removed is re-parented to its nearest kept ancestor
@@ -17,13 +17,13 @@
 //! fields kept). Every output line is also fed to an [`IndexBuilder`], so the result can be
 //! validated without reading it back.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{self, BufRead, Write};
 
 use anyhow::{Result, bail};
 use serde_json::Value;
 
-use super::tree::Tree;
+use super::tree::{self, Tree};
 use super::{EntryType, Index, IndexBuilder, LineKind};
 
 /// What a planner asks for. Positions are entry indices of the [`Index`].
@@ -32,24 +32,14 @@ pub struct Edits {
     pub remove: BTreeSet<usize>,
     /// Entry → (content block position → replacement block).
     pub replace_blocks: BTreeMap<usize, Vec<(u32, Value)>>,
-    /// A compaction entry to append as the new last line (and so the new leaf).
-    pub append_compaction: Option<AppendCompaction>,
-}
-
-/// A `compaction` line appended after every existing line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AppendCompaction {
-    /// The entry as one JSON line, without the newline.
-    pub line: String,
-    /// Its id.
-    pub id: String,
-    /// Its `firstKeptEntryId`: an entry of the current active context.
-    pub first_kept: String,
+    /// New entries to append after the last line, in order (e.g. a compaction entry; the last
+    /// one becomes the leaf). Each must be an object with a string `id` not used in the file.
+    pub append: Vec<Value>,
 }
 
 impl Edits {
     pub fn is_empty(&self) -> bool {
-        self.remove.is_empty() && self.replace_blocks.is_empty() && self.append_compaction.is_none()
+        self.remove.is_empty() && self.replace_blocks.is_empty() && self.append.is_empty()
     }
 }
 
@@ -83,8 +73,10 @@ pub struct Resolved {
     pub removed: usize,
     /// Content blocks replaced.
     pub blocks_replaced: usize,
-    /// The compaction line to append, if any.
-    pub append_compaction: Option<AppendCompaction>,
+    /// Lines to append (compact JSON, without the newline).
+    pub append: Vec<String>,
+    /// Ids of the appended entries.
+    pub appended_ids: Vec<String>,
 }
 
 /// Resolve `edits` into per-line actions.
@@ -101,14 +93,6 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
     {
         bail!("refusing to remove the last line");
     }
-    if edits.append_compaction.is_some()
-        && index
-            .lines
-            .last()
-            .is_some_and(|l| l.kind == LineKind::Unparsable)
-    {
-        bail!("the last line is incomplete or does not parse; not appending after it");
-    }
     for &i in &removed {
         if entries[i].id.is_none() || entries[i].kind == EntryType::Session {
             bail!("line {} is not a removable entry", entries[i].line + 1);
@@ -120,12 +104,18 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         .collect();
     // Labels of removed targets go too (their own removal cannot cascade further: nothing
     // targets a label, and their children are re-parented below).
+    let pinned = tree::kept_across_unparsable(index, tree);
     for (i, e) in entries.iter().enumerate() {
         if e.kind == EntryType::Label
             && e.target.as_ref().is_some_and(|t| removed_ids.contains(t))
             && Some(i) != tree.leaf
-            && e.id.is_some()
+            && !pinned.contains(&i)
+            && e.id
+                .as_deref()
+                .is_some_and(|id| !index.mentioned_by_unparsable(id))
         {
+            // (A label that must stay keeps pointing at the removed target; the runtime
+            // ignores labels of unknown entries.)
             removed.insert(i);
         }
     }
@@ -136,21 +126,18 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         }
     }
 
-    let parent_of: HashMap<&str, Option<&str>> = removed
-        .iter()
-        .filter_map(|&i| Some((entries[i].id.as_deref()?, entries[i].parent.id())))
-        .collect();
-    let nearest_kept = |start: &str| -> Option<String> {
-        let mut cur = Some(start);
-        let mut steps = 0;
-        while let Some(id) = cur {
-            match parent_of.get(id) {
-                Some(up) => cur = *up,
-                None => return Some(id.to_owned()),
+    // Nearest kept ancestor, through the tree's resolved parents. A removed entry whose parent
+    // is not in the tree passes its own `parentId` on unchanged (it may name a line only the
+    // runtime can parse); a cycle made only of removed entries ends at null.
+    let nearest_kept = |start: usize| -> Option<String> {
+        let mut i = start;
+        for _ in 0..=removed.len() {
+            if !removed.contains(&i) {
+                return entries[i].id.clone();
             }
-            steps += 1;
-            if steps > parent_of.len() {
-                return None; // a cycle made only of removed entries
+            match tree.parent[i] {
+                Some(p) => i = p,
+                None => return entries[i].parent.id().map(str::to_owned),
             }
         }
         None
@@ -164,16 +151,22 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             continue;
         }
         let mut patch = Patch::default();
-        if let Some(pid) = e.parent.id()
-            && removed_ids.contains(pid)
+        if let Some(p) = tree.parent[i]
+            && removed.contains(&p)
         {
-            patch.parent = Some(nearest_kept(pid));
+            patch.parent = Some(nearest_kept(p));
         }
-        if e.kind == EntryType::Compaction
-            && let Some(fk) = e.first_kept.as_deref()
-            && removed_ids.contains(fk)
-        {
-            patch.first_kept = Some(retarget_first_kept(index, tree, i, fk, &removed));
+        if e.kind == EntryType::Compaction {
+            let literal = e.first_kept.as_deref().and_then(|fk| tree.by_id.get(fk));
+            let effective = tree::effective_first_kept(index, tree, i);
+            let target = match (literal, effective) {
+                (Some(l), _) if removed.contains(l) => Some(*l),
+                (_, Some(eff)) if removed.contains(&eff) => Some(eff),
+                _ => None,
+            };
+            if let Some(gone) = target {
+                patch.first_kept = Some(retarget_first_kept(index, tree, i, gone, &removed)?);
+            }
         }
         if let Some(blocks) = edits.replace_blocks.get(&i) {
             blocks_replaced += blocks.len();
@@ -183,36 +176,61 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             actions[e.line] = LineAction::Patch(patch);
         }
     }
+    let mut append = Vec::new();
+    let mut appended_ids = Vec::new();
+    if !edits.append.is_empty() {
+        if index.lines.last().is_some_and(|l| !l.terminated) {
+            bail!("cannot append after a partially written last line");
+        }
+        for v in &edits.append {
+            let id = v
+                .get("id")
+                .and_then(Value::as_str)
+                .filter(|id| !id.is_empty())
+                .ok_or_else(|| anyhow::anyhow!("an appended entry has no string id"))?;
+            if tree.by_id.contains_key(id) || appended_ids.iter().any(|a| a == id) {
+                bail!("an appended entry reuses the id {id}");
+            }
+            appended_ids.push(id.to_owned());
+            append.push(crate::jsjson::to_string_compact(v));
+        }
+    }
     Ok(Resolved {
         actions,
         removed: removed.len(),
         removed_ids,
         blocks_replaced,
-        append_compaction: edits.append_compaction.clone(),
+        append,
+        appended_ids,
     })
 }
 
-/// The first kept entry after `fk` on compaction `c`'s path, else `c`'s own id.
+/// The first kept entry the runtime indexes after `gone` on compaction `c`'s path, else `c`'s
+/// own id (keep nothing, which is what a first-kept id off the path already meant).
 fn retarget_first_kept(
     index: &Index,
     tree: &Tree,
     c: usize,
-    fk: &str,
+    gone: usize,
     removed: &BTreeSet<usize>,
-) -> String {
+) -> Result<String> {
     let path = tree.path_to(c);
     let own = || index.entries[c].id.clone().unwrap_or_default();
-    let Some(pos) = path
-        .iter()
-        .position(|&i| index.entries[i].id.as_deref() == Some(fk))
-    else {
-        return own();
+    let Some(pos) = path.iter().position(|&i| i == gone) else {
+        if tree::is_truncated(index, tree, &path) {
+            // The runtime may see the rest of this path (through a line we cannot parse).
+            bail!(
+                "compaction on line {} keeps entries beyond a line this tool cannot parse",
+                index.entries[c].line + 1
+            );
+        }
+        return Ok(own());
     };
-    path[pos + 1..path.len() - 1]
+    Ok(path[pos + 1..path.len() - 1]
         .iter()
-        .find(|i| !removed.contains(i))
+        .find(|&&i| !removed.contains(&i) && index.entries[i].kind.is_runtime_indexed())
         .and_then(|&i| index.entries[i].id.clone())
-        .unwrap_or_else(own)
+        .unwrap_or_else(own))
 }
 
 /// What [`apply`] wrote.
@@ -271,14 +289,8 @@ pub fn apply(
             }
         }
     }
-    if let Some(append) = &resolved.append_compaction {
-        // A last line without its newline (a parsable one; see `resolve`) gets it first.
-        if index.lines.last().is_some_and(|l| !l.terminated) {
-            out.write_all(b"\n")?;
-            written += 1;
-            builder.terminate_last_line();
-        }
-        let mut text = append.line.clone().into_bytes();
+    for line in &resolved.append {
+        let mut text = line.clone().into_bytes();
         text.push(b'\n');
         out.write_all(&text)?;
         written += text.len() as u64;
@@ -321,59 +333,115 @@ fn patch_value(v: &mut Value, patch: &Patch) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::validate::{self, Expectation};
+    use crate::transcript::validate::{Expectation, validate};
 
-    const TEXT: &str = "{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}\n\
-{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"message\":{\"role\":\"user\",\"content\":\"one\"}}\n\
-{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\",\"message\":{\"role\":\"assistant\",\"content\":[]}}\n\
-{\"type\":\"message\",\"id\":\"c\",\"parentId\":\"b\",\"message\":{\"role\":\"user\",\"content\":\"two\"}}";
-
-    fn append(first_kept: &str) -> Edits {
-        let line = format!(
-            "{{\"type\":\"compaction\",\"id\":\"n\",\"parentId\":\"c\",\"timestamp\":\"t\",\"summary\":\"s\",\"firstKeptEntryId\":\"{first_kept}\",\"tokensBefore\":1}}"
-        );
-        Edits {
-            append_compaction: Some(AppendCompaction {
-                line,
-                id: "n".into(),
-                first_kept: first_kept.into(),
-            }),
-            ..Edits::default()
-        }
-    }
-
-    fn run(text: &str, edits: &Edits) -> Result<(Vec<u8>, Result<(), validate::Invalid>)> {
-        let index = Index::from_reader(text.as_bytes())?;
+    fn run(text: &str, remove: &[&str]) -> (String, Resolved) {
+        let index = Index::from_reader(text.as_bytes()).unwrap();
         let tree = Tree::build(&index);
-        let resolved = resolve(&index, &tree, edits)?;
-        let mut out = Vec::new();
-        let applied = apply(text.as_bytes(), &index, &resolved, &mut out)?;
-        let expect = Expectation {
-            removed_ids: resolved.removed_ids.clone(),
-            appended_compaction: Some(("n".into(), "c".into())),
+        let edits = Edits {
+            remove: remove.iter().map(|id| tree.by_id[*id]).collect(),
+            ..Edits::default()
         };
-        Ok((out, validate::validate(&index, &applied.index, &expect)))
+        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let mut out = Vec::new();
+        let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+        let expect = Expectation::removals(resolved.removed_ids.clone());
+        validate(&index, &applied.index, &expect).unwrap();
+        (String::from_utf8(out).unwrap(), resolved)
+    }
+
+    const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
+
+    #[test]
+    fn an_entry_without_parent_id_is_reparented_explicitly() {
+        let text = [
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"c","message":{"role":"user","content":"y"}}"#,
+            "",
+        ]
+        .join("\n");
+        let (out, r) = run(&text, &["b"]);
+        assert_eq!(r.removed, 1);
+        assert!(out.ends_with(
+            "{\"type\":\"message\",\"id\":\"c\",\"message\":{\"role\":\"user\",\"content\":\"y\"},\"parentId\":\"a\"}\n"
+        ));
     }
 
     #[test]
-    fn appends_after_a_newline_and_validates_the_new_context() {
-        let (out, valid) = run(TEXT, &append("c")).unwrap();
-        let out = String::from_utf8(out).unwrap();
-        assert!(out.starts_with(&format!("{TEXT}\n{{\"type\":\"compaction\"")));
-        assert!(out.ends_with("\"tokensBefore\":1}\n"));
-        valid.unwrap();
-        let with_newline = format!("{TEXT}\n");
-        let (out, valid) = run(&with_newline, &append("c")).unwrap();
-        assert!(out.starts_with(with_newline.as_bytes()));
-        valid.unwrap();
+    fn first_kept_moves_to_the_next_kept_entry_or_the_compaction() {
+        let text = [
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"compaction","id":"k","parentId":"c","summary":"s","firstKeptEntryId":"b","tokensBefore":1}"#,
+            r#"{"type":"message","id":"d","parentId":"k","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"compaction","id":"k2","parentId":"d","summary":"s","firstKeptEntryId":"d","tokensBefore":1}"#,
+            r#"{"type":"message","id":"e","parentId":"k2","message":{"role":"user","content":"z"}}"#,
+            "",
+        ]
+        .join("\n");
+        let (out, _) = run(&text, &["b", "d"]);
+        assert!(out.contains(r#""firstKeptEntryId":"c""#), "{out}");
+        assert!(out.contains(r#"{"type":"compaction","id":"k2","parentId":"k","summary":"s","firstKeptEntryId":"k2","tokensBefore":1}"#), "{out}");
     }
+}
+
+#[cfg(test)]
+mod append_tests {
+    use super::*;
+    use crate::transcript::validate::{Expectation, validate};
 
     #[test]
-    fn a_wrong_first_kept_or_a_torn_last_line_is_refused() {
-        // The line says "b" but the validator is told "c": the rebuilt context differs.
-        let (_, valid) = run(TEXT, &append("b")).unwrap();
-        assert!(valid.is_err());
-        let torn = format!("{TEXT}\n{{\"type\":\"message\",\"id\":\"x");
-        assert!(run(&torn, &append("c")).is_err());
+    fn appended_entries_become_the_leaf_and_are_validated() {
+        let text = concat!(
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
+            "\n",
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            "\n"
+        );
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let tree = Tree::build(&index);
+        let c: Value = serde_json::from_str(
+            r#"{"type":"compaction","id":"c","parentId":"a","summary":"s","firstKeptEntryId":"a","tokensBefore":1}"#,
+        )
+        .unwrap();
+        let edits = Edits {
+            append: vec![c.clone()],
+            ..Edits::default()
+        };
+        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let mut out = Vec::new();
+        let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            format!("{text}{}\n", crate::jsjson::to_string_compact(&c))
+        );
+        let expect = Expectation {
+            appended_ids: resolved.appended_ids.clone(),
+            check_context: false,
+            ..Expectation::removals(Default::default())
+        };
+        validate(&index, &applied.index, &expect).unwrap();
+        // Without declaring the append, the moved leaf is caught.
+        assert!(
+            validate(
+                &index,
+                &applied.index,
+                &Expectation::removals(Default::default())
+            )
+            .is_err()
+        );
+        // Reused ids and torn last lines are refused.
+        let dup = Edits {
+            append: vec![serde_json::json!({"type":"custom","id":"a"})],
+            ..Edits::default()
+        };
+        assert!(resolve(&index, &tree, &dup).is_err());
+        let torn = format!("{text}{{\"type\"");
+        let ti = Index::from_reader(torn.as_bytes()).unwrap();
+        assert!(resolve(&ti, &Tree::build(&ti), &edits).is_err());
     }
 }

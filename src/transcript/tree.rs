@@ -1,7 +1,8 @@
 //! The entry tree of one transcript: parent links, the leaf, the active path, and the context
 //! the runtime rebuilds from them (spec §6), plus tool-call pairing statistics (§13).
 //!
-//! Tree nodes are the parsed non-header entries with a non-empty string `id`. The **leaf** is
+//! Tree nodes are the parsed non-header entries with a non-empty string `id`. An entry without
+//! a `parentId` field hangs, as in the runtime, below the previous entry the runtime indexes. The **leaf** is
 //! the last entry in file order whose type the runtime indexes (unknown types are opaque to
 //! it and never become the leaf). The **active path** is the chain from the leaf up through
 //! `parentId` to a root, reversed; the walk stops at a missing parent (as the runtime does) and
@@ -9,13 +10,15 @@
 //!
 //! The **context** follows `buildSessionContext`: only the last `compaction` on the path
 //! counts; it contributes its summary, then the path entries before it starting at its
-//! `firstKeptEntryId` (nothing when that id is not found before it), then everything after it.
+//! `firstKeptEntryId` (nothing when that id is not found before it; an id naming an entry of a
+//! type the runtime does not index stands for that entry's nearest indexed ancestor), then
+//! everything after it.
 //! Entries contribute when they are `message`, `custom_message`, or `branch_summary` with a
 //! non-empty summary.
 
 use std::collections::{HashMap, HashSet};
 
-use super::{Entry, EntryType, Index, Role};
+use super::{Entry, EntryType, Index, Parent, Role};
 
 /// Parent links over the entries of an [`Index`] (all positions are entry indices).
 #[derive(Debug, Clone)]
@@ -82,18 +85,26 @@ impl Tree {
         let mut parent = vec![None; n];
         let mut children = vec![Vec::new(); n];
         let mut dangling = Vec::new();
+        // The last runtime-indexed node so far: the runtime's parent for an entry that has no
+        // `parentId` field at all.
+        let mut last_indexed: Option<usize> = None;
         for (i, e) in index.entries.iter().enumerate() {
             if !is_node(e) {
                 continue;
             }
-            if let Some(pid) = e.parent.id() {
-                match by_id.get(pid) {
-                    Some(&p) => {
-                        parent[i] = Some(p);
-                        children[p].push(i);
-                    }
+            match &e.parent {
+                Parent::Id(pid) => match by_id.get(pid) {
+                    Some(&p) => parent[i] = Some(p),
                     None => dangling.push(i),
-                }
+                },
+                Parent::Absent if e.kind.is_runtime_indexed() => parent[i] = last_indexed,
+                _ => {}
+            }
+            if let Some(p) = parent[i] {
+                children[p].push(i);
+            }
+            if e.kind.is_runtime_indexed() {
+                last_indexed = Some(i);
             }
         }
         let leaf = index
@@ -173,8 +184,67 @@ pub fn contributes(e: &Entry) -> bool {
     }
 }
 
+/// The entry a compaction's `firstKeptEntryId` effectively names. When it names an entry the
+/// runtime does not index (an unknown type), the runtime substitutes that entry's nearest
+/// indexed ancestor; so do we. `None` when the id is not in the file (or has no such
+/// ancestor).
+pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Option<usize> {
+    let id = index.entries[compaction].first_kept.as_deref()?;
+    let mut cur = tree.by_id.get(id).copied();
+    let mut seen = HashSet::new();
+    while let Some(i) = cur {
+        if index.entries[i].kind.is_runtime_indexed() {
+            return Some(i);
+        }
+        if !seen.insert(i) {
+            return None;
+        }
+        cur = tree.parent[i];
+    }
+    None
+}
+
+/// Whether a path stops at a `parentId` that is not in the tree: the runtime would stop there
+/// too, unless the id names a line only the runtime can parse, in which case it sees more.
+pub fn is_truncated(index: &Index, tree: &Tree, path: &[usize]) -> bool {
+    path.first().is_some_and(|&root| {
+        index.entries[root]
+            .parent
+            .id()
+            .is_some_and(|pid| !tree.by_id.contains_key(pid) && index.mentioned_by_unparsable(pid))
+    })
+}
+
+/// Entries that a compaction keeps from beyond a line this tool cannot parse: the compaction's
+/// visible path is truncated there and does not contain its first-kept entry, but the runtime
+/// may see the rest. Such entries must not be removed (their removal could not be followed
+/// up by retargeting the compaction).
+pub fn kept_across_unparsable(index: &Index, tree: &Tree) -> HashSet<usize> {
+    let mut pinned = HashSet::new();
+    for (c, e) in index.entries.iter().enumerate() {
+        if e.kind != EntryType::Compaction || e.id.is_none() {
+            continue;
+        }
+        let path = tree.path_to(c);
+        if !is_truncated(index, tree, &path) {
+            continue;
+        }
+        let literal = e
+            .first_kept
+            .as_deref()
+            .and_then(|id| tree.by_id.get(id).copied());
+        let effective = effective_first_kept(index, tree, c);
+        for k in literal.into_iter().chain(effective) {
+            if !path.contains(&k) {
+                pinned.insert(k);
+            }
+        }
+    }
+    pinned
+}
+
 /// The context of a path, as the runtime rebuilds it.
-pub fn context_of(index: &Index, path: &[usize]) -> Vec<ContextItem> {
+pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem> {
     let entries = &index.entries;
     let last_compaction = path
         .iter()
@@ -190,10 +260,10 @@ pub fn context_of(index: &Index, path: &[usize]) -> Vec<ContextItem> {
     };
     let c = path[cpos];
     out.push(ContextItem::CompactionSummary(c));
-    let first_kept = entries[c].first_kept.as_deref();
+    let first_kept = effective_first_kept(index, tree, c);
     let mut found = false;
     for &i in &path[..cpos] {
-        if first_kept.is_some() && entries[i].id.as_deref() == first_kept {
+        if Some(i) == first_kept {
             found = true;
         }
         if found && contributes(&entries[i]) {
@@ -259,7 +329,7 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
 
 /// The active path's context and its pairing statistics, in one call.
 pub fn active_context(index: &Index, tree: &Tree) -> (Vec<ContextItem>, Pairing) {
-    let ctx = context_of(index, &tree.active_path());
+    let ctx = context_of(index, tree, &tree.active_path());
     let pairing = pairing(index, &ctx);
     (ctx, pairing)
 }
@@ -299,6 +369,23 @@ mod tests {
             })
             .collect();
         assert_eq!(ids, ["Cc", "b", "e"]);
+    }
+
+    #[test]
+    fn first_kept_on_an_unknown_entry_stands_for_its_indexed_parent() {
+        let idx = index(&[
+            H,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"1"}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}"#,
+            r#"{"type":"x_unknown","id":"u","parentId":"b"}"#,
+            r#"{"type":"message","id":"d","parentId":"u","message":{"role":"user","content":"2"}}"#,
+            r#"{"type":"compaction","id":"c","parentId":"d","firstKeptEntryId":"u","summary":"s"}"#,
+        ]);
+        let tree = Tree::build(&idx);
+        let (ctx, _) = active_context(&idx, &tree);
+        let b = tree.by_id["b"];
+        assert_eq!(ctx[1], ContextItem::Entry(b));
+        assert_eq!(ctx.len(), 3);
     }
 
     #[test]

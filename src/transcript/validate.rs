@@ -5,15 +5,14 @@
 //!
 //! - the header is the first line and byte-identical;
 //! - entry ids are unique;
-//! - every `parentId` names an entry in the file (a parent that was already missing in the
-//!   original, on the same entry, is tolerated) and no new cycle appears;
-//! - the leaf is the same entry (or, after an appended compaction, that compaction);
-//! - the set of entry ids is the old one minus exactly the removed ids (plus the appended
-//!   compaction);
-//! - the active path's context is the old one minus exactly the removed entries, in order;
-//!   after an appended compaction it is that compaction's summary followed by the old context
-//!   from its `firstKeptEntryId` on;
-//! - tool call/result pairing on the active path is no worse than before;
+//! - every `parentId` names an entry in the file (an id that was already missing in the
+//!   original is tolerated: it may name a line only the runtime can parse) and no new cycle
+//!   appears;
+//! - the leaf is the same entry (or the last appended one);
+//! - the set of entry ids is the old one minus exactly the removed ids, plus the appended ones;
+//! - the active path's context is the old one minus exactly the removed entries, in order
+//!   (unless the caller changes the context on purpose and checks it itself);
+//! - tool call/result pairing on the active path is no worse than before (likewise);
 //! - unparsable lines are all still there, byte for byte.
 
 use std::collections::HashSet;
@@ -22,12 +21,32 @@ use super::Index;
 use super::tree::{self, ContextItem, Tree};
 
 /// What the rewrite is expected to have changed.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Expectation {
     /// Ids of the entries that were removed.
     pub removed_ids: HashSet<String>,
-    /// A compaction appended as the new leaf: its id and `firstKeptEntryId`.
-    pub appended_compaction: Option<(String, String)>,
+    /// Ids of the entries appended at the end; the last one is the expected new leaf.
+    pub appended_ids: Vec<String>,
+    /// Compare the active context with the old one minus the removed entries. A caller that
+    /// appends a compaction changes the context on purpose and checks it itself, or sets
+    /// `compaction_keeps_from`.
+    pub check_context: bool,
+    /// The last appended entry is a compaction keeping from this entry: the expected context
+    /// is its summary followed by the old context from that entry on.
+    pub compaction_keeps_from: Option<String>,
+}
+
+impl Expectation {
+    /// Removals (and in-place replacements) only: the context must be the old one minus the
+    /// removed entries.
+    pub fn removals(removed_ids: HashSet<String>) -> Expectation {
+        Expectation {
+            removed_ids,
+            appended_ids: Vec::new(),
+            check_context: true,
+            compaction_keeps_from: None,
+        }
+    }
 }
 
 /// Why a rewrite was rejected.
@@ -53,25 +72,21 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
         return fail(format!("duplicate entry id {}", new_tree.duplicate_ids[0]));
     }
     let id_of = |idx: &Index, i: usize| idx.entries[i].id.clone().unwrap_or_default();
-    let old_dangling: HashSet<(String, String)> = old_tree
+    // A parent id missing from the file is tolerated only if the original already referred to
+    // that missing id (it may name a line only the runtime can parse).
+    let missing_parent =
+        |idx: &Index, i: usize| idx.entries[i].parent.id().unwrap_or_default().to_owned();
+    let old_missing: HashSet<String> = old_tree
         .dangling
         .iter()
-        .map(|&i| {
-            (
-                id_of(old, i),
-                old.entries[i].parent.id().unwrap_or_default().to_owned(),
-            )
-        })
+        .map(|&i| missing_parent(old, i))
         .collect();
     for &i in &new_tree.dangling {
-        let key = (
-            id_of(new, i),
-            new.entries[i].parent.id().unwrap_or_default().to_owned(),
-        );
-        if !old_dangling.contains(&key) {
+        let parent = missing_parent(new, i);
+        if !old_missing.contains(&parent) {
             return fail(format!(
-                "entry {} names a parent {} that is not in the file",
-                key.0, key.1
+                "entry {} names a parent {parent} that is not in the file",
+                id_of(new, i)
             ));
         }
     }
@@ -87,9 +102,8 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     {
         return fail(format!("entry {} is part of a parent cycle", id_of(new, i)));
     }
-    let appended = expect.appended_compaction.as_ref();
-    let expected_leaf = match appended {
-        Some((id, _)) => Some(id.as_str()),
+    let expected_leaf = match expect.appended_ids.last() {
+        Some(id) => Some(id.as_str()),
         None => old_tree.leaf_id(old),
     };
     if expected_leaf != new_tree.leaf_id(new) {
@@ -103,12 +117,7 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     let new_ids: HashSet<String> = new_tree.by_id.keys().cloned().collect();
     let mut expected_ids: HashSet<String> =
         old_ids.difference(&expect.removed_ids).cloned().collect();
-    if let Some((id, _)) = appended {
-        if old_ids.contains(id) {
-            return fail(format!("the appended entry id {id} is already in the file"));
-        }
-        expected_ids.insert(id.clone());
-    }
+    expected_ids.extend(expect.appended_ids.iter().cloned());
     if new_ids != expected_ids {
         let lost = expected_ids.difference(&new_ids).next();
         let extra = new_ids.difference(&expected_ids).next();
@@ -118,6 +127,9 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     }
     let (old_ctx, old_pairing) = tree::active_context(old, &old_tree);
     let (new_ctx, new_pairing) = tree::active_context(new, &new_tree);
+    if !expect.check_context {
+        return unparsable_kept(old, new);
+    }
     let key = |idx: &Index, c: &ContextItem| match *c {
         ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
         ContextItem::Entry(i) => (false, id_of(idx, i)),
@@ -127,7 +139,9 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
         .map(|c| key(old, c))
         .filter(|(_, id)| !expect.removed_ids.contains(id))
         .collect();
-    if let Some((id, first_kept)) = appended {
+    if let (Some(first_kept), Some(id)) =
+        (&expect.compaction_keeps_from, expect.appended_ids.last())
+    {
         let Some(at) = expected_ctx
             .iter()
             .position(|(summary, e)| !summary && e == first_kept)
@@ -152,6 +166,10 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             "tool call pairing got worse ({old_pairing:?} before, {new_pairing:?} after)"
         ));
     }
+    unparsable_kept(old, new)
+}
+
+fn unparsable_kept(old: &Index, new: &Index) -> Result<(), Invalid> {
     let old_raw: Vec<&Vec<u8>> = old.unparsable.iter().map(|(_, r)| r).collect();
     let new_raw: Vec<&Vec<u8>> = new.unparsable.iter().map(|(_, r)| r).collect();
     if old_raw != new_raw {
@@ -180,10 +198,7 @@ mod tests {
         r#"{"type":"message","id":"d","parentId":"c","message":{"role":"user","content":"y"}}"#;
 
     fn removed(ids: &[&str]) -> Expectation {
-        Expectation {
-            removed_ids: ids.iter().map(|s| s.to_string()).collect(),
-            appended_compaction: None,
-        }
+        Expectation::removals(ids.iter().map(|s| s.to_string()).collect())
     }
 
     #[test]
@@ -234,5 +249,22 @@ mod tests {
                 .0
                 .contains("header")
         );
+    }
+
+    #[test]
+    fn an_appended_compaction_must_keep_exactly_the_tail_it_names() {
+        let old = idx(&[A, B, C, D]);
+        let n = r#"{"type":"compaction","id":"n","parentId":"d","timestamp":"t","summary":"s","firstKeptEntryId":"d","tokensBefore":1}"#;
+        let new = idx(&[A, B, C, D, n]);
+        let expect = |keeps: &str| Expectation {
+            appended_ids: vec!["n".into()],
+            compaction_keeps_from: Some(keeps.into()),
+            ..Expectation::removals(Default::default())
+        };
+        validate(&old, &new, &expect("d")).unwrap();
+        let err = validate(&old, &new, &expect("a")).unwrap_err();
+        assert!(err.0.contains("context"), "{err}");
+        let err = validate(&old, &new, &expect("zz")).unwrap_err();
+        assert!(err.0.contains("not in the context"), "{err}");
     }
 }

@@ -79,8 +79,39 @@ fn generated_long_transcripts_compact_and_load_in_the_runtime() {
         let p = env.write(&format!("c{seed}.jsonl"), &bytes);
         files.push((p, bytes, keep));
     }
+    let compacted = compact_and_verify(&o, &env, &files, false);
+    assert!(compacted * 2 >= files.len(), "most generated cases compact");
+}
+
+#[test]
+fn hostile_generated_transcripts_are_compacted_or_left_untouched() {
+    // Torn and unterminated last lines, lone surrogates, CRLF lines, branches, compactions.
+    let Some(o) = oracle() else { return };
+    let env = TestEnv::new();
+    let files: Vec<(PathBuf, Vec<u8>, u64)> = (0..case_count(8) * 2)
+        .map(|seed| {
+            let bytes = crate::generator::generate(seed).bytes;
+            let p = env.write(&format!("h{seed}.jsonl"), &bytes);
+            (p, bytes, 20 + seed * 10)
+        })
+        .collect();
+    let compacted = compact_and_verify(&o, &env, &files, true);
+    assert!(compacted > 0, "some hostile cases still compact");
+}
+
+/// Compact every file in place with its budget and check the result against the runtime:
+/// original bytes untouched, the compaction is the leaf, the context is the summary and
+/// exactly the newest old messages from a user message on, tool results keep their calls,
+/// the summary names the files and the previous summary, the budget is kept. With `hostile`,
+/// refused or skipped files are allowed but must be byte-identical. Returns how many changed.
+fn compact_and_verify(
+    o: &Oracle,
+    env: &TestEnv,
+    files: &[(PathBuf, Vec<u8>, u64)],
+    hostile: bool,
+) -> usize {
     let mut compacted = Vec::new();
-    for (p, before, keep) in &files {
+    for (p, before, keep) in files {
         let name = p.file_name().unwrap().to_str().unwrap();
         let keep_s = keep.to_string();
         let (code, report) = env.run_json(&[
@@ -94,7 +125,11 @@ fn generated_long_transcripts_compact_and_load_in_the_runtime() {
             "0",
         ]);
         let t = &report["transcripts"][0];
-        assert_eq!(code, 0, "{name}: {report}");
+        let status = t["status"].as_str().unwrap();
+        assert!(
+            code == 0 || hostile && status == "refused",
+            "{name}: {report}"
+        );
         let after = std::fs::read(p).unwrap();
         match t["status"].as_str().unwrap() {
             "changed" => {
@@ -116,13 +151,18 @@ fn generated_long_transcripts_compact_and_load_in_the_runtime() {
                 let note = t["notes"][0].as_str().unwrap();
                 assert!(note.starts_with("left alone"), "{name}: {note}");
             }
+            "refused" if hostile => assert_eq!(&after, before, "{name}"),
+            // A branch running through a line only the runtime can parse is left alone.
+            "skipped" => {
+                assert_eq!(&after, before, "{name}");
+                assert!(
+                    t["reason"].as_str().unwrap().contains("cannot parse"),
+                    "{t}"
+                );
+            }
             other => panic!("{name}: unexpected status {other}: {t}"),
         }
     }
-    assert!(
-        compacted.len() * 2 >= files.len(),
-        "most generated cases compact"
-    );
     // Load every original and every result with the runtime.
     let scratch = tempfile::tempdir().unwrap();
     let mut paths = Vec::new();
@@ -204,14 +244,14 @@ fn generated_long_transcripts_compact_and_load_in_the_runtime() {
         {
             assert!(
                 summary.contains(prev["summary"].as_str().unwrap()),
-                "{p:?}: previous summary"
+                "{p:?}: previous summary {prev}\nnot in {summary}"
             );
         }
         assert!(summary.starts_with("[Offline compaction by clawkeeper"));
         kept_cases.push(kept.to_vec());
     }
     // At least the requested budget is kept, by the runtime's own estimate.
-    let estimates = reference_estimates(&o, &kept_cases);
+    let estimates = reference_estimates(o, &kept_cases);
     for ((p, _, _, _, keep), per) in compacted.iter().zip(&estimates) {
         let total: u64 = per.iter().sum();
         assert!(
@@ -219,6 +259,7 @@ fn generated_long_transcripts_compact_and_load_in_the_runtime() {
             "{p:?}: kept {total} tokens, asked for {keep}"
         );
     }
+    compacted.len()
 }
 
 #[test]
@@ -254,8 +295,16 @@ fn dry_run_and_preview_change_nothing() {
     }
     assert_eq!(std::fs::read(&p).unwrap(), bytes);
     assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), mtime);
-    let leftovers: Vec<_> = std::fs::read_dir(env.dir.path()).unwrap().collect();
-    assert_eq!(leftovers.len(), 1, "no temp or lock files left behind");
+    let leftovers: Vec<String> = std::fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("t.jsonl"))
+        .collect();
+    assert_eq!(
+        leftovers,
+        vec!["t.jsonl"],
+        "no temp or lock files left behind"
+    );
 }
 
 #[test]
@@ -405,32 +454,59 @@ fn summarizer_output_is_used_and_failures_fall_back() {
 #[test]
 fn bpe_tokenizer_counts_differently() {
     let env = TestEnv::new();
-    env.write("t.jsonl", &generate_long(5, 200).bytes);
+    // Code-heavy turns: BPE counts differ clearly from characters / 4.
+    let mut lines = vec![
+        json!({"type":"session","version":3,"id":"b","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"}),
+    ];
+    let mut parent = Value::Null;
+    for i in 0..120u64 {
+        let (role, content) = if i % 2 == 0 {
+            (
+                "user",
+                json!(format!(
+                    "fix fn f{i}(x: &[u8]) -> Option<Vec<u16>> {{ x.iter().map(|b| *b as u16).collect() }}"
+                )),
+            )
+        } else {
+            (
+                "assistant",
+                json!([{"type":"text","text":format!("Done: `f{i}` now returns {{ Some(v) }} for every input; see src/f{i}.rs:{i}.")}]),
+            )
+        };
+        let id = format!("{i:08x}");
+        lines.push(json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-03-01T00:00:01.000Z",
+            "message":{"role":role,"content":content,"stopReason":"stop","timestamp":1_772_400_000_000u64 + i}}));
+        parent = json!(id);
+    }
+    let text: String = lines.iter().map(|l| l.to_string() + "\n").collect();
+    env.write("t.jsonl", text.as_bytes());
     let run = |tok: &str| {
         let (_, r) = env.run_json(&[
             "compact",
             "--transcript",
             "t.jsonl",
             "--keep-recent-tokens",
-            "2000",
+            "1000",
             "--min-tokens",
             "0",
             "--tokenizer",
             tok,
         ]);
+        assert_eq!(r["transcripts"][0]["status"], "would-change", "{r}");
         r["transcripts"][0]["details"].clone()
     };
     let (h, o, c) = (run("heuristic"), run("o200k"), run("cl100k"));
-    assert!(h["keptTokens"].as_u64().unwrap() >= 2000);
-    assert!(o["keptTokens"].as_u64().unwrap() >= 2000);
-    assert!(c["keptTokens"].as_u64().unwrap() >= 2000);
+    for d in [&h, &o, &c] {
+        assert!(d["keptTokens"].as_u64().unwrap() >= 1000, "{d}");
+    }
     assert_ne!(h["summarizedTokens"], o["summarizedTokens"]);
+    assert_ne!(h["firstKeptEntryId"], o["firstKeptEntryId"]);
 }
 
 #[test]
 fn unsafe_inputs_are_refused_untouched() {
     let env = TestEnv::new();
-    let bytes = generate_long(3, 120).bytes;
+    let bytes = generate_long(4, 120).bytes;
     // A torn last line (a writer may be mid-append): never append after it.
     let mut torn = bytes.clone();
     torn.extend_from_slice(br#"{"type":"message","id":"torn","parentId":"#);
@@ -457,14 +533,13 @@ fn unsafe_inputs_are_refused_untouched() {
     let (_, r) = env.run_json(&args("link.jsonl"));
     assert_eq!(r["transcripts"][0]["status"], "refused");
     assert_eq!(std::fs::read(env.path("real.jsonl")).unwrap(), bytes);
-    // A last line without its newline but complete gets one, then the entry.
+    // A last line without its newline may still be being written: nothing is appended.
     let mut open_end = bytes.clone();
     open_end.pop();
     env.write("open.jsonl", &open_end);
     let (_, r) = env.run_json(&args("open.jsonl"));
-    assert_eq!(r["transcripts"][0]["status"], "changed", "{r}");
-    let after = std::fs::read(env.path("open.jsonl")).unwrap();
-    assert!(after.starts_with(&bytes));
+    assert_eq!(r["transcripts"][0]["status"], "refused", "{r}");
+    assert_eq!(std::fs::read(env.path("open.jsonl")).unwrap(), open_end);
     // --successor needs a store.
     let out = env.run(&["compact", "--transcript", "real.jsonl", "--successor"]);
     assert!(!out.status.success());

@@ -2,7 +2,7 @@
 //! calls and results (with and without images), user images, heartbeat pairs, runs of
 //! `NO_REPLY` in many spellings, lookalikes that are not silent, compactions, abandoned
 //! branches with branch summaries, custom, label, session_info and unknown entries, a line
-//! with a lone surrogate escape, blank lines and torn last lines.
+//! with a lone surrogate escape, blank lines, CRLF line endings and torn last lines.
 //!
 //! Every message gets a unique `message.timestamp`, so a message in the runtime's context can
 //! be traced back to its entry.
@@ -71,6 +71,10 @@ struct G {
     cur: Option<String>,
     /// The id of the entry on the last line (for "append only at the end" rules).
     last_written: Option<String>,
+    /// The id of the last entry of a type the runtime indexes.
+    last_known: Option<String>,
+    /// Parent of every entry written (as the runtime resolves it).
+    parent_of: std::collections::HashMap<String, Option<String>>,
     clock: u64,
     next_id: u64,
     tool_seq: u64,
@@ -106,18 +110,30 @@ impl G {
         let mut m = serde_json::Map::new();
         m.insert("type".into(), json!(kind));
         m.insert("id".into(), json!(id));
-        m.insert(
-            "parentId".into(),
-            self.cur.clone().map_or(Value::Null, Value::String),
-        );
+        // Rarely leave parentId out where the runtime's rule for that (the previous indexed
+        // entry) gives the same parent.
+        let omit = self.cur.is_some()
+            && self.cur == self.last_written
+            && self.last_written == self.last_known
+            && self.rng.chance(3);
+        if !omit {
+            m.insert(
+                "parentId".into(),
+                self.cur.clone().map_or(Value::Null, Value::String),
+            );
+        }
         m.insert("timestamp".into(), json!(self.iso(ts)));
         if let Value::Object(extra) = extra {
             m.extend(extra);
         }
         self.lines.push(Value::Object(m).to_string());
         self.ids.push(id.clone());
+        self.parent_of.insert(id.clone(), self.cur.clone());
         self.cur = Some(id.clone());
         self.last_written = Some(id.clone());
+        if !kind.starts_with("x_") {
+            self.last_known = Some(id.clone());
+        }
         id
     }
     fn message(&mut self, msg: Value) -> String {
@@ -244,17 +260,7 @@ impl G {
     }
     /// The active path from `cur` to the root (ids).
     fn path(&self) -> Vec<String> {
-        let parents: std::collections::HashMap<String, Option<String>> = self
-            .lines
-            .iter()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .filter_map(|v| {
-                Some((
-                    v["id"].as_str()?.to_owned(),
-                    v["parentId"].as_str().map(str::to_owned),
-                ))
-            })
-            .collect();
+        let parents = &self.parent_of;
         let mut out = Vec::new();
         let mut c = self.cur.clone();
         while let Some(id) = c {
@@ -314,6 +320,9 @@ impl G {
                 let path = self.path();
                 let first_kept = if path.is_empty() || self.rng.chance(20) {
                     None
+                } else if self.rng.chance(10) {
+                    // Possibly on another branch: then nothing before the compaction is kept.
+                    Some(self.ids[self.rng.below(self.ids.len())].clone())
                 } else {
                     Some(path[self.rng.below(path.len())].clone())
                 };
@@ -388,6 +397,8 @@ fn build(seed: u64, long_steps: Option<usize>) -> Generated {
         ids: Vec::new(),
         cur: None,
         last_written: None,
+        last_known: None,
+        parent_of: Default::default(),
         clock: 1_772_400_000_000,
         next_id: seed * 1000,
         tool_seq: 0,
@@ -413,6 +424,7 @@ fn build(seed: u64, long_steps: Option<usize>) -> Generated {
             g.lines.push(format!(
                 r#"{{"type":"custom","id":"{id}","parentId":"{parent}","timestamp":"2026-03-02T00:00:00.000Z","customType":"x","data":"\ud800"}}"#
             ));
+            g.parent_of.insert(id.clone(), g.cur.clone());
             g.cur = Some(id.clone());
             g.last_written = Some(id);
         }
@@ -427,8 +439,15 @@ fn build(seed: u64, long_steps: Option<usize>) -> Generated {
     } else {
         g.silent();
     }
-    let mut text = g.lines.join("\n");
-    text.push('\n');
+    // A few CRLF line endings (both loaders accept them; untouched ones must stay as they are).
+    let mut text = String::new();
+    for line in &g.lines {
+        text.push_str(line);
+        if !line.is_empty() && g.rng.chance(4) {
+            text.push('\r');
+        }
+        text.push('\n');
+    }
     if g.rng.chance(30) && long_steps.is_none() {
         text.push_str(r#"{"type":"message","id":"torn","parentId":"#);
     }

@@ -70,9 +70,27 @@ impl Model {
     }
 
     pub fn parent(&self, line: usize) -> Option<usize> {
-        self.v(line)["parentId"]
-            .as_str()
-            .and_then(|p| self.line_of.get(p).copied())
+        self.parent_id(line)
+            .and_then(|p| self.line_of.get(&p).copied())
+    }
+
+    /// The parent id as the runtime sees it: the `parentId` string, or, when the field is
+    /// absent, the id of the previous entry of a type the runtime indexes.
+    pub fn parent_id(&self, line: usize) -> Option<String> {
+        let v = self.v(line);
+        if v.get("parentId").is_some() {
+            return v["parentId"].as_str().map(str::to_owned);
+        }
+        // The runtime links an unknown entry only through an explicit parentId.
+        if !KNOWN.contains(&v["type"].as_str().unwrap_or("")) {
+            return None;
+        }
+        (0..line).rev().find_map(|l| {
+            let p = self.values[l].as_ref()?;
+            let known = KNOWN.contains(&p["type"].as_str().unwrap_or(""));
+            let id = p["id"].as_str().filter(|s| !s.is_empty())?;
+            (known && self.line_of.get(id) == Some(&l)).then(|| id.to_owned())
+        })
     }
 
     pub fn id(&self, line: usize) -> String {
@@ -88,9 +106,14 @@ impl Model {
     }
 
     pub fn active_path(&self) -> Vec<usize> {
+        self.path_from(self.leaf)
+    }
+
+    /// Root-to-`from` path over the lines this model can parse.
+    pub fn path_from(&self, from: Option<usize>) -> Vec<usize> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        let mut c = self.leaf;
+        let mut c = from;
         while let Some(l) = c {
             if !seen.insert(l) {
                 break;
@@ -166,8 +189,51 @@ impl Model {
     }
 
     /// Lines the prune must remove.
+    /// Whether a path stops at a parent only an unparsable line can be.
+    fn truncated(&self, path: &[usize]) -> bool {
+        path.first().is_some_and(|&root| {
+            self.parent_id(root)
+                .is_some_and(|p| !self.line_of.contains_key(&p) && self.mentioned_by_unparsable(&p))
+        })
+    }
+
+    /// Lines a compaction keeps from beyond an unparsable line (they must stay).
+    fn pinned(&self) -> HashSet<usize> {
+        let mut out = HashSet::new();
+        for &c in self.line_of.values() {
+            let v = self.v(c);
+            if v["type"] != "compaction" {
+                continue;
+            }
+            let path = self.path_from(Some(c));
+            if !self.truncated(&path) {
+                continue;
+            }
+            let Some(&k) = v["firstKeptEntryId"]
+                .as_str()
+                .and_then(|id| self.line_of.get(id))
+            else {
+                continue;
+            };
+            // An unknown type stands for its nearest known ancestor.
+            let mut eff = Some(k);
+            while let Some(e) =
+                eff.filter(|&e| !KNOWN.contains(&self.v(e)["type"].as_str().unwrap_or("")))
+            {
+                eff = self.parent(e);
+            }
+            for x in [Some(k), eff].into_iter().flatten() {
+                if !path.contains(&x) {
+                    out.insert(x);
+                }
+            }
+        }
+        out
+    }
+
     pub fn prune_removals(&self, keep: usize) -> HashSet<usize> {
         let last_line = self.lines.len() - 1;
+        let pinned = self.pinned();
         let mut out = HashSet::new();
         for &l in self.line_of.values() {
             if !self.is_silent(l) || Some(l) == self.leaf || l == last_line {
@@ -184,14 +250,19 @@ impl Model {
                 }
                 c = self.parent(p);
             }
-            if pos > keep && !self.mentioned_by_unparsable(&self.id(l)) {
+            if pos > keep && !self.mentioned_by_unparsable(&self.id(l)) && !pinned.contains(&l) {
                 out.insert(l);
             }
         }
         let ids: HashSet<String> = out.iter().map(|&l| self.id(l)).collect();
         for &l in self.line_of.values() {
             let v = self.v(l);
-            if v["type"] == "label" && v["targetId"].as_str().is_some_and(|t| ids.contains(t)) {
+            if v["type"] == "label"
+                && v["targetId"].as_str().is_some_and(|t| ids.contains(t))
+                && Some(l) != self.leaf
+                && !self.mentioned_by_unparsable(&self.id(l))
+                && !pinned.contains(&l)
+            {
                 out.insert(l);
             }
         }

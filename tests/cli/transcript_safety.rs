@@ -57,7 +57,15 @@ fn removes_and_reparents_and_drops_labels() {
     );
     assert!(!env.path("t.jsonl.lock").exists());
     assert_eq!(
-        fs::read_dir(env.dir.path()).unwrap().count(),
+        fs::read_dir(env.root())
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("t.jsonl"))
+            .count(),
         1,
         "no temp or lock left"
     );
@@ -107,6 +115,8 @@ fn live_lock_skips_the_file_with_exit_4() {
     // A preview needs no lock.
     let (code, v) = env.run_json(&["prune-noreply", "--transcript", "t.jsonl", "--dry-run"]);
     assert_eq!((code, status(&v)), (0, "would-change"));
+    let notes = v["transcripts"][0]["notes"].to_string();
+    assert!(notes.contains("--enforce would skip it"), "{v}");
 }
 
 #[test]
@@ -138,7 +148,7 @@ fn files_without_a_parsable_header_are_refused() {
 }
 
 #[test]
-fn v1_and_leaf_control_files_are_skipped() {
+fn v1_leaf_control_and_side_append_files_are_skipped() {
     let env = TestEnv::new();
     let v1 = prunable().replace("\"version\":3,", "");
     env.write("v1.jsonl", v1.as_bytes());
@@ -153,6 +163,15 @@ fn v1_and_leaf_control_files_are_skipped() {
     let (_, v) = env.run_json(&["prune-noreply", "--transcript", "leaf.jsonl", "--enforce"]);
     assert_eq!(status(&v), "skipped", "{v}");
     assert_eq!(fs::read_to_string(env.path("leaf.jsonl")).unwrap(), leaf);
+    let side = format!(
+        "{}{}\n",
+        prunable(),
+        r#"{"type":"custom","id":"sd","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","customType":"x","appendMode":"side"}"#
+    );
+    env.write("side.jsonl", side.as_bytes());
+    let (_, v) = env.run_json(&["prune-noreply", "--transcript", "side.jsonl", "--enforce"]);
+    assert_eq!(status(&v), "skipped", "{v}");
+    assert_eq!(fs::read_to_string(env.path("side.jsonl")).unwrap(), side);
 }
 
 #[test]
@@ -179,14 +198,14 @@ fn unparsable_lines_are_kept_and_protect_what_they_mention() {
 }
 
 #[test]
-fn preview_says_how_to_apply_and_store_targets_say_they_are_missing() {
+fn preview_says_how_to_apply() {
     let env = TestEnv::new();
     env.write("t.jsonl", prunable().as_bytes());
     let out = env.run(&["prune-noreply", "--transcript", "t.jsonl"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("--enforce"));
     assert_eq!(fs::read_to_string(env.path("t.jsonl")).unwrap(), prunable());
-    let out = env.run(&["strip-images"]);
+    let out = env.run(&["strip-images", "--transcript", "t.jsonl", "--session", "k"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("clawkeeper: "));
 }

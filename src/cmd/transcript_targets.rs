@@ -1,0 +1,170 @@
+//! Which transcript files a transcript command works on.
+//!
+//! `--transcript FILE` is one file, confined to its own directory. `--store` / `--agent` /
+//! `--all-agents` resolve stores exactly as `cleanup` does (`crate::targets`), load each store
+//! (`crate::store::load`, which refuses an unparsable store), and take every live transcript
+//! the store's entries reference (`store::entry_transcript`: OpenClaw's path resolution, kept
+//! only inside the sessions dir), deduplicated. `--session KEY` narrows a store to one entry.
+//! Entries whose transcript is missing, outside the sessions dir or not a primary `.jsonl`
+//! transcript are reported as skipped with the reason; transcripts of an agent that moved to
+//! SQLite are refused.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Result, anyhow, bail};
+
+use crate::cli::TranscriptTargetArgs;
+use crate::config::{Config, Env};
+use crate::transcript::job::{Outcome, Status};
+use crate::{keys, layout, store, targets};
+
+/// One transcript to process.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub path: PathBuf,
+    /// The store entry it belongs to, when it came from a store.
+    pub session_key: Option<String>,
+    /// The directory all writes are confined to.
+    pub dir: PathBuf,
+    /// The `sessions.json` the entry is in, when it came from a store.
+    pub store: Option<PathBuf>,
+}
+
+/// Targets, plus outcomes for entries that were skipped or refused while resolving.
+#[derive(Debug, Default)]
+pub struct Resolved {
+    pub targets: Vec<Target>,
+    pub skipped: Vec<(Outcome, Option<String>)>,
+}
+
+/// Resolve the target flags.
+pub fn resolve(args: &TranscriptTargetArgs) -> Result<Resolved> {
+    if let Some(file) = &args.transcript {
+        if args.session.is_some() {
+            bail!(
+                "--session needs a store target (--store, --agent or --all-agents), not --transcript"
+            );
+        }
+        let dir = match file.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        return Ok(Resolved {
+            targets: vec![Target {
+                path: file.clone(),
+                session_key: None,
+                dir,
+                store: None,
+            }],
+            skipped: Vec::new(),
+        });
+    }
+    let env = Env::from_process();
+    let cfg = Config::load(args.target.config.as_deref(), &env)?;
+    let stores = targets::resolve(
+        &cfg,
+        &env,
+        args.target.store.as_deref(),
+        args.target.agent.as_deref(),
+        args.target.all_agents,
+    )
+    .map_err(|m| anyhow!(m))?;
+    let mut out = Resolved::default();
+    let mut seen: HashSet<PathBuf> = HashSet::new();
+    let mut matched_session = false;
+    for t in &stores {
+        matched_session |= from_store(&t.store_path, args.session.as_deref(), &mut seen, &mut out)?;
+    }
+    if let Some(key) = &args.session
+        && !matched_session
+    {
+        bail!("no session {key:?} in the selected store(s)");
+    }
+    Ok(out)
+}
+
+/// Add the transcripts of one store. Returns whether `--session` matched an entry here.
+fn from_store(
+    store_path: &Path,
+    session: Option<&str>,
+    seen: &mut HashSet<PathBuf>,
+    out: &mut Resolved,
+) -> Result<bool> {
+    let loaded = store::load(store_path)?;
+    let dir = store_path
+        .parent()
+        .map(Path::to_owned)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let sqlite = targets::sqlite_marker(store_path);
+    let wanted = session.map(keys::normalize_key);
+    let mut matched = false;
+    for (key, entry) in &loaded.store {
+        if let Some(w) = &wanted
+            && key != session.unwrap_or_default()
+            && &keys::normalize_key(key) != w
+        {
+            continue;
+        }
+        matched = true;
+        let skip = |out: &mut Resolved, path: PathBuf, status: Status| {
+            out.skipped
+                .push((Outcome::new(&path, status), Some(key.clone())));
+        };
+        let Some(id) = store::session_id(entry) else {
+            skip(
+                out,
+                dir.join("?"),
+                Status::Skipped("the entry has no sessionId".into()),
+            );
+            continue;
+        };
+        let Some(path) = store::entry_transcript(entry, &dir) else {
+            let shown = store::session_file(entry).unwrap_or(id);
+            skip(
+                out,
+                PathBuf::from(shown),
+                Status::Skipped("its transcript is outside the sessions directory".into()),
+            );
+            continue;
+        };
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if !layout::is_primary_transcript_name(&name) {
+            skip(
+                out,
+                path,
+                Status::Skipped("not a live .jsonl transcript".into()),
+            );
+            continue;
+        }
+        if let Some(marker) = &sqlite {
+            skip(
+                out,
+                path,
+                Status::Refused(format!(
+                    "the agent has moved to SQLite ({} exists); its JSONL transcripts are not edited",
+                    marker.display()
+                )),
+            );
+            continue;
+        }
+        if std::fs::symlink_metadata(&path).is_err() {
+            skip(out, path, Status::Skipped("the file does not exist".into()));
+            continue;
+        }
+        let file_dir = path.parent().map(Path::to_owned).unwrap_or(dir.clone());
+        out.targets.push(Target {
+            path,
+            session_key: Some(key.clone()),
+            dir: file_dir,
+            store: Some(store_path.to_owned()),
+        });
+    }
+    Ok(matched)
+}

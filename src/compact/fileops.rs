@@ -1,0 +1,98 @@
+//! The file lists of a compaction, as the runtime computes them: `read`/`write`/`edit` tool
+//! calls with a string `arguments.path`; modified = edited ∪ written, read = read − modified,
+//! both sorted by UTF-16 code units, merged with the previous compaction's `details` unless it
+//! came from a hook; and the `<read-files>` / `<modified-files>` blocks appended to summaries
+//! (each capped at 8000 characters with an "...and N more" line; `details` keeps them all).
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use super::str_field;
+use super::summary::tool_calls;
+
+const MAX_FILE_LIST_CHARS: usize = 8000;
+
+fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
+    let mut v: Vec<String> = set.into_iter().collect();
+    v.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+    v
+}
+
+/// `read`/`write`/`edit` paths of the summarised messages, merged with the previous lists.
+pub fn file_lists(all: &[&Value], previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
+    let (mut read, mut modified) = (BTreeSet::new(), BTreeSet::new());
+    if let Some(p) = previous.filter(|p| p.get("fromHook") != Some(&Value::Bool(true))) {
+        let list = |k: &str| {
+            p.get("details")
+                .and_then(|d| d.get(k))
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        read.extend(list("readFiles"));
+        modified.extend(list("modifiedFiles"));
+    }
+    for m in all {
+        for b in tool_calls(m).filter(|b| str_field(b, "type") == Some("toolCall")) {
+            let Some(path) = b
+                .get("arguments")
+                .and_then(|a| str_field(a, "path"))
+                .filter(|p| !p.is_empty())
+            else {
+                continue;
+            };
+            match str_field(b, "name") {
+                Some("read") => {
+                    read.insert(path.to_owned());
+                }
+                Some("write" | "edit") => {
+                    modified.insert(path.to_owned());
+                }
+                _ => {}
+            }
+        }
+    }
+    read.retain(|f| !modified.contains(f));
+    (utf16_sorted(read), utf16_sorted(modified))
+}
+
+fn file_block(tag: &str, files: &[String]) -> Option<String> {
+    if files.is_empty() {
+        return None;
+    }
+    let mut body = String::new();
+    for (i, f) in files.iter().enumerate() {
+        if body.len() + f.len() + 1 > MAX_FILE_LIST_CHARS {
+            body.push_str(&format!("...and {} more (see details)\n", files.len() - i));
+            break;
+        }
+        body.push_str(f);
+        body.push('\n');
+    }
+    Some(format!(
+        "<{tag}>\n{}\n</{tag}>",
+        body.trim_end_matches('\n')
+    ))
+}
+
+/// `formatFileOperations`: the file blocks appended to a summary ("" when both are empty).
+pub fn format_file_operations(read: &[String], modified: &[String]) -> String {
+    let sections: Vec<String> = [
+        file_block("read-files", read),
+        file_block("modified-files", modified),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if sections.is_empty() {
+        String::new()
+    } else {
+        format!("\n\n{}", sections.join("\n\n"))
+    }
+}
