@@ -60,7 +60,6 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         home: env.home(),
     };
     for t in &targets {
-        refuse_unsupported(&t.store_path)?;
         let is_link =
             std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
         if is_link && !dry_run {
@@ -136,21 +135,6 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         cleanup_text::render_applied(&mut out, &applied);
     }
     print(&out)
-}
-
-/// Stores clawkeeper cannot maintain faithfully yet are refused rather than half-done.
-fn refuse_unsupported(store_path: &std::path::Path) -> Result<()> {
-    let dir = run::sessions_dir_of(store_path);
-    let blobs = dir.join("skills-prompts");
-    if blobs.exists() {
-        return Err(Refusal::Unsafe(format!(
-            "refusing to touch {}: it holds skill prompt blobs ({}), which clawkeeper does not support yet",
-            store_path.display(),
-            blobs.display()
-        ))
-        .into());
-    }
-    Ok(())
 }
 
 fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::Value>) -> String {
