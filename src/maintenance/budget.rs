@@ -349,3 +349,122 @@ pub fn sweep(
     }
     Ok(rep)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use std::time::{Duration, SystemTime};
+
+    fn age(p: &Path, ms: u64) {
+        let f = std::fs::File::options().write(true).open(p).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_millis(ms))
+            .unwrap();
+    }
+
+    fn setup() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, d)
+    }
+
+    #[test]
+    fn sweep_removes_old_orphans_and_stale_temps_only() {
+        let (_t, d) = setup();
+        let store_path = d.join("sessions.json");
+        std::fs::write(&store_path, "{}").unwrap();
+        for (name, ms) in [
+            ("old.jsonl", 40 * 86_400_000),
+            ("young.jsonl", 1000),
+            ("kept.jsonl", 40 * 86_400_000),
+            ("a.jsonl.deleted.2020-01-01T00-00-00.000Z", 40 * 86_400_000),
+            (
+                "sessions.json.0123abcd-0000-4000-8000-0123456789ab.tmp",
+                600_000,
+            ),
+            ("notes.txt", 40 * 86_400_000),
+        ] {
+            std::fs::write(d.join(name), "x").unwrap();
+            age(&d.join(name), ms);
+        }
+        let Value::Object(s) = json!({"k": {"sessionId": "kept"}}) else {
+            panic!()
+        };
+        let dir = Dir {
+            sessions_dir: &d,
+            store_path: &store_path,
+            confined: None,
+        };
+        let rep = sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        assert_eq!(
+            (rep.scanned_files, rep.removed_files, rep.freed_bytes),
+            (7, 2, 2)
+        );
+        let c = Confined::new(&d).unwrap();
+        let dir = Dir {
+            sessions_dir: &d,
+            store_path: &store_path,
+            confined: Some(&c),
+        };
+        sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        assert!(!d.join("old.jsonl").exists());
+        assert!(
+            d.join("young.jsonl").exists()
+                && d.join("kept.jsonl").exists()
+                && d.join("notes.txt").exists()
+        );
+        assert!(d.join("a.jsonl.deleted.2020-01-01T00-00-00.000Z").exists());
+    }
+
+    #[test]
+    fn budget_removes_archives_then_oldest_entries() {
+        let (_t, d) = setup();
+        let store_path = d.join("sessions.json");
+        std::fs::write(&store_path, "{}").unwrap();
+        std::fs::write(
+            d.join("z.jsonl.deleted.2020-01-01T00-00-00.000Z"),
+            "a".repeat(500),
+        )
+        .unwrap();
+        for (sid, ms) in [("s1", 3000), ("s2", 2000), ("s3", 1000)] {
+            std::fs::write(d.join(format!("{sid}.jsonl")), "b".repeat(400)).unwrap();
+            age(&d.join(format!("{sid}.jsonl")), ms);
+        }
+        let Value::Object(mut s) = json!({
+            "agent:main:a": {"sessionId": "s1", "updatedAt": 1},
+            "agent:main:slack:channel:c": {"sessionId": "s2", "updatedAt": 2},
+            "agent:main:c": {"sessionId": "s3", "updatedAt": 3}
+        }) else {
+            panic!()
+        };
+        let dir = Dir {
+            sessions_dir: &d,
+            store_path: &store_path,
+            confined: None,
+        };
+        let mut removed = Vec::new();
+        let r = enforce(
+            &dir,
+            &mut s,
+            Some(1000),
+            Some(800),
+            None,
+            &[],
+            false,
+            &mut removed,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(r.over_budget);
+        assert_eq!(r.removed_entries, 2, "{r:?}");
+        assert_eq!(r.removed_files, 3);
+        assert!(
+            s.contains_key("agent:main:slack:channel:c"),
+            "protected entries stay"
+        );
+        assert!(r.total_bytes_after <= 800 || s.len() == 1);
+        let mut s2 = s.clone();
+        let none = enforce(&dir, &mut s2, None, None, None, &[], false, &mut removed).unwrap();
+        assert!(none.is_none());
+    }
+}

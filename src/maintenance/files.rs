@@ -534,3 +534,62 @@ pub fn archive_retention(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn archives_and_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("v.jsonl"), "keep").unwrap();
+        std::fs::write(d.join("gone.jsonl"), "t").unwrap();
+        std::fs::write(d.join("gone.trajectory.jsonl"), "t").unwrap();
+        std::fs::write(d.join("old.jsonl.deleted.2020-01-01T00-00-00.000Z"), "o").unwrap();
+        std::fs::write(d.join("old.jsonl.reset.2020-01-01T00-00-00.000Z"), "o").unwrap();
+        std::fs::write(d.join("bak.jsonl.bak.2020-01-01T00-00-00.000Z"), "o").unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("v.jsonl"),
+            d.join("link.jsonl.deleted.2020-01-01T00-00-00.000Z"),
+        )
+        .unwrap();
+        let c = Confined::new(&d).unwrap();
+        let mut removed = RemovedFiles::default();
+        removed.remember(&json!({"sessionId": "gone"}));
+        removed.remember(&json!({"sessionId": "kept"}));
+        let referenced: HashSet<String> = ["kept".to_string()].into();
+        let dirs = archive_removed(&c, &removed, &referenced, &d, Path::new("/nonexistent"));
+        assert_eq!(dirs, vec![d.clone()]);
+        remove_trajectories(&c, &removed, &referenced, &d);
+        assert!(!d.join("gone.trajectory.jsonl").exists());
+        archive_retention(&c, &dirs, 86_400_000, None);
+        let names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("gone.jsonl.deleted.")),
+            "{names:?}"
+        );
+        assert!(!names.iter().any(|n| n.starts_with("old.jsonl.deleted.")));
+        assert!(
+            names.iter().any(|n| n.starts_with("old.jsonl.reset.")),
+            "reset retention disabled"
+        );
+        assert!(
+            names.iter().any(|n| n.starts_with("bak.jsonl.bak.")),
+            "bak archives never age"
+        );
+        assert!(
+            names.iter().any(|n| n.starts_with("link.jsonl.deleted.")),
+            "symlinks are never removed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("v.jsonl")).unwrap(),
+            "keep"
+        );
+    }
+}
