@@ -12,15 +12,13 @@ use anyhow::{Result, anyhow};
 
 use crate::cli::CleanupArgs;
 use crate::config::maintenance::{Maintenance, Overrides};
-use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
 use crate::maintenance::run::{self, Options, Preview};
 use crate::report::cleanup_text;
 use crate::targets;
 
 pub fn run(args: &CleanupArgs) -> Result<Exit> {
-    let env = Env::from_process();
-    let cfg = Config::load(args.target.config.as_deref(), &env)?;
+    let (cfg, env, targets) = super::resolve_targets(&args.target)?;
     let overrides = Overrides {
         prune_after: args.prune_after.clone(),
         max_entries: args.max_entries,
@@ -35,14 +33,6 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         .as_deref()
         .map(parse_max_delete)
         .transpose()?;
-    let targets = targets::resolve(
-        &cfg,
-        &env,
-        args.target.store.as_deref(),
-        args.target.agent.as_deref(),
-        args.target.all_agents,
-    )
-    .map_err(|m| anyhow!(m))?;
     let mode = if args.mode.enforce {
         serde_json::Value::String("enforce".into())
     } else {
