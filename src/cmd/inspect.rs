@@ -12,7 +12,6 @@ use crate::compact::plan::Settings;
 use crate::compact::{ContextEstimate, entry};
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
 use crate::config::maintenance::{Maintenance, Overrides};
-use crate::config::{Config, Env};
 use crate::exit::Exit;
 use crate::inspect::{self, Filters, Hooks, StoreReport};
 use crate::keys::SessionKind;
@@ -20,15 +19,13 @@ use crate::maintenance::run::Options;
 use crate::report::inspect_text::{self, Sort};
 use crate::transcript::Index;
 use crate::transcript::tree::Tree;
-use crate::{images, noreply, targets};
+use crate::{images, noreply};
 
 pub fn run(args: &InspectArgs) -> Result<Exit> {
     if args.targets.transcript.is_some() {
         bail!("inspect works on stores: use --store PATH, --agent ID or --all-agents");
     }
-    let env = Env::from_process();
-    let t = &args.targets.target;
-    let cfg = Config::load(t.config.as_deref(), &env)?;
+    let (cfg, env, targets) = super::resolve_targets(&args.targets.target)?;
     let filters = Filters {
         older_than_ms: args
             .older_than
@@ -80,14 +77,6 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
             home: env.home(),
         })
     };
-    let targets = targets::resolve(
-        &cfg,
-        &env,
-        t.store.as_deref(),
-        t.agent.as_deref(),
-        t.all_agents,
-    )
-    .map_err(|m| anyhow!(m))?;
     let (keep, keep_turns) = (args.keep, args.keep_turns);
     let strip = move |i: &Index, t: &Tree| images::planned(i, t, keep_turns);
     let prune = move |i: &Index, t: &Tree| Ok(noreply::planned(i, t, keep));

@@ -9,10 +9,12 @@ mod strip_images;
 pub mod transcript_targets;
 pub mod transcripts;
 
-use anyhow::Result;
+use anyhow::{Result, anyhow};
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, TargetArgs};
+use crate::config::{Config, Env};
 use crate::exit::Exit;
+use crate::targets::{self, Target};
 
 /// Run the parsed command line.
 pub fn run(cli: &Cli) -> Result<Exit> {
@@ -24,4 +26,21 @@ pub fn run(cli: &Cli) -> Result<Exit> {
         Command::Inspect(args) => inspect::run(args),
         Command::Completions(args) => completions::run(args),
     }
+}
+
+/// The shared target flags resolved the way OpenClaw resolves them: the loaded config, the
+/// environment it was read with, and the stores to work on. Conflicting flags and unknown agents
+/// are errors with OpenClaw's wording (exit 1).
+pub(crate) fn resolve_targets(args: &TargetArgs) -> Result<(Config, Env, Vec<Target>)> {
+    let env = Env::from_process();
+    let cfg = Config::load(args.config.as_deref(), &env)?;
+    let targets = targets::resolve(
+        &cfg,
+        &env,
+        args.store.as_deref(),
+        args.agent.as_deref(),
+        args.all_agents,
+    )
+    .map_err(|m| anyhow!(m))?;
+    Ok((cfg, env, targets))
 }

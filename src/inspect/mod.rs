@@ -452,10 +452,10 @@ fn predict_cleanup(
     }
     if dir.join("skills-prompts").exists() {
         r.notes.push(
-            "cleanup refuses stores with skill prompt blobs (skills-prompts/): reclaims nothing"
+            "cleanup not predicted: the store keeps skill prompt blobs (skills-prompts/), which the scratch mirror does not copy"
                 .into(),
         );
-        return Ok(Some(0));
+        return Ok(None);
     }
     if !dir.is_dir() {
         return Ok(Some(0));

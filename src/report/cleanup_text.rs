@@ -1,6 +1,7 @@
 //! The human output of `cleanup`, line for line as `openclaw sessions cleanup` prints it when
 //! stdout is not a terminal: the dry-run plan with its action table and label summary, and the
-//! applied summaries.
+//! applied summaries. clawkeeper prints this plain form on terminals too (OpenClaw adds
+//! colours there), so the text is the same wherever it goes.
 
 use serde_json::Value;
 
