@@ -409,10 +409,13 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
             }
             _ => 0,
         };
-        if counts.images > 0 {
+        // The planners run on this pass's index first; only a file they would change is
+        // read again, by the job's preview (resolve, rewrite into a counting sink, validate).
+        let has_work = |p: &Planner| p(&index, &tree).is_ok_and(|p| !p.edits.is_empty());
+        if counts.images > 0 && has_work(hooks.strip) {
             f.strip_bytes = freed(job::run_file(&confined, path, opts, hooks.strip));
         }
-        if counts.silent_replies > 0 {
+        if counts.silent_replies > 0 && has_work(hooks.prune) {
             f.prune_bytes = freed(job::run_file(&confined, path, opts, hooks.prune));
         }
         if f.context_tokens

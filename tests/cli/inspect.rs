@@ -407,3 +407,31 @@ fn sqlite_agents_are_reported_read_only() {
     assert_eq!(s["reclaimable"]["cleanup"], 0);
     assert!(s["notes"].to_string().contains("SQLite"));
 }
+
+#[test]
+fn all_agents_reports_every_store_and_the_totals() {
+    let env = TestEnv::new();
+    let main_store = build_store(&env, 13);
+    env.write_config(r#"{"agents":{"list":[{"id":"main","default":true},{"id":"ops"}]}}"#);
+    let ops = env.sessions_dir("ops");
+    fs::create_dir_all(&ops).unwrap();
+    fs::write(ops.join("o1.jsonl"), &generate(99).bytes).unwrap();
+    let store = json!({"agent:ops:main": {"sessionId": "o1", "updatedAt": now_ms()}});
+    fs::write(ops.join("sessions.json"), store.to_string()).unwrap();
+    let (code, v) = env.run_json(&["inspect", "--all-agents", "--no-cleanup", "--limit", "0"]);
+    assert_eq!(code, 0, "{v}");
+    let stores = v["stores"].as_array().unwrap();
+    assert_eq!(stores.len(), 2);
+    assert_eq!(stores[0]["storePath"], main_store.to_str().unwrap());
+    assert_eq!(stores[1]["agentId"], "ops");
+    assert_eq!(stores[1]["entries"], 1);
+    assert_eq!(stores[1]["diskBytes"], dir_bytes(&ops));
+    assert_eq!(
+        v["totals"]["diskBytes"],
+        dir_bytes(&ops) + dir_bytes(main_store.parent().unwrap())
+    );
+    let out = env.run(&["inspect", "--all-agents"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("All agents"), "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+}
