@@ -208,6 +208,34 @@ fn right(t: &mut Table, from: usize) {
     }
 }
 
+/// Break `text` into lines of at most `width` characters, at spaces where possible;
+/// continuation lines are indented by two spaces.
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let chunk = width.saturating_sub(2).max(1);
+    let mut pieces: Vec<String> = Vec::new();
+    for word in text.split(' ').filter(|w| !w.is_empty()) {
+        let chars: Vec<char> = word.chars().collect();
+        pieces.extend(chars.chunks(chunk).map(|c| c.iter().collect::<String>()));
+    }
+    let mut lines: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for p in pieces {
+        let fresh = cur.trim().is_empty();
+        if fresh {
+            cur.push_str(&p);
+        } else if cur.chars().count() + 1 + p.chars().count() <= width {
+            cur.push(' ');
+            cur.push_str(&p);
+        } else {
+            lines.push(std::mem::replace(&mut cur, format!("  {p}")));
+        }
+    }
+    if !cur.trim().is_empty() {
+        lines.push(cur);
+    }
+    lines
+}
+
 /// Shorten `s` to at most `max` characters, keeping both ends.
 fn middle(s: &str, max: usize) -> String {
     let n = s.chars().count();
@@ -229,7 +257,8 @@ fn age(now: f64, t: Option<f64>) -> String {
 }
 
 fn render_store(out: &mut String, r: &StoreReport, view: &View) {
-    let _ = writeln!(out, "Agent {}: {}", r.agent_id, r.store_path.display());
+    let head = format!("Agent {}: {}", r.agent_id, r.store_path.display());
+    let _ = writeln!(out, "{}", middle(&head, WIDTH as usize));
     let _ = writeln!(
         out,
         "{} entries, {} on disk, sessions.json {}",
@@ -247,7 +276,9 @@ fn render_store(out: &mut String, r: &StoreReport, view: &View) {
         let _ = writeln!(out, "Largest entry fields: {}", top.join(", "));
     }
     for n in &r.notes {
-        let _ = writeln!(out, "Note: {n}");
+        for line in wrap(&format!("Note: {n}"), WIDTH as usize) {
+            let _ = writeln!(out, "{line}");
+        }
     }
     let mut t = table(vec!["kind", "entries", "oldest", "newest"]);
     for (k, st) in &r.kinds {
@@ -390,5 +421,27 @@ pub fn render(out: &mut String, reports: &[StoreReport], view: &View) {
         right(&mut t, 1);
         let _ = writeln!(out, "\nAll agents: {} on disk", size(total));
         let _ = writeln!(out, "{t}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_and_shortening_respect_the_width() {
+        let long = format!(
+            "Note: {} and /a/{}/b end",
+            "word ".repeat(30),
+            "x".repeat(200)
+        );
+        let lines = wrap(&long, 80);
+        assert!(lines.len() > 3);
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
+        let joined: String = lines.concat().split_whitespace().collect();
+        let original: String = long.split_whitespace().collect();
+        assert_eq!(joined, original);
+        assert_eq!(middle("abcdefghij", 5), "ab…ij");
+        assert_eq!(middle("abc", 5), "abc");
     }
 }
