@@ -157,28 +157,7 @@ fn effect(index: &Index, i: usize) -> Effect {
 pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
     let mut out = PrunePlan::default();
     let last_line_entry = index.lines.last().and_then(|l| l.entry);
-    // Entries a compaction keeps from beyond a line this tool cannot parse: the runtime sees
-    // that part of the path and we do not, so their removal could not be followed up safely.
-    let mut pinned = std::collections::HashSet::new();
-    for (c, e) in index.entries.iter().enumerate() {
-        if e.kind != EntryType::Compaction || e.id.is_none() {
-            continue;
-        }
-        let path = tree.path_to(c);
-        if !crate::transcript::tree::is_truncated(index, tree, &path) {
-            continue;
-        }
-        let literal = e
-            .first_kept
-            .as_deref()
-            .and_then(|id| tree.by_id.get(id).copied());
-        let effective = crate::transcript::tree::effective_first_kept(index, tree, c);
-        for k in literal.into_iter().chain(effective) {
-            if !path.contains(&k) {
-                pinned.insert(k);
-            }
-        }
-    }
+    let pinned = crate::transcript::tree::kept_across_unparsable(index, tree);
     let mut stack: Vec<(usize, usize)> = tree.roots(index).into_iter().map(|r| (r, 0)).collect();
     while let Some((i, before)) = stack.pop() {
         let run = match effect(index, i) {

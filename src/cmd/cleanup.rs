@@ -61,6 +61,15 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     };
     for t in &targets {
         refuse_unsupported(&t.store_path)?;
+        let is_link =
+            std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && !dry_run {
+            return Err(Refusal::Unsafe(format!(
+                "refusing to write {}: it is a symlink, and clawkeeper never writes through symlinks",
+                t.store_path.display()
+            ))
+            .into());
+        }
         if let Some(marker) = targets::sqlite_marker(&t.store_path) {
             let msg = format!(
                 "agent {:?} has moved to SQLite ({} exists); its sessions.json is no longer the live store and clawkeeper will not write it",
@@ -111,6 +120,13 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     }
     let mut applied = Vec::new();
     for t in &targets {
+        let dir = run::sessions_dir_of(&t.store_path);
+        if !dir.is_dir() && !args.mode.quiet {
+            eprintln!(
+                "clawkeeper: note: {} does not exist; nothing was created or written",
+                dir.display()
+            );
+        }
         applied.push(run::apply(&t.agent_id, &t.store_path, &opts)?);
     }
     if args.mode.json {

@@ -278,10 +278,25 @@ pub fn exists_with_messages(p: &Path) -> bool {
     p.exists() && !has_no_message_records(p)
 }
 
+/// Remove `victims` from the store (keeping the order of the rest) and return them in the
+/// order given. One pass over the store, so large removals stay linear.
 fn take(s: &mut Store, victims: Vec<String>) -> Removed {
+    if victims.is_empty() {
+        return Vec::new();
+    }
+    let wanted: std::collections::HashSet<&str> = victims.iter().map(String::as_str).collect();
+    let mut taken: std::collections::HashMap<String, Value> = std::collections::HashMap::new();
+    let old = std::mem::take(s);
+    for (k, v) in old {
+        if wanted.contains(k.as_str()) {
+            taken.insert(k, v);
+        } else {
+            s.insert(k, v);
+        }
+    }
     victims
         .into_iter()
-        .filter_map(|k| s.shift_remove(&k).map(|e| (k, e)))
+        .filter_map(|k| taken.remove(&k).map(|e| (k, e)))
         .collect()
 }
 

@@ -3,10 +3,10 @@
 //! real), archiving transcripts as `.deleted.<ts>`, trajectory sidecar removal and archive
 //! retention.
 //!
-//! Deliberate differences from OpenClaw, all on the safe side: only regular files directly in
-//! the sessions directory are ever renamed or removed (OpenClaw also removes symlinks named
-//! like archives, files in subdirectories, and trajectory runtime files outside the directory
-//! that a pointer names).
+//! Deliberate differences from OpenClaw, all on the safe side: only regular files whose real
+//! directory is the sessions directory or one of its subdirectories are ever renamed or
+//! removed, never through a symlink (OpenClaw also removes symlinks named like archives, and
+//! trajectory runtime files outside the directory that a pointer names).
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
@@ -178,6 +178,9 @@ impl<'a> Remover<'a> {
                 if !meta.file_type().is_file() {
                     return 0;
                 }
+                let Ok(c) = c.for_parent_of(&resolved) else {
+                    return 0;
+                };
                 match c.remove_file(&resolved) {
                     Ok(size) => {
                         if size > 0 {
@@ -195,7 +198,10 @@ impl<'a> Remover<'a> {
 /// `rememberRemovedSessionFile`: session id → the file to archive (a later entry with a
 /// `sessionFile` wins). The id may be absent, as in OpenClaw.
 #[derive(Debug, Default, Clone)]
-pub struct RemovedFiles(pub Vec<(Option<String>, Option<String>)>);
+pub struct RemovedFiles(
+    pub Vec<(Option<String>, Option<String>)>,
+    HashMap<Option<String>, usize>,
+);
 
 impl RemovedFiles {
     pub fn remember(&mut self, entry: &Value) {
@@ -203,11 +209,14 @@ impl RemovedFiles {
         let file = store::session_file(entry)
             .filter(|s| !s.is_empty())
             .map(str::to_string);
-        match self.0.iter_mut().find(|(i, _)| *i == id) {
-            None => self.0.push((id, file)),
-            Some(slot) => {
+        match self.1.get(&id) {
+            None => {
+                self.1.insert(id.clone(), self.0.len());
+                self.0.push((id, file));
+            }
+            Some(&i) => {
                 if file.is_some() {
-                    slot.1 = file;
+                    self.0[i].1 = file;
                 }
             }
         }
@@ -282,7 +291,9 @@ pub fn archive_removed(
             let mut target = c.clone().into_os_string();
             target.push(format!(".deleted.{stamp}"));
             let target = PathBuf::from(target);
-            if confined.rename_new(&c, &target).is_ok()
+            if confined
+                .for_parent_of(&c)
+                .is_ok_and(|sub| sub.rename_new(&c, &target).is_ok())
                 && let Some(parent) = target.parent()
                 && !dirs.iter().any(|d| d == parent)
             {
@@ -329,12 +340,20 @@ pub fn remove_trajectories(
         for cand in candidates {
             let c = paths::canonical(&cand);
             if paths::is_strictly_inside(&dir, &c) && is_regular(&cand) {
-                let _ = confined.remove_file(&cand);
+                remove_in(confined, &cand);
             }
         }
         if paths::is_strictly_inside(&dir, &paths::canonical(&pointer)) && is_regular(&pointer) {
-            let _ = confined.remove_file(&pointer);
+            remove_in(confined, &pointer);
         }
+    }
+}
+
+/// Best-effort removal of a regular file anywhere inside the confined tree (OpenClaw swallows
+/// these failures too).
+fn remove_in(confined: &Confined, p: &Path) {
+    if let Ok(c) = confined.for_parent_of(p) {
+        let _ = c.remove_file(p);
     }
 }
 
@@ -388,7 +407,7 @@ pub fn archive_retention(
                 if now - ts as f64 > *older as f64 {
                     let p = dir.join(&name);
                     if is_regular(&p) {
-                        let _ = confined.remove_file(&p);
+                        remove_in(confined, &p);
                     }
                 }
                 break;

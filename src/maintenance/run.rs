@@ -309,10 +309,45 @@ pub fn apply(agent_id: &str, store_path: &Path, o: &Options) -> Result<Summary> 
     let preserve = keys::preserve_set(o.active_key.as_deref());
     let before_count = s.len() as u64;
     if !dir.is_dir() {
-        anyhow::bail!(
-            "the sessions directory {} does not exist; nothing to clean (clawkeeper never creates it)",
-            dir.display()
-        );
+        // Nothing on disk: OpenClaw would create the directory and write `{}`; clawkeeper
+        // creates nothing and reports the (empty) result.
+        let d = Dir {
+            sessions_dir: &dir,
+            store_path,
+            confined: None,
+        };
+        let mut ignored = Vec::new();
+        let disk_budget = budget::enforce(
+            &d,
+            &mut s,
+            m.max_disk_bytes,
+            m.high_water_bytes,
+            o.active_key.as_deref(),
+            &preserve,
+            o.is_warn(),
+            &mut ignored,
+        )?;
+        return Ok(Summary {
+            agent_id: agent_id.to_string(),
+            store_path: store_path.to_string_lossy().into_owned(),
+            mode: o.mode.clone(),
+            dry_run: false,
+            before_count,
+            after_count: s.len() as u64,
+            repaired: 0,
+            missing: 0,
+            dm_scope_retired: 0,
+            model_run_pruned: 0,
+            pruned: 0,
+            capped: 0,
+            unreferenced: SweepReport {
+                older_than_ms: m.prune_after_ms.max(0),
+                ..Default::default()
+            },
+            disk_budget,
+            would_mutate: false,
+            applied_count: Some(s.len() as u64),
+        });
     }
     let confined = Confined::new(&dir)?;
     let d = Dir {

@@ -465,7 +465,7 @@ mod tests {
                 "d": {"updatedAt": 0},
                 "e": {"sessionId": "a:b", "sessionFile": "a.jsonl"},
                 "g": {"model": "gpt"},
-                "h": {"channel": "tg"},
+                "h": {"channel": "tg", "route": {"channel": "tg"}, "deliveryContext": {"channel": "tg"}, "lastChannel": "tg"},
             })
         );
         let (_, changed) = norm(json!({"k": {"sessionId": "s", "updatedAt": 1}}));

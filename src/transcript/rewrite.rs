@@ -104,10 +104,12 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         .collect();
     // Labels of removed targets go too (their own removal cannot cascade further: nothing
     // targets a label, and their children are re-parented below).
+    let pinned = tree::kept_across_unparsable(index, tree);
     for (i, e) in entries.iter().enumerate() {
         if e.kind == EntryType::Label
             && e.target.as_ref().is_some_and(|t| removed_ids.contains(t))
             && Some(i) != tree.leaf
+            && !pinned.contains(&i)
             && e.id
                 .as_deref()
                 .is_some_and(|id| !index.mentioned_by_unparsable(id))

@@ -215,6 +215,34 @@ pub fn is_truncated(index: &Index, tree: &Tree, path: &[usize]) -> bool {
     })
 }
 
+/// Entries that a compaction keeps from beyond a line this tool cannot parse: the compaction's
+/// visible path is truncated there and does not contain its first-kept entry, but the runtime
+/// may see the rest. Such entries must not be removed (their removal could not be followed
+/// up by retargeting the compaction).
+pub fn kept_across_unparsable(index: &Index, tree: &Tree) -> HashSet<usize> {
+    let mut pinned = HashSet::new();
+    for (c, e) in index.entries.iter().enumerate() {
+        if e.kind != EntryType::Compaction || e.id.is_none() {
+            continue;
+        }
+        let path = tree.path_to(c);
+        if !is_truncated(index, tree, &path) {
+            continue;
+        }
+        let literal = e
+            .first_kept
+            .as_deref()
+            .and_then(|id| tree.by_id.get(id).copied());
+        let effective = effective_first_kept(index, tree, c);
+        for k in literal.into_iter().chain(effective) {
+            if !path.contains(&k) {
+                pinned.insert(k);
+            }
+        }
+    }
+    pinned
+}
+
 /// The context of a path, as the runtime rebuilds it.
 pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem> {
     let entries = &index.entries;

@@ -261,6 +261,7 @@ impl Model {
                 && v["targetId"].as_str().is_some_and(|t| ids.contains(t))
                 && Some(l) != self.leaf
                 && !self.mentioned_by_unparsable(&self.id(l))
+                && !pinned.contains(&l)
             {
                 out.insert(l);
             }
