@@ -210,7 +210,8 @@ pub fn result_call_id(entry: &Value) -> Option<&str> {
 
 /// Index of an assistant before `cut` with a tool result at or after `cut`, if any.
 fn call_split_by(path: &[Value], start: usize, cut: usize) -> Option<usize> {
-    let kept_results: Vec<&str> = path[cut..].iter().filter_map(result_call_id).collect();
+    let kept_results: std::collections::HashSet<&str> =
+        path[cut..].iter().filter_map(result_call_id).collect();
     if kept_results.is_empty() {
         return None;
     }

@@ -146,3 +146,50 @@ pub fn context_message(entry: &Value) -> Option<Cow<'_, Value>> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/"}"#;
+
+    fn index(lines: &[&str]) -> (Index, Tree) {
+        let text = std::iter::once(H)
+            .chain(lines.iter().copied())
+            .collect::<Vec<_>>()
+            .join("\n");
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let tree = Tree::build(&index);
+        (index, tree)
+    }
+
+    #[test]
+    fn a_branch_through_an_unreadable_line_is_not_rooted() {
+        let a = r#"{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}"#;
+        let bad = r#"{"type":"custom","id":"u","parentId":"a","timestamp":"t","data":"\ud800"}"#;
+        let b = r#"{"type":"message","id":"b","parentId":"u","timestamp":"t","message":{"role":"user","content":"y"}}"#;
+        let (i, t) = index(&[a, b]);
+        ensure_rooted(&i, &t.active_path()).unwrap_err();
+        let (i, t) = index(&[a, bad, b]);
+        assert!(ensure_rooted(&i, &t.active_path()).is_err());
+        let ok = r#"{"type":"message","id":"b","parentId":"a","timestamp":"t","message":{"role":"user","content":"y"}}"#;
+        let (i, t) = index(&[a, ok]);
+        ensure_rooted(&i, &t.active_path()).unwrap();
+    }
+
+    #[test]
+    fn context_messages_follow_the_rebuilt_context() {
+        let a = r#"{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}"#;
+        let c = r#"{"type":"compaction","id":"c","parentId":"a","timestamp":"t","summary":"S","firstKeptEntryId":"a","tokensBefore":1}"#;
+        let m = r#"{"type":"custom_message","id":"m","parentId":"c","timestamp":"t","customType":"k","content":"note","display":true}"#;
+        let (i, t) = index(&[a, c, m]);
+        let active = t.active_path();
+        let values: Vec<Value> = [a, c, m]
+            .iter()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let ctx = context_of(&i, &t, &active, &values);
+        let roles: Vec<&str> = ctx.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(roles, vec!["compactionSummary", "user", "custom"]);
+    }
+}

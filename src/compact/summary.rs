@@ -435,17 +435,21 @@ fn tool_failures_section(all: &[&Value]) -> String {
 }
 
 fn requests_section(entries: &[&Value], real: &[&Value]) -> String {
+    // Message (by address inside its entry) → the entry's timestamp.
+    let stamps: std::collections::HashMap<*const Value, &str> = entries
+        .iter()
+        .filter_map(|e| {
+            let m = e.get("message")?;
+            Some((m as *const Value, str_field(e, "timestamp")?))
+        })
+        .collect();
     let mut lines = Vec::new();
     for m in real.iter().filter(|m| str_field(m, "role") == Some("user")) {
         let text = collapse_space(&classify::message_text(m));
         if text.is_empty() {
             continue;
         }
-        let ts = entries
-            .iter()
-            .find(|e| e.get("message").is_some_and(|em| std::ptr::eq(em, *m)))
-            .and_then(|e| str_field(e, "timestamp"))
-            .unwrap_or("?");
+        let ts = stamps.get(&(*m as *const Value)).copied().unwrap_or("?");
         lines.push(format!(
             "- {ts}: \"{}\"",
             truncate_utf16(&text, MAX_REQUEST_CHARS)
