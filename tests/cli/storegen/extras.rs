@@ -39,7 +39,20 @@ impl Gen {
                 8 => format!("{id}.jsonl.deleted.{ts}.zst"),
                 _ => match self.rng.below(3) {
                     0 => format!("{id}.jsonl.deleted.{}Z", &ts[..19]),
-                    1 => format!("{id}.jsonl.reset.2026-02-30T10-00-00.000Z"),
+                    1 => {
+                        // Dates JavaScript's Date.parse rolls over (day 29-31 of a short
+                        // month, hour 24) or rejects (day 32, month 13, minute 60).
+                        let odd = *self.rng.pick(&[
+                            "2026-02-30T10-00-00.000Z",
+                            "2026-04-31T10-00-00.000Z",
+                            "2026-01-01T24-00-00.000Z",
+                            "2026-02-32T10-00-00.000Z",
+                            "2026-13-01T10-00-00.000Z",
+                            "2026-01-01T10-60-00.000Z",
+                        ]);
+                        let reason = *self.rng.pick(&["reset", "deleted"]);
+                        format!("{id}.jsonl.{reason}.{odd}")
+                    }
                     _ => format!("{id}.jsonl.deleted.not-a-time"),
                 },
             };
