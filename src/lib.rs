@@ -14,5 +14,6 @@ pub mod keys;
 pub mod layout;
 pub mod maintenance;
 pub mod report;
+pub mod sha256;
 pub mod store;
 pub mod targets;

@@ -12,15 +12,13 @@ use anyhow::{Result, anyhow};
 
 use crate::cli::CleanupArgs;
 use crate::config::maintenance::{Maintenance, Overrides};
-use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
 use crate::maintenance::run::{self, Options, Preview};
 use crate::report::cleanup_text;
 use crate::targets;
 
 pub fn run(args: &CleanupArgs) -> Result<Exit> {
-    let env = Env::from_process();
-    let cfg = Config::load(args.target.config.as_deref(), &env)?;
+    let (cfg, env, targets) = super::resolve_targets(&args.target)?;
     let overrides = Overrides {
         prune_after: args.prune_after.clone(),
         max_entries: args.max_entries,
@@ -35,14 +33,6 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         .as_deref()
         .map(parse_max_delete)
         .transpose()?;
-    let targets = targets::resolve(
-        &cfg,
-        &env,
-        args.target.store.as_deref(),
-        args.target.agent.as_deref(),
-        args.target.all_agents,
-    )
-    .map_err(|m| anyhow!(m))?;
     let mode = if args.mode.enforce {
         serde_json::Value::String("enforce".into())
     } else {
@@ -60,7 +50,6 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         home: env.home(),
     };
     for t in &targets {
-        refuse_unsupported(&t.store_path)?;
         let is_link =
             std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
         if is_link && !dry_run {
@@ -136,21 +125,6 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         cleanup_text::render_applied(&mut out, &applied);
     }
     print(&out)
-}
-
-/// Stores clawkeeper cannot maintain faithfully yet are refused rather than half-done.
-fn refuse_unsupported(store_path: &std::path::Path) -> Result<()> {
-    let dir = run::sessions_dir_of(store_path);
-    let blobs = dir.join("skills-prompts");
-    if blobs.exists() {
-        return Err(Refusal::Unsafe(format!(
-            "refusing to touch {}: it holds skill prompt blobs ({}), which clawkeeper does not support yet",
-            store_path.display(),
-            blobs.display()
-        ))
-        .into());
-    }
-    Ok(())
 }
 
 fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::Value>) -> String {

@@ -45,6 +45,33 @@ impl Confined {
         &self.root
     }
 
+    /// Create (as needed) the relative directory `rel` under the root, never through a
+    /// symlink, and return its confinement.
+    pub fn create_dir_all(&self, rel: &Path) -> Result<Confined> {
+        let mut dir = self.root.clone();
+        for c in rel.components() {
+            let std::path::Component::Normal(name) = c else {
+                bail!(
+                    "refusing to create {}: not a plain relative path",
+                    rel.display()
+                );
+            };
+            dir.push(name);
+            match fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => bail!("refusing to use {}: not a directory", dir.display()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::create_dir(&dir)
+                        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot stat {}", dir.display()));
+                }
+            }
+        }
+        Ok(Confined { root: dir })
+    }
+
     /// The confinement for the directory holding `path`: this one when that is the root, else
     /// a confinement of a subdirectory whose real path is strictly inside the root.
     pub fn for_parent_of(&self, path: &Path) -> Result<Confined> {

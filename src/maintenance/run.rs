@@ -225,7 +225,7 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         .into_iter()
         .filter(|k| !s.contains_key(k))
         .collect();
-    let mut repaired: HashSet<String> = fm.repaired.iter().map(|(k, _)| k.clone()).collect();
+    let mut repaired: HashSet<String> = fm.repaired.iter().map(|r| r.key.clone()).collect();
     let missing_keys = keyset(&fm.removed);
     let (mr_keys, stale_keys, capped_keys, dm_keys) = (
         keyset(&model_runs),
@@ -289,20 +289,49 @@ pub fn apply(agent_id: &str, store_path: &Path, o: &Options) -> Result<Summary> 
     let dir = sessions_dir_of(store_path);
     let loaded = store::load(store_path)?;
     let mut s = loaded.store;
+    // As in OpenClaw: the removals and repairs are decided on a copy, then applied to the
+    // store only where the entry is still exactly what was decided on.
+    let mut decided = s.clone();
     let fm = if o.fix_missing {
-        entries::fix_missing(&mut s, &dir)
+        entries::fix_missing(&mut decided, &dir)
     } else {
         Default::default()
     };
     let dm = if o.fix_dm_scope {
-        entries::retire_dm_scope(&mut s, &o.dm_scope, agent_id, o.active_key.as_deref())
+        entries::retire_dm_scope(&mut decided, &o.dm_scope, agent_id, o.active_key.as_deref())
     } else {
         Vec::new()
     };
+    let mut remove_if_unchanged = |key: &str, expected: &Value| -> Option<Value> {
+        if s.get(key) == Some(expected) {
+            s.shift_remove(key)
+        } else {
+            None
+        }
+    };
+    let missing = fm
+        .removed
+        .iter()
+        .filter(|(k, e)| remove_if_unchanged(k, e).is_some())
+        .count() as u64;
     let mut dm_files = RemovedFiles::default();
-    for (_, e) in &dm {
-        if store::session_id(e).is_some() {
-            dm_files.remember(e);
+    let mut dm_n = 0u64;
+    for (k, e) in &dm {
+        if let Some(removed) = remove_if_unchanged(k, e) {
+            dm_n += 1;
+            if store::session_id(&removed).is_some() {
+                dm_files.remember(&removed);
+            }
+        }
+    }
+    for r in &fm.repaired {
+        let Some(Value::Object(cur)) = s.get_mut(&r.key) else {
+            continue;
+        };
+        let same_id = cur.get("sessionId").and_then(Value::as_str) == Some(r.session_id.as_str());
+        let same_file = cur.get("sessionFile").and_then(Value::as_str) == r.previous.as_deref();
+        if same_id && same_file && entries::exists_with_messages(Path::new(&r.new)) {
+            cur.insert("sessionFile".into(), Value::String(r.new.clone()));
         }
     }
     let m = &o.maintenance;
@@ -434,10 +463,9 @@ pub fn apply(agent_id: &str, store_path: &Path, o: &Options) -> Result<Summary> 
     let repaired = fm
         .repaired
         .iter()
-        .filter(|(k, f)| s.get(k).and_then(store::session_file) == Some(f.as_str()))
+        .filter(|r| s.get(&r.key).and_then(store::session_file) == Some(r.new.as_str()))
         .count() as u64;
     let b = disk_budget.as_ref();
-    let (missing, dm_n) = (fm.removed.len() as u64, dm.len() as u64);
     Ok(Summary {
         agent_id: agent_id.to_string(),
         store_path: store_path.to_string_lossy().into_owned(),

@@ -5,6 +5,7 @@
 //! (`Refusal::Unsafe`, naming the file and the line:column) instead of being read as `{}` and
 //! then overwritten. A missing store is an empty store, as in OpenClaw.
 
+pub mod blobs;
 pub mod delivery;
 pub mod normalize;
 pub mod paths;
@@ -64,8 +65,14 @@ pub fn load(path: &Path) -> Result<Loaded> {
         .into());
     };
     let raw = String::from_utf8(bytes).ok();
+    let dir = paths::resolve(path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let hydrated = blobs::hydrate(&mut store, &dir);
     let changed = normalize::normalize_store(&mut store)
-        .map_err(|msg| Refusal::Unsafe(format!("refusing to touch {}: {msg}", path.display())))?;
+        .map_err(|msg| Refusal::Unsafe(format!("refusing to touch {}: {msg}", path.display())))?
+        || hydrated;
     Ok(Loaded {
         path: path.to_path_buf(),
         store,
@@ -128,7 +135,13 @@ pub fn save(
     store: &Store,
     unchanged_raw: Option<&str>,
 ) -> Result<bool> {
-    let json = serialize(store);
+    let (projected, needed) = blobs::project(store);
+    let json = serialize(&projected);
+    let dir = paths::resolve(path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    blobs::ensure(confined, &dir, &needed)?;
     if unchanged_raw == Some(json.as_str()) {
         return Ok(false);
     }
