@@ -1,7 +1,6 @@
 //! Files of a case that no entry points at: orphans, archives of every reason, store temps,
 //! unknown names, symlinks, nested dirs and prompt blobs; and the size the disk budget sees.
 
-use super::deviations;
 use super::store::{Gen, Presence, SDIR};
 use super::transcript::{self, Shape};
 use super::{DAY, Node, ROOT, archive_ts, replace_bytes, sha256_hex};
@@ -115,7 +114,7 @@ impl Gen {
             let id = self.rng.uuid();
             self.transcript_file(&format!("{SDIR}/sub/{id}.jsonl"), &id, Presence::Full);
         }
-        if self.rng.chance(0.25) && deviations() {
+        if self.rng.chance(0.25) {
             let text = format!("orphan prompt {}\n", self.rng.hex(16)).repeat(40);
             let hash = sha256_hex(text.as_bytes());
             let age = self.age();
