@@ -91,6 +91,12 @@ fn suite() -> Option<&'static Suite> {
                             let i = next.fetch_add(1, Ordering::SeqCst);
                             let Some(&seed) = seeds.get(i) else { break };
                             let r = run_case(&oracle, seed, compared);
+                            let verdict = if r.mismatches.is_empty() {
+                                "ok"
+                            } else {
+                                "DIFFERS"
+                            };
+                            eprintln!("parity: seed {seed} {verdict}");
                             results.lock().unwrap().push(r);
                         }
                     });

@@ -1,7 +1,6 @@
 //! Files of a case that no entry points at: orphans, archives of every reason, store temps,
 //! unknown names, symlinks, nested dirs and prompt blobs; and the size the disk budget sees.
 
-use super::deviations;
 use super::store::{Gen, Presence, SDIR};
 use super::transcript::{self, Shape};
 use super::{DAY, Node, ROOT, archive_ts, replace_bytes, sha256_hex};
@@ -39,7 +38,20 @@ impl Gen {
                 8 => format!("{id}.jsonl.deleted.{ts}.zst"),
                 _ => match self.rng.below(3) {
                     0 => format!("{id}.jsonl.deleted.{}Z", &ts[..19]),
-                    1 => format!("{id}.jsonl.reset.2026-02-30T10-00-00.000Z"),
+                    1 => {
+                        // Dates JavaScript's Date.parse rolls over (day 29-31 of a short
+                        // month, hour 24) or rejects (day 32, month 13, minute 60).
+                        let odd = *self.rng.pick(&[
+                            "2026-02-30T10-00-00.000Z",
+                            "2026-04-31T10-00-00.000Z",
+                            "2026-01-01T24-00-00.000Z",
+                            "2026-02-32T10-00-00.000Z",
+                            "2026-13-01T10-00-00.000Z",
+                            "2026-01-01T10-60-00.000Z",
+                        ]);
+                        let reason = *self.rng.pick(&["reset", "deleted"]);
+                        format!("{id}.jsonl.{reason}.{odd}")
+                    }
                     _ => format!("{id}.jsonl.deleted.not-a-time"),
                 },
             };
@@ -102,7 +114,7 @@ impl Gen {
             let id = self.rng.uuid();
             self.transcript_file(&format!("{SDIR}/sub/{id}.jsonl"), &id, Presence::Full);
         }
-        if self.rng.chance(0.25) && deviations() {
+        if self.rng.chance(0.25) {
             let text = format!("orphan prompt {}\n", self.rng.hex(16)).repeat(40);
             let hash = sha256_hex(text.as_bytes());
             let age = self.age();

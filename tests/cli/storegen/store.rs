@@ -408,8 +408,6 @@ impl Gen {
 
     fn skills(&mut self, e: &mut Map<String, Value>) {
         let pick = self.rng.below(12);
-        // Prompt blobs are refused by clawkeeper on purpose; generated only on request.
-        let pick = if deviations() || pick > 1 { pick } else { 2 };
         match pick {
             0 => {
                 let prompt = "You can use these skills:\n".to_string()
