@@ -14,6 +14,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub mod lock;
+pub mod temps;
 
 use anyhow::{Context, Result, bail};
 
@@ -130,10 +131,10 @@ impl Confined {
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
         let path = self.check(path)?;
-        let mode = match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_file() => m.mode() & 0o7777,
+        let (mode, owner) = match fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_file() => (m.mode() & 0o7777, Some((m.uid(), m.gid()))),
             Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => new_mode,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (new_mode, None),
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
         };
         let tmp = temp_path(&path);
@@ -150,7 +151,14 @@ impl Confined {
                 .into_inner()
                 .map_err(|e| e.into_error())
                 .with_context(|| format!("cannot write {}", tmp.display()))?;
-            // create_new's mode is filtered by the umask; set it exactly.
+            // A replaced file keeps its owner and group (a root cron job must not hand the
+            // gateway's transcripts to root); when that is impossible nothing is replaced.
+            if let Some((uid, gid)) = owner {
+                keep_owner(&file, uid, gid)
+                    .with_context(|| format!("cannot keep the owner of {}", path.display()))?;
+            }
+            // create_new's mode is filtered by the umask; set it exactly (after chown, which
+            // may clear set-id bits).
             file.set_permissions(fs::Permissions::from_mode(mode))
                 .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
             file.sync_all()
@@ -168,6 +176,15 @@ impl Confined {
         sync_dir(&self.root)?;
         Ok(value)
     }
+}
+
+/// Give `file` the owner `uid:gid` unless it already has it.
+fn keep_owner(file: &File, uid: u32, gid: u32) -> io::Result<()> {
+    let m = file.metadata()?;
+    if m.uid() == uid && m.gid() == gid {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(uid), Some(gid))
 }
 
 /// A temp name beside `path` that OpenClaw's own sweep recognises as a store temp when `path`
@@ -235,6 +252,22 @@ mod tests {
             1,
             "no temp file left"
         );
+    }
+
+    #[test]
+    fn replace_keeps_the_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let p = dir.path().join("a.jsonl");
+        fs::write(&p, b"old").unwrap();
+        if std::os::unix::fs::chown(&p, Some(4242), Some(4243)).is_err() {
+            eprintln!("SKIPPED: changing a file's owner needs root");
+            return;
+        }
+        c.write_atomic(&p, 0o600, |w| w.write_all(b"new")).unwrap();
+        let m = fs::metadata(&p).unwrap();
+        assert_eq!((m.uid(), m.gid()), (4242, 4243));
+        assert_eq!(fs::read(&p).unwrap(), b"new");
     }
 
     #[test]

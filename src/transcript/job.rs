@@ -28,6 +28,7 @@ use super::{EntryType, Index};
 use crate::exit::Refusal;
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Acquire};
+use crate::fsutil::temps;
 
 /// Preview or apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,6 +215,15 @@ fn run_inner(
         return Ok(());
     };
     if opts.mode == Mode::Preview {
+        if let Ok(stale) = temps::stale_temps(confined, path)
+            && !stale.is_empty()
+        {
+            out.notes.push(format!(
+                "{} temp file(s) left by a killed run would be removed: {}",
+                stale.len(),
+                names(&stale)
+            ));
+        }
         let file = open_nofollow(path).map_err(failed)?;
         let mut sink = io::sink();
         let applied = rewrite::apply(
@@ -232,10 +242,22 @@ fn run_inner(
         Acquire::Locked(l) => l,
         Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string())),
     };
+    // Temps of this file left by a killed writer: the file itself is intact, they are garbage.
+    let swept = temps::remove_stale_temps(confined, path).map_err(failed)?;
+    let swept_note = (!swept.is_empty()).then(|| {
+        format!(
+            "removed {} temp file(s) left by a killed run: {}",
+            swept.len(),
+            names(&swept)
+        )
+    });
+    out.notes.extend(swept_note.clone());
     // The file may have changed while we planned without the lock: plan again if so.
     let locked = stamp(path).map_err(|e| failed(e.into()))?;
     if locked != before {
-        match prepare(path, planner, out)? {
+        let again = prepare(path, planner, out);
+        out.notes.extend(swept_note);
+        match again? {
             Some((i, r)) => (index, resolved) = (i, r),
             None => return Ok(()),
         }
@@ -279,6 +301,14 @@ fn run_inner(
     out.bytes_after = applied.bytes_written;
     out.status = Status::Changed;
     Ok(())
+}
+
+fn names(temps: &[temps::StaleTemp]) -> String {
+    temps
+        .iter()
+        .map(|t| t.path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
