@@ -2,6 +2,8 @@
 
 mod generator;
 mod model;
+mod properties;
 mod transcript;
 mod transcript_safety;
+mod treegen;
 mod util;
