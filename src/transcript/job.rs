@@ -148,6 +148,18 @@ fn prepare(
     out.bytes_before = index.size;
     out.bytes_after = index.size;
     out.unparsable_lines = index.unparsable_line_numbers();
+    out.notes.clear();
+    if !index.invalid_utf8.is_empty() {
+        let lines: Vec<String> = index
+            .invalid_utf8
+            .iter()
+            .map(|l| (l + 1).to_string())
+            .collect();
+        out.notes.push(format!(
+            "kept line(s) with invalid UTF-8 as they are: {}",
+            lines.join(", ")
+        ));
+    }
     match index.header() {
         None => {
             return Err(Status::Refused(
@@ -174,7 +186,7 @@ fn prepare(
         )));
     }
     let planned = planner(&index, &tree).map_err(Status::Skipped)?;
-    out.notes = planned.notes;
+    out.notes.extend(planned.notes);
     if planned.edits.is_empty() {
         return Ok(None);
     }

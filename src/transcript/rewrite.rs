@@ -160,6 +160,14 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             actions[e.line] = LineAction::Patch(patch);
         }
     }
+    for &l in &index.invalid_utf8 {
+        if matches!(actions[l], LineAction::Patch(_)) {
+            bail!(
+                "line {} holds invalid UTF-8 and would have to be rewritten; left as it is",
+                l + 1
+            );
+        }
+    }
     Ok(Resolved {
         actions,
         removed: removed.len(),
