@@ -64,6 +64,23 @@ pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
     )
 }
 
+/// The agent database of a sessions directory that moved to SQLite
+/// (`<sessions dir>/../agent/openclaw-agent.sqlite`), if it exists. The directory is resolved
+/// first, so a relative `--transcript t.jsonl` is checked too.
+pub fn sqlite_marker(sessions_dir: &Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(sessions_dir).ok()?;
+    let db = dir.parent()?.join("agent").join("openclaw-agent.sqlite");
+    std::fs::symlink_metadata(&db).is_ok().then_some(db)
+}
+
+fn moved_to_sqlite(db: &Path) -> String {
+    format!(
+        "this agent has moved to SQLite ({} exists): its JSONL transcripts are no longer the \
+         live copy and clawkeeper does not write them",
+        db.display()
+    )
+}
+
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
 pub fn parse_wait(s: &str) -> Result<Duration> {
     let s = s.trim();
@@ -117,9 +134,17 @@ pub fn run(
         .targets
         .par_iter()
         .map(|t| {
-            let outcome = match Confined::new(&t.dir) {
-                Ok(c) => job::run_file(&c, &t.path, opts, planner),
-                Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
+            let sqlite = sqlite_marker(&t.dir);
+            let outcome = match (&sqlite, Confined::new(&t.dir)) {
+                (Some(db), _) if opts.mode == Mode::Enforce => {
+                    Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
+                }
+                (_, Ok(c)) => {
+                    let mut o = job::run_file(&c, &t.path, opts, planner);
+                    o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
+                    o
+                }
+                (_, Err(e)) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
             (outcome, t.session_key.clone())
         })
