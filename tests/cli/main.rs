@@ -3,6 +3,7 @@
 mod generator;
 mod model;
 mod properties;
+mod safety;
 mod transcript;
 mod transcript_safety;
 mod treegen;
