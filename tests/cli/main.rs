@@ -1,5 +1,6 @@
 //! The one integration-test binary: every topic is a module here.
 
+mod crash;
 mod generator;
 mod model;
 mod properties;
