@@ -31,7 +31,7 @@ fn big_transcript(mb: u64) -> Vec<u8> {
     out.push('\n');
     let mut parent = "null".to_owned();
     let mut n = 0u64;
-    let mut id = |n: &mut u64| {
+    let id = |n: &mut u64| {
         *n += 1;
         format!("e{n:07x}")
     };
