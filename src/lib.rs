@@ -6,12 +6,19 @@
 
 pub mod cli;
 pub mod cmd;
+pub mod config;
 pub mod exit;
 pub mod fsutil;
 pub mod images;
 pub mod isotime;
 pub mod jsjson;
+pub mod keys;
+pub mod layout;
+pub mod maintenance;
 pub mod manpages;
 pub mod noreply;
 pub mod progress;
+pub mod report;
+pub mod store;
+pub mod targets;
 pub mod transcript;

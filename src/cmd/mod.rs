@@ -1,5 +1,6 @@
 //! One file per subcommand; this module holds the single dispatch `match`.
 
+mod cleanup;
 mod completions;
 mod prune_noreply;
 mod strip_images;
@@ -13,7 +14,7 @@ use crate::exit::Exit;
 /// Run the parsed command line.
 pub fn run(cli: &Cli) -> Result<Exit> {
     match &cli.command {
-        Command::Cleanup(_) => not_yet("cleanup"),
+        Command::Cleanup(args) => cleanup::run(args),
         Command::PruneNoreply(args) => prune_noreply::run(args),
         Command::StripImages(args) => strip_images::run(args),
         Command::Compact(_) => not_yet("compact"),

@@ -120,6 +120,23 @@ impl Confined {
         )
     }
 
+    /// Like `write_atomic`, but the result always gets `mode` (OpenClaw writes its store with
+    /// mode 0600 whatever the old file had). The owner is still kept.
+    pub fn write_atomic_with_mode(
+        &self,
+        path: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<()> {
+        self.replace(
+            path,
+            mode,
+            false,
+            |w| fill(w).map_err(anyhow::Error::from),
+            |_| Ok(()),
+        )
+    }
+
     /// Like [`Confined::write_atomic`], but `fill` may return a value, and `verify` runs after
     /// the temp file is complete and synced and before the rename: when either fails, the temp
     /// file is removed and the target is left exactly as it was.
@@ -130,9 +147,27 @@ impl Confined {
         fill: impl FnOnce(&mut dyn Write) -> Result<T>,
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
+        self.replace(path, new_mode, true, fill, verify)
+    }
+
+    fn replace<T>(
+        &self,
+        path: &Path,
+        new_mode: u32,
+        keep_mode: bool,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+        verify: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<T> {
         let path = self.check(path)?;
         let (mode, owner) = match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_file() => (m.mode() & 0o7777, Some((m.uid(), m.gid()))),
+            Ok(m) if m.file_type().is_file() => (
+                if keep_mode {
+                    m.mode() & 0o7777
+                } else {
+                    new_mode
+                },
+                Some((m.uid(), m.gid())),
+            ),
             Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => (new_mode, None),
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),

@@ -1,5 +1,7 @@
-//! The one integration-test binary: every topic is a module here.
+//! The one integration-test binary: every topic is a module here. Tests run `clawkeeper`
+//! (and, where available, the reference OpenClaw) against stores built in temp dirs.
 
+mod cleanup;
 mod crash;
 mod generator;
 mod model;

@@ -92,7 +92,7 @@ fn an_enforce_run_changes_only_its_transcript() {
     fs::write(sessions.join("t.jsonl"), prunable()).unwrap();
     fs::write(sessions.join("other.jsonl"), prunable()).unwrap();
     symlink(outside.join("victim.jsonl"), sessions.join("link.jsonl")).unwrap();
-    let before = snapshot(env.dir.path());
+    let before = snapshot(&env.work());
     // `..` in the path is fine as long as the file itself is a regular file.
     let (code, v) = env.run_json(&[
         "prune-noreply",
@@ -101,14 +101,14 @@ fn an_enforce_run_changes_only_its_transcript() {
         "--enforce",
     ]);
     assert_eq!((code, status(&v)), (0, "changed"), "{v}");
-    let mut after = snapshot(env.dir.path());
+    let mut after = snapshot(&env.work());
     let changed = after.remove("sessions/t.jsonl").unwrap();
     assert_ne!(changed, prunable().into_bytes());
     let mut expected = before;
     expected.remove("sessions/t.jsonl");
     assert_eq!(after, expected, "something besides the transcript changed");
     // Through the symlink: refused, nothing anywhere changes.
-    let before = snapshot(env.dir.path());
+    let before = snapshot(&env.work());
     let (code, _) = env.run_json(&[
         "prune-noreply",
         "--transcript",
@@ -116,7 +116,7 @@ fn an_enforce_run_changes_only_its_transcript() {
         "--enforce",
     ]);
     assert_eq!(code, 3);
-    assert_eq!(snapshot(env.dir.path()), before);
+    assert_eq!(snapshot(&env.work()), before);
 }
 
 #[test]

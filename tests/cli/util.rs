@@ -1,44 +1,65 @@
-//! Test harness: a temp directory per test, the binary under test, and the reference runtime.
+//! Test harness: a `TestEnv` per test (a temp dir with its own state dir, config, home and a
+//! `work/` dir for loose files), the binary under test, the reference `openclaw` wrapper for
+//! store commands ([`oracle`]) and the reference runtime for transcripts ([`runtime`]); both
+//! are found via `CLAWKEEPER_ORACLE`, else `~/.cache/openclaw-oracle/openclaw`, and skipped with
+//! a message when absent unless `CLAWKEEPER_REQUIRE_ORACLE=1`.
 
+#![allow(dead_code)]
+
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-/// A fresh temp directory and helpers to run clawkeeper in it.
+/// Milliseconds since the epoch.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+pub const MIN: i64 = 60_000;
+pub const HOUR: i64 = 3_600_000;
+pub const DAY: i64 = 86_400_000;
+
+/// A temp dir holding `home/`, `state/` (the OpenClaw state dir), `openclaw.json`, and
+/// `work/`, the current directory of every run, where the transcript tests keep their files.
 pub struct TestEnv {
-    pub dir: tempfile::TempDir,
+    pub tmp: tempfile::TempDir,
 }
 
 impl TestEnv {
     pub fn new() -> TestEnv {
-        TestEnv {
-            dir: tempfile::tempdir().expect("temp dir"),
-        }
+        let tmp = tempfile::tempdir().unwrap();
+        let env = TestEnv { tmp };
+        fs::create_dir_all(env.home()).unwrap();
+        fs::create_dir_all(env.sessions_dir("main")).unwrap();
+        fs::write(env.config_path(), "{}").unwrap();
+        fs::create_dir_all(env.work()).unwrap();
+        env
     }
 
+    /// The working directory of runs (loose files for `--transcript` tests).
+    pub fn work(&self) -> PathBuf {
+        self.root().join("work")
+    }
+
+    /// A path in [`TestEnv::work`].
     pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
+        self.work().join(name)
     }
 
+    /// Write a file in [`TestEnv::work`] (creating its directories).
     pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
         let p = self.path(name);
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent).unwrap();
+            fs::create_dir_all(parent).unwrap();
         }
-        std::fs::write(&p, bytes).unwrap();
+        fs::write(&p, bytes).unwrap();
         p
-    }
-
-    /// Run clawkeeper with `args` in the temp directory.
-    pub fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_clawkeeper"))
-            .args(args)
-            .current_dir(self.dir.path())
-            .env_remove("OPENCLAW_STATE_DIR")
-            .env_remove("OPENCLAW_CONFIG_PATH")
-            .output()
-            .expect("run clawkeeper")
     }
 
     /// Run with `--json` appended and parse stdout.
@@ -56,6 +77,158 @@ impl TestEnv {
         });
         (code, v)
     }
+
+    pub fn root(&self) -> PathBuf {
+        fs::canonicalize(self.tmp.path()).unwrap()
+    }
+    pub fn home(&self) -> PathBuf {
+        self.root().join("home")
+    }
+    pub fn state(&self) -> PathBuf {
+        self.root().join("state")
+    }
+    pub fn config_path(&self) -> PathBuf {
+        self.root().join("openclaw.json")
+    }
+    pub fn sessions_dir(&self, agent: &str) -> PathBuf {
+        self.state().join("agents").join(agent).join("sessions")
+    }
+    pub fn store_path(&self) -> PathBuf {
+        self.sessions_dir("main").join("sessions.json")
+    }
+
+    pub fn write_config(&self, json: &str) {
+        fs::write(self.config_path(), json).unwrap();
+    }
+
+    /// Write `sessions.json` of agent main (the text exactly as given).
+    pub fn write_store(&self, text: &str) {
+        fs::write(self.store_path(), text).unwrap();
+    }
+
+    /// A file in the main sessions dir with `content`, last modified `age_ms` ago.
+    pub fn file(&self, name: &str, content: &str, age_ms: i64) -> PathBuf {
+        let p = self.sessions_dir("main").join(name);
+        fs::write(&p, content).unwrap();
+        set_age(&p, age_ms);
+        p
+    }
+
+    /// A transcript with a header and one message.
+    pub fn transcript(&self, session_id: &str, age_ms: i64) -> PathBuf {
+        let text = format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"{session_id}\"}}\n{{\"type\":\"message\",\"message\":{{\"role\":\"user\",\"content\":\"hi\"}}}}\n"
+        );
+        self.file(&format!("{session_id}.jsonl"), &text, age_ms)
+    }
+
+    /// Run clawkeeper with this env, in [`TestEnv::work`].
+    pub fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_clawkeeper"))
+            .args(args)
+            .current_dir(self.work())
+            .env("OPENCLAW_STATE_DIR", self.state())
+            .env("OPENCLAW_CONFIG_PATH", self.config_path())
+            .env("HOME", self.home())
+            .env_remove("OPENCLAW_HOME")
+            .output()
+            .unwrap()
+    }
+
+    /// Run the reference `openclaw` with this env, when it is installed.
+    pub fn run_oracle(&self, oracle: &Path, args: &[&str]) -> Output {
+        Command::new(oracle)
+            .args(args)
+            .current_dir(self.root())
+            .env("OPENCLAW_STATE_DIR", self.state())
+            .env("OPENCLAW_CONFIG_PATH", self.config_path())
+            .env("HOME", self.home())
+            .env("NO_COLOR", "1")
+            .env_remove("OPENCLAW_HOME")
+            .output()
+            .unwrap()
+    }
+
+    /// A copy of this env (mtimes preserved) in a new temp dir.
+    pub fn duplicate(&self) -> TestEnv {
+        let tmp = tempfile::tempdir().unwrap();
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(format!("{}/.", self.root().display()))
+            .arg(tmp.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        TestEnv { tmp }
+    }
+
+    /// Sorted names in the main sessions dir, with archive timestamps blanked.
+    pub fn listing(&self) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(self.sessions_dir("main"))
+            .unwrap()
+            .map(|e| normalize_archive_stamp(&e.unwrap().file_name().to_string_lossy()))
+            .collect();
+        names.sort();
+        names
+    }
+
+    pub fn store_text(&self) -> String {
+        fs::read_to_string(self.store_path()).unwrap_or_default()
+    }
+}
+
+/// Set a file's mtime to `age_ms` ago.
+pub fn set_age(p: &Path, age_ms: i64) {
+    let t = SystemTime::now() - Duration::from_millis(age_ms.max(0) as u64);
+    fs::File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+/// Replace `.<reason>.<timestamp>` stamps with `.<reason>.<TS>`.
+pub fn normalize_archive_stamp(name: &str) -> String {
+    for reason in [".deleted.", ".reset."] {
+        if let Some(i) = name.rfind(reason) {
+            let ts = &name[i + reason.len()..];
+            if ts.len() >= 20 && ts.ends_with('Z') && ts.as_bytes()[10] == b'T' {
+                return format!("{}{}TS", &name[..i], reason);
+            }
+        }
+    }
+    name.to_string()
+}
+
+/// The reference `openclaw` wrapper, or `None` (with a message) when it is not installed.
+pub fn oracle() -> Option<PathBuf> {
+    let path = std::env::var_os("CLAWKEEPER_ORACLE")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/openclaw-oracle/openclaw"))
+        });
+    match path {
+        Some(p) if p.exists() => Some(p),
+        _ => {
+            if std::env::var("CLAWKEEPER_REQUIRE_ORACLE").as_deref() == Ok("1") {
+                panic!(
+                    "the reference OpenClaw is required (CLAWKEEPER_REQUIRE_ORACLE=1) but was not found"
+                );
+            }
+            eprintln!("skipping: reference OpenClaw not found (set CLAWKEEPER_ORACLE)");
+            None
+        }
+    }
+}
+
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The reference runtime: the node binary and install dir next to the `openclaw` wrapper.
@@ -66,7 +239,7 @@ pub struct Oracle {
 
 /// Find the reference, or skip (return `None` with a message) unless
 /// `CLAWKEEPER_REQUIRE_ORACLE=1`, in which case a missing reference fails the test.
-pub fn oracle() -> Option<Oracle> {
+pub fn runtime() -> Option<Oracle> {
     let wrapper = std::env::var_os("CLAWKEEPER_ORACLE")
         .map(PathBuf::from)
         .unwrap_or_else(|| {

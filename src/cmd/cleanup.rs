@@ -1,0 +1,222 @@
+//! `clawkeeper cleanup`: resolve targets and maintenance settings, preview every store, then
+//! print the plan (`--dry-run`) or apply it, as `openclaw sessions cleanup` does.
+//!
+//! Safety on top of the reference: unparsable stores are refused (exit 3), stores of agents
+//! that moved to SQLite are never written (exit 3; a dry run still previews and says so on
+//! stderr), and `--max-delete` refuses (exit 5) a plan that removes too many entries. All
+//! refusals happen before anything is written.
+
+use std::io::Write as _;
+
+use anyhow::{Result, anyhow};
+
+use crate::cli::CleanupArgs;
+use crate::config::maintenance::{Maintenance, Overrides};
+use crate::config::{Config, Env};
+use crate::exit::{Exit, Refusal};
+use crate::maintenance::run::{self, Options, Preview};
+use crate::report::cleanup_text;
+use crate::targets;
+
+pub fn run(args: &CleanupArgs) -> Result<Exit> {
+    let env = Env::from_process();
+    let cfg = Config::load(args.target.config.as_deref(), &env)?;
+    let overrides = Overrides {
+        prune_after: args.prune_after.clone(),
+        max_entries: args.max_entries,
+        reset_archive_retention: args.reset_archive_retention.clone(),
+        max_disk: args.max_disk.clone(),
+        high_water: args.high_water.clone(),
+    };
+    let maintenance = Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides)
+        .map_err(|m| anyhow!(m))?;
+    let max_delete = args
+        .max_delete
+        .as_deref()
+        .map(parse_max_delete)
+        .transpose()?;
+    let targets = targets::resolve(
+        &cfg,
+        &env,
+        args.target.store.as_deref(),
+        args.target.agent.as_deref(),
+        args.target.all_agents,
+    )
+    .map_err(|m| anyhow!(m))?;
+    let mode = if args.mode.enforce {
+        serde_json::Value::String("enforce".into())
+    } else {
+        maintenance.mode.clone()
+    };
+    let dry_run = args.mode.dry_run;
+    let opts = Options {
+        maintenance,
+        mode: mode.clone(),
+        dry_run,
+        active_key: args.active_key.clone(),
+        fix_missing: args.fix_missing,
+        fix_dm_scope: args.fix_dm_scope,
+        dm_scope: cfg.dm_scope(),
+        home: env.home(),
+    };
+    for t in &targets {
+        refuse_unsupported(&t.store_path)?;
+        if let Some(marker) = targets::sqlite_marker(&t.store_path) {
+            let msg = format!(
+                "agent {:?} has moved to SQLite ({} exists); its sessions.json is no longer the live store and clawkeeper will not write it",
+                t.agent_id,
+                marker.display()
+            );
+            if !dry_run {
+                return Err(Refusal::Unsafe(msg).into());
+            }
+            if !args.mode.quiet {
+                eprintln!("clawkeeper: note: {msg}");
+            }
+        }
+    }
+    let mut previews: Vec<Preview> = Vec::new();
+    for t in &targets {
+        previews.push(run::preview(&t.agent_id, &t.store_path, &opts)?);
+    }
+    let mut out = String::new();
+    if dry_run {
+        if args.mode.json {
+            let docs: Vec<_> = previews.iter().map(|p| p.summary.to_json()).collect();
+            out = json_doc(&mode, true, docs);
+        } else {
+            for (i, p) in previews.iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                cleanup_text::render_plan(&mut out, &cfg, p, previews.len() > 1);
+            }
+        }
+        return print(&out);
+    }
+    if let Some(limit) = max_delete {
+        for p in &previews {
+            let s = &p.summary;
+            let removed = s.before_count.saturating_sub(s.after_count);
+            if limit.exceeded(removed, s.before_count) {
+                return Err(Refusal::OverMaxDelete(format!(
+                    "refusing to clean {}: the plan removes {removed} of {} entries, more than --max-delete {} allows; nothing was changed",
+                    s.store_path,
+                    s.before_count,
+                    limit.text
+                ))
+                .into());
+            }
+        }
+    }
+    let mut applied = Vec::new();
+    for t in &targets {
+        applied.push(run::apply(&t.agent_id, &t.store_path, &opts)?);
+    }
+    if args.mode.json {
+        let docs: Vec<_> = applied.iter().map(|s| s.to_json()).collect();
+        out = json_doc(&mode, false, docs);
+    } else {
+        cleanup_text::render_applied(&mut out, &applied);
+    }
+    print(&out)
+}
+
+/// Stores clawkeeper cannot maintain faithfully yet are refused rather than half-done.
+fn refuse_unsupported(store_path: &std::path::Path) -> Result<()> {
+    let dir = run::sessions_dir_of(store_path);
+    let blobs = dir.join("skills-prompts");
+    if blobs.exists() {
+        return Err(Refusal::Unsafe(format!(
+            "refusing to touch {}: it holds skill prompt blobs ({}), which clawkeeper does not support yet",
+            store_path.display(),
+            blobs.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::Value>) -> String {
+    let v = if docs.len() == 1 {
+        docs.remove(0)
+    } else {
+        let mut m = serde_json::Map::new();
+        m.insert("allAgents".into(), serde_json::Value::Bool(true));
+        m.insert("mode".into(), mode.clone());
+        m.insert("dryRun".into(), serde_json::Value::Bool(dry_run));
+        m.insert("stores".into(), serde_json::Value::Array(docs));
+        serde_json::Value::Object(m)
+    };
+    let mut s = crate::jsjson::to_string_pretty(&v);
+    s.push('\n');
+    s
+}
+
+fn print(out: &str) -> Result<Exit> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(Exit::Success)
+}
+
+/// `--max-delete N` or `--max-delete P%`.
+#[derive(Debug, Clone)]
+struct MaxDelete {
+    text: String,
+    count: Option<u64>,
+    percent: Option<f64>,
+}
+
+impl MaxDelete {
+    fn exceeded(&self, removed: u64, total: u64) -> bool {
+        match (self.count, self.percent) {
+            (Some(n), _) => removed > n,
+            (None, Some(p)) => total > 0 && (removed as f64) * 100.0 > p * total as f64,
+            _ => false,
+        }
+    }
+}
+
+fn parse_max_delete(raw: &str) -> Result<MaxDelete> {
+    let t = raw.trim();
+    let bad = || {
+        anyhow!(
+            "invalid --max-delete {raw:?}: use a number of entries (e.g. 50) or a percentage (e.g. 10%)"
+        )
+    };
+    if let Some(p) = t.strip_suffix('%') {
+        let p: f64 = p.trim().parse().map_err(|_| bad())?;
+        if !(0.0..=100.0).contains(&p) {
+            return Err(bad());
+        }
+        return Ok(MaxDelete {
+            text: t.to_string(),
+            count: None,
+            percent: Some(p),
+        });
+    }
+    let n: u64 = t.parse().map_err(|_| bad())?;
+    Ok(MaxDelete {
+        text: t.to_string(),
+        count: Some(n),
+        percent: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_delete_forms() {
+        let m = parse_max_delete("10%").unwrap();
+        assert!(m.exceeded(2, 10));
+        assert!(!m.exceeded(1, 10));
+        let m = parse_max_delete("3").unwrap();
+        assert!(m.exceeded(4, 100));
+        assert!(!m.exceeded(3, 100));
+        assert!(parse_max_delete("x").is_err());
+        assert!(parse_max_delete("120%").is_err());
+    }
+}

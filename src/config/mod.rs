@@ -1,0 +1,306 @@
+//! The operator's `openclaw.json` as OpenClaw reads it, reduced to what clawkeeper needs.
+//!
+//! Owns: where the state dir and the config file are (`$OPENCLAW_STATE_DIR`, `~/.openclaw`,
+//! `$OPENCLAW_CONFIG_PATH`, `--config`), reading the JSON5 file into a `serde_json::Value`
+//! (a missing file is OpenClaw's defaults), the agent list and default agent id, the
+//! `session.*` settings and the maintenance resolution in `maintenance`. Nothing here knows
+//! about clap; callers pass plain values.
+
+pub mod grammar;
+pub mod maintenance;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+
+use crate::config::grammar::js_trim;
+
+/// Environment values the resolution depends on, captured once so tests can inject them.
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub state_dir: Option<String>,
+    pub config_path: Option<String>,
+    pub home: Option<PathBuf>,
+}
+
+impl Env {
+    /// Read `OPENCLAW_STATE_DIR`, `OPENCLAW_CONFIG_PATH`, `OPENCLAW_HOME` and `HOME`.
+    pub fn from_process() -> Env {
+        let home = std::env::var_os("OPENCLAW_HOME")
+            .filter(|h| !h.is_empty())
+            .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()))
+            .map(PathBuf::from);
+        Env {
+            state_dir: std::env::var("OPENCLAW_STATE_DIR").ok(),
+            config_path: std::env::var("OPENCLAW_CONFIG_PATH").ok(),
+            home,
+        }
+    }
+
+    /// The home directory (`~`).
+    pub fn home(&self) -> PathBuf {
+        self.home.clone().unwrap_or_else(|| PathBuf::from("/"))
+    }
+
+    /// Expand a leading `~` and make the path absolute against the cwd, lexically.
+    pub fn resolve_user_path(&self, input: &str) -> PathBuf {
+        let expanded = if input == "~" {
+            self.home()
+        } else if let Some(rest) = input.strip_prefix("~/") {
+            self.home().join(rest)
+        } else {
+            PathBuf::from(input)
+        };
+        crate::store::paths::resolve(&expanded)
+    }
+
+    /// `$OPENCLAW_STATE_DIR` (trimmed, `~` expanded), else `~/.openclaw`.
+    pub fn state_dir(&self) -> PathBuf {
+        match self.state_dir.as_deref().map(js_trim) {
+            Some(dir) if !dir.is_empty() => self.resolve_user_path(dir),
+            _ => self.home().join(".openclaw"),
+        }
+    }
+}
+
+/// The parsed `openclaw.json` (an empty object when there is no file).
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub root: Value,
+    /// The file it came from, when one was read.
+    pub source: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: Value::Object(Default::default()),
+            source: None,
+        }
+    }
+}
+
+impl Config {
+    /// Load the config: `explicit` (`--config`), else `$OPENCLAW_CONFIG_PATH`, else
+    /// `<stateDir>/openclaw.json`. A missing file gives the defaults; an unreadable or
+    /// unparsable file is an error naming it.
+    pub fn load(explicit: Option<&Path>, env: &Env) -> Result<Config> {
+        let path = match explicit {
+            Some(p) => p.to_path_buf(),
+            None => match env.config_path.as_deref().map(js_trim) {
+                Some(p) if !p.is_empty() => env.resolve_user_path(p),
+                _ => env.state_dir().join("openclaw.json"),
+            },
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+                return Ok(Config::default());
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot read config {}", path.display()));
+            }
+        };
+        let root: Value = json5::from_str(&text)
+            .with_context(|| format!("cannot parse config {} (JSON5)", path.display()))?;
+        let root = if root.is_object() {
+            root
+        } else {
+            Value::Object(Default::default())
+        };
+        Ok(Config {
+            root,
+            source: Some(path),
+        })
+    }
+
+    /// A config from an already-parsed value (tests, other commands).
+    pub fn from_value(root: Value) -> Config {
+        Config { root, source: None }
+    }
+
+    /// `cfg.a.b.c` with JavaScript's optional chaining.
+    pub fn get(&self, path: &[&str]) -> Option<&Value> {
+        let mut v = &self.root;
+        for p in path {
+            v = v.as_object()?.get(*p)?;
+        }
+        Some(v)
+    }
+
+    /// `agents.list` entries that are objects.
+    fn agent_entries(&self) -> Vec<&serde_json::Map<String, Value>> {
+        match self.get(&["agents", "list"]) {
+            Some(Value::Array(list)) => list.iter().filter_map(Value::as_object).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Configured agent ids, normalised and deduplicated (`["main"]` when none).
+    pub fn agent_ids(&self) -> Vec<String> {
+        let mut ids: Vec<String> = Vec::new();
+        for entry in self.agent_entries() {
+            let id = normalize_agent_id(entry.get("id").and_then(Value::as_str).unwrap_or(""));
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        if ids.is_empty() {
+            ids.push(DEFAULT_AGENT_ID.to_string());
+        }
+        ids
+    }
+
+    /// The default agent: the first entry marked `default`, else the first entry, else `main`.
+    pub fn default_agent_id(&self) -> String {
+        let agents = self.agent_entries();
+        if agents.is_empty() {
+            return DEFAULT_AGENT_ID.to_string();
+        }
+        let chosen = agents
+            .iter()
+            .find(|a| a.get("default").is_some_and(js_truthy))
+            .or(agents.first())
+            .and_then(|a| a.get("id"))
+            .and_then(Value::as_str)
+            .map(js_trim)
+            .unwrap_or("");
+        normalize_agent_id(if chosen.is_empty() { "main" } else { chosen })
+    }
+
+    /// Agent ids whose stores `--all-agents` visits (configured agents plus ACP agents).
+    pub fn session_store_agent_ids(&self) -> Vec<String> {
+        let mut ids = self.agent_ids();
+        let mut add = |raw: &str| {
+            let raw = js_trim(raw);
+            if raw.is_empty() || raw == "*" {
+                return;
+            }
+            let id = normalize_agent_id(raw);
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        };
+        if let Some(Value::String(s)) = self.get(&["acp", "defaultAgent"]) {
+            add(s);
+        }
+        if let Some(Value::Array(list)) = self.get(&["acp", "allowedAgents"]) {
+            for v in list {
+                if let Value::String(s) = v {
+                    add(s);
+                }
+            }
+        }
+        for agent in self.agent_entries() {
+            let runtime = agent.get("runtime").and_then(Value::as_object);
+            if runtime.and_then(|r| r.get("type")).and_then(Value::as_str) == Some("acp") {
+                let acp_agent = runtime
+                    .and_then(|r| r.get("acp"))
+                    .and_then(|a| a.get("agent"))
+                    .and_then(Value::as_str)
+                    .or_else(|| agent.get("id").and_then(Value::as_str));
+                if let Some(id) = acp_agent {
+                    add(id);
+                }
+            }
+        }
+        ids
+    }
+
+    /// `session.dmScope`, default `main`.
+    pub fn dm_scope(&self) -> String {
+        match self.get(&["session", "dmScope"]) {
+            Some(Value::String(s)) => s.clone(),
+            _ => "main".to_string(),
+        }
+    }
+
+    /// `session.store` (a path or a template with `{agentId}`), when set.
+    pub fn session_store(&self) -> Option<String> {
+        match self.get(&["session", "store"]) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            _ => None,
+        }
+    }
+}
+
+/// OpenClaw's default agent id.
+pub const DEFAULT_AGENT_ID: &str = "main";
+
+/// JavaScript truthiness of a JSON value.
+pub fn js_truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Value::String(s) => !s.is_empty(),
+        _ => true,
+    }
+}
+
+/// `normalizeAgentId`: lowercase; invalid characters become `-`; at most 64 chars; `main`
+/// when nothing is left.
+pub fn normalize_agent_id(value: &str) -> String {
+    let trimmed = js_trim(value);
+    if trimmed.is_empty() {
+        return DEFAULT_AGENT_ID.to_string();
+    }
+    let lower = trimmed.to_lowercase();
+    let valid = {
+        let b = trimmed.as_bytes();
+        !b.is_empty()
+            && b.len() <= 64
+            && b[0].is_ascii_alphanumeric()
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || *c == b'_' || *c == b'-')
+    };
+    if valid {
+        return lower;
+    }
+    let mut out = String::new();
+    let mut in_bad = false;
+    for c in lower.chars() {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-' {
+            out.push(c);
+            in_bad = false;
+        } else if !in_bad {
+            out.push('-');
+            in_bad = true;
+        }
+    }
+    let out = out.trim_start_matches('-').trim_end_matches('-');
+    // `.slice(0, 64)` counts UTF-16 units; the string is ASCII here.
+    let out: String = out.chars().take(64).collect();
+    if out.is_empty() {
+        "main".to_string()
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agent_ids_and_default() {
+        let c = Config::from_value(
+            json!({"agents": {"list": [{"id": "Work"}, {"id": "ops", "default": true}, {"id": "work"}]}}),
+        );
+        assert_eq!(c.agent_ids(), vec!["work", "ops"]);
+        assert_eq!(c.default_agent_id(), "ops");
+        assert_eq!(Config::default().agent_ids(), vec!["main"]);
+        assert_eq!(Config::default().default_agent_id(), "main");
+    }
+
+    #[test]
+    fn normalize_agent_ids() {
+        assert_eq!(normalize_agent_id(" Main "), "main");
+        assert_eq!(normalize_agent_id("a b!c"), "a-b-c");
+        assert_eq!(normalize_agent_id("--x--"), "x");
+        assert_eq!(normalize_agent_id("!!!"), "main");
+        assert_eq!(normalize_agent_id(""), "main");
+    }
+}

@@ -1,0 +1,384 @@
+//! What each file name in a sessions directory is, following OpenClaw's `artifacts.ts` rules.
+//!
+//! `classify(name, store_basename)` returns a `FileKind`: primary transcript, topic transcript,
+//! archive (reason + timestamp), legacy store backup (`sessions.json.bak.<digits>`), compaction
+//! checkpoint, trajectory runtime or pointer, store temp, lock, the store itself, or other. The
+//! predicates OpenClaw uses (`is_archive_name`, `is_primary_transcript_name`, …) are exposed
+//! one by one because maintenance combines them exactly as the reference does.
+
+/// Why a file was archived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ArchiveReason {
+    Deleted,
+    Reset,
+    Bak,
+}
+
+impl ArchiveReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArchiveReason::Deleted => "deleted",
+            ArchiveReason::Reset => "reset",
+            ArchiveReason::Bak => "bak",
+        }
+    }
+}
+
+/// The kind of one file directly in a sessions directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileKind {
+    /// The store itself (`sessions.json`, or the `--store` basename).
+    Store,
+    /// `<sessionId>.jsonl`.
+    Transcript,
+    /// `<sessionId>-topic-<threadId>.jsonl`.
+    TopicTranscript,
+    /// `<name>.<reason>.<timestamp>`; `timestamp_ms` is the parsed UTC time.
+    Archive {
+        reason: ArchiveReason,
+        timestamp_ms: Option<i64>,
+    },
+    /// `sessions.json.bak.<digits>` (old rotation backups).
+    LegacyStoreBackup,
+    /// `<sessionId>.checkpoint.<uuid>.jsonl`.
+    Checkpoint,
+    /// `<x>.trajectory.jsonl`.
+    TrajectoryRuntime,
+    /// `<x>.trajectory-path.json`.
+    TrajectoryPointer,
+    /// `<store>.[<pid>.]<uuid>.tmp` from atomic writes.
+    StoreTemp,
+    /// `*.lock`.
+    Lock,
+    Other,
+}
+
+/// `^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d{3})?Z$`.
+fn is_archive_timestamp(raw: &str) -> bool {
+    let b = raw.as_bytes();
+    let shape = |pattern: &str| {
+        pattern.len() == b.len()
+            && pattern.bytes().zip(b).all(|(p, c)| match p {
+                b'd' => c.is_ascii_digit(),
+                other => other == *c,
+            })
+    };
+    shape("dddd-dd-ddTdd-dd-ddZ") || shape("dddd-dd-ddTdd-dd-dd.dddZ")
+}
+
+/// Parse an archive timestamp (`2026-03-01T12-30-45.123Z`) into UTC milliseconds.
+pub fn parse_archive_timestamp(raw: &str) -> Option<i64> {
+    if !is_archive_timestamp(raw) {
+        return None;
+    }
+    let n = |s: &str| s.parse::<i64>().ok();
+    let (y, mo, d) = (n(&raw[0..4])?, n(&raw[5..7])?, n(&raw[8..10])?);
+    let (h, mi, s) = (n(&raw[11..13])?, n(&raw[14..16])?, n(&raw[17..19])?);
+    let ms = if raw.len() == 24 { n(&raw[20..23])? } else { 0 };
+    // Date.parse rejects out-of-range fields (24:00:00 is allowed and means the next day).
+    let dim = days_in_month(y, mo)?;
+    if d < 1 || d > dim || mi > 59 || s > 59 || h > 24 || (h == 24 && (mi, s, ms) != (0, 0, 0)) {
+        return None;
+    }
+    Some(((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
+}
+
+fn days_in_month(y: i64, m: i64) -> Option<i64> {
+    Some(match m {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
+        2 => 28,
+        _ => return None,
+    })
+}
+
+/// Days since 1970-01-01 for a proleptic Gregorian date.
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// `Date.prototype.toISOString()` with every `:` replaced by `-` (the archive name stamp).
+pub fn format_archive_timestamp(ms: i64) -> String {
+    let days = ms.div_euclid(86_400_000);
+    let rem = ms.rem_euclid(86_400_000);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}.{:03}Z",
+        rem / 3_600_000,
+        rem / 60_000 % 60,
+        rem / 1000 % 60,
+        rem % 1000
+    )
+}
+
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// The timestamp after the last `.<reason>.` when it has the archive shape (`hasArchiveSuffix`).
+pub fn archive_suffix(name: &str, reason: ArchiveReason) -> Option<&str> {
+    let marker = format!(".{}.", reason.as_str());
+    let idx = name.rfind(&marker)?;
+    let raw = &name[idx + marker.len()..];
+    is_archive_timestamp(raw).then_some(raw)
+}
+
+/// `parseSessionArchiveTimestamp(name, reason)`.
+pub fn archive_timestamp(name: &str, reason: ArchiveReason) -> Option<i64> {
+    archive_suffix(name, reason).and_then(parse_archive_timestamp)
+}
+
+pub fn is_legacy_store_backup(name: &str) -> bool {
+    name.strip_prefix("sessions.json.bak.")
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|c| c.is_ascii_digit()))
+}
+
+/// `isSessionArchiveArtifactName`.
+pub fn is_archive_name(name: &str) -> bool {
+    is_legacy_store_backup(name)
+        || [
+            ArchiveReason::Deleted,
+            ArchiveReason::Reset,
+            ArchiveReason::Bak,
+        ]
+        .into_iter()
+        .any(|r| archive_suffix(name, r).is_some())
+}
+
+fn is_hex(s: &str) -> bool {
+    s.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+/// `8-4-4-4-12` hex groups.
+pub fn is_uuid_shape(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && is_hex(p))
+}
+
+/// `^(.+)\.checkpoint\.(<uuid v1-5, variant 89ab>)\.jsonl$` (case-insensitive).
+pub fn parse_checkpoint_name(name: &str) -> Option<(&str, &str)> {
+    let stem = name.strip_suffix(".jsonl")?;
+    if stem.len() < 36 + 12 {
+        return None;
+    }
+    let (head, uuid) = stem.split_at(stem.len() - 36);
+    let session = head.strip_suffix(".checkpoint.")?;
+    if session.is_empty() || !is_uuid_shape(uuid) {
+        return None;
+    }
+    let u = uuid.as_bytes();
+    let version_ok = (b'1'..=b'5').contains(&u[14]);
+    let variant_ok = matches!(u[19].to_ascii_lowercase(), b'8' | b'9' | b'a' | b'b');
+    (version_ok && variant_ok).then_some((session, uuid))
+}
+
+pub fn is_checkpoint_name(name: &str) -> bool {
+    parse_checkpoint_name(name).is_some()
+}
+
+pub fn is_trajectory_runtime_name(name: &str) -> bool {
+    name.ends_with(".trajectory.jsonl")
+}
+
+pub fn is_trajectory_pointer_name(name: &str) -> bool {
+    name.ends_with(".trajectory-path.json")
+}
+
+pub fn is_trajectory_name(name: &str) -> bool {
+    is_trajectory_runtime_name(name) || is_trajectory_pointer_name(name)
+}
+
+/// `isPrimarySessionTranscriptFileName`: a `.jsonl` that is not the store, a trajectory, a
+/// checkpoint or an archive (topic transcripts included).
+pub fn is_primary_transcript_name(name: &str) -> bool {
+    name != "sessions.json"
+        && name.ends_with(".jsonl")
+        && !is_trajectory_runtime_name(name)
+        && !is_checkpoint_name(name)
+        && !is_archive_name(name)
+}
+
+/// `^<store basename>\.(?:\d+\.)?<uuid>\.tmp$`, case-insensitive.
+pub fn is_store_temp_name(name: &str, store_basename: &str) -> bool {
+    if store_basename.is_empty() || name.len() < store_basename.len() + 1 {
+        return false;
+    }
+    let (head, tail) = name.split_at(store_basename.len());
+    if !head.eq_ignore_ascii_case(store_basename) {
+        return false;
+    }
+    let Some(rest) = tail.strip_prefix('.') else {
+        return false;
+    };
+    let Some(body) = rest.strip_suffix(".tmp").or_else(|| {
+        rest.len()
+            .checked_sub(4)
+            .and_then(|i| rest[i..].eq_ignore_ascii_case(".tmp").then(|| &rest[..i]))
+    }) else {
+        return false;
+    };
+    if is_uuid_shape(body) {
+        return true;
+    }
+    match body.split_once('.') {
+        Some((pid, uuid)) => {
+            !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && is_uuid_shape(uuid)
+        }
+        None => false,
+    }
+}
+
+/// Classify one file name of a sessions directory whose store file is `store_basename`.
+pub fn classify(name: &str, store_basename: &str) -> FileKind {
+    if name == store_basename {
+        return FileKind::Store;
+    }
+    if is_legacy_store_backup(name) {
+        return FileKind::LegacyStoreBackup;
+    }
+    for reason in [
+        ArchiveReason::Deleted,
+        ArchiveReason::Reset,
+        ArchiveReason::Bak,
+    ] {
+        if let Some(raw) = archive_suffix(name, reason) {
+            return FileKind::Archive {
+                reason,
+                timestamp_ms: parse_archive_timestamp(raw),
+            };
+        }
+    }
+    if is_store_temp_name(name, store_basename) {
+        return FileKind::StoreTemp;
+    }
+    if is_checkpoint_name(name) {
+        return FileKind::Checkpoint;
+    }
+    if is_trajectory_runtime_name(name) {
+        return FileKind::TrajectoryRuntime;
+    }
+    if is_trajectory_pointer_name(name) {
+        return FileKind::TrajectoryPointer;
+    }
+    if is_primary_transcript_name(name) {
+        let stem = &name[..name.len() - 6];
+        return if stem.find("-topic-").is_some_and(|i| i > 0) {
+            FileKind::TopicTranscript
+        } else {
+            FileKind::Transcript
+        };
+    }
+    if name.ends_with(".lock") {
+        return FileKind::Lock;
+    }
+    FileKind::Other
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archive_names() {
+        let ts = "2026-03-01T12-30-45.123Z";
+        assert_eq!(parse_archive_timestamp(ts), Some(1_772_368_245_123));
+        assert_eq!(format_archive_timestamp(1_772_368_245_123), ts);
+        assert_eq!(
+            parse_archive_timestamp("2026-03-01T12-30-45Z"),
+            Some(1_772_368_245_000)
+        );
+        assert_eq!(parse_archive_timestamp("2026-02-30T12-30-45Z"), None);
+        assert!(is_archive_name(&format!("abc.jsonl.deleted.{ts}")));
+        assert!(is_archive_name(&format!("abc.jsonl.reset.{ts}")));
+        assert!(is_archive_name(&format!("abc.jsonl.bak.{ts}")));
+        assert!(is_archive_name("sessions.json.bak.1700000000000"));
+        assert!(!is_archive_name(&format!("abc.jsonl.deleted.{ts}.zst")));
+        assert!(!is_archive_name("abc.jsonl.bak"));
+        assert_eq!(
+            classify(&format!("a.jsonl.deleted.{ts}"), "sessions.json"),
+            FileKind::Archive {
+                reason: ArchiveReason::Deleted,
+                timestamp_ms: Some(1_772_368_245_123)
+            }
+        );
+        assert_eq!(format_archive_timestamp(0), "1970-01-01T00-00-00.000Z");
+    }
+
+    #[test]
+    fn file_kinds() {
+        let sb = "sessions.json";
+        assert_eq!(classify("sessions.json", sb), FileKind::Store);
+        assert_eq!(classify("abc.jsonl", sb), FileKind::Transcript);
+        assert_eq!(
+            classify("abc-topic-42.jsonl", sb),
+            FileKind::TopicTranscript
+        );
+        assert_eq!(
+            classify(
+                "abc.checkpoint.0123abcd-0000-4000-8000-0123456789ab.jsonl",
+                sb
+            ),
+            FileKind::Checkpoint
+        );
+        assert_eq!(
+            classify(
+                "abc.checkpoint.0123abcd-0000-7000-8000-0123456789ab.jsonl",
+                sb
+            ),
+            FileKind::Transcript
+        );
+        assert_eq!(
+            classify("abc.trajectory.jsonl", sb),
+            FileKind::TrajectoryRuntime
+        );
+        assert_eq!(
+            classify("abc.trajectory-path.json", sb),
+            FileKind::TrajectoryPointer
+        );
+        assert_eq!(
+            classify(
+                "sessions.json.123.0123abcd-0000-4000-8000-0123456789ab.tmp",
+                sb
+            ),
+            FileKind::StoreTemp
+        );
+        assert_eq!(
+            classify("sessions.json.0123abcd-0000-4000-8000-0123456789ab.tmp", sb),
+            FileKind::StoreTemp
+        );
+        assert_eq!(
+            classify(
+                "sessions.json.x.0123abcd-0000-4000-8000-0123456789ab.tmp",
+                sb
+            ),
+            FileKind::Other
+        );
+        assert_eq!(classify("abc.jsonl.lock", sb), FileKind::Lock);
+        assert_eq!(
+            classify("sessions.json.bak.17", sb),
+            FileKind::LegacyStoreBackup
+        );
+        assert_eq!(classify("notes.txt", sb), FileKind::Other);
+        assert!(!is_primary_transcript_name("sessions.json"));
+    }
+}

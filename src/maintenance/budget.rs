@@ -1,0 +1,265 @@
+//! The disk budget (`enforceSessionDiskBudget`) and the unreferenced-artifact sweep
+//! (`pruneUnreferencedSessionArtifacts`), run for real or simulated through `files::Remover`.
+//!
+//! Budget: total = sizes of the directory's regular files − the store file + the projected
+//! store text. Over `maxDiskBytes`, phase 1 removes stale temps, archives and orphan artifacts
+//! oldest first until at or below the high-water mark; phase 2 evicts unprotected entries
+//! oldest first, shrinking the projected store by the entry's pretty-printed chunk + 2 bytes
+//! and deleting the transcript and sidecars of the last entry using a session id.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::files::{self, FileInfo, Remover};
+use crate::fsutil::Confined;
+use crate::keys;
+use crate::layout;
+use crate::store::{self, Store};
+
+/// Store temps younger than this are left alone.
+pub const TEMP_STALE_MS: f64 = 300_000.0;
+
+/// The `diskBudget` object of a summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BudgetReport {
+    pub total_bytes_before: i64,
+    pub total_bytes_after: i64,
+    pub removed_files: u64,
+    pub removed_entries: u64,
+    pub freed_bytes: i64,
+    pub max_bytes: i64,
+    pub high_water_bytes: i64,
+    pub over_budget: bool,
+}
+
+/// The `unreferencedArtifacts` object of a summary.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SweepReport {
+    pub scanned_files: u64,
+    pub removed_files: u64,
+    pub freed_bytes: i64,
+    pub older_than_ms: i64,
+}
+
+/// Inputs shared by the budget and the sweep.
+pub struct Dir<'a> {
+    pub sessions_dir: &'a Path,
+    pub store_path: &'a Path,
+    /// `Some` applies for real; `None` simulates.
+    pub confined: Option<&'a Confined>,
+}
+
+impl Dir<'_> {
+    fn store_basename(&self) -> String {
+        self.store_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// Byte length of the `"key": {...}` chunk of one entry in a pretty store.
+fn chunk_bytes(key: &str, entry: &Value) -> i64 {
+    crate::jsjson::pretty_member_len(key, entry, 1) as i64
+}
+
+#[allow(clippy::too_many_arguments)]
+/// Run the budget. `removed_paths` collects every canonical path removed (or that would be).
+pub fn enforce(
+    d: &Dir<'_>,
+    s: &mut Store,
+    max: Option<i64>,
+    high_water: Option<i64>,
+    active_key: Option<&str>,
+    preserve: &[String],
+    warn_only: bool,
+    removed_paths: &mut Vec<PathBuf>,
+) -> Result<Option<BudgetReport>> {
+    let (Some(max), Some(high)) = (max, high_water) else {
+        return Ok(None);
+    };
+    let scanned = files::scan(d.sessions_dir);
+    let store_canonical = crate::store::paths::canonical(d.store_path);
+    let store_size = scanned
+        .iter()
+        .find(|f| f.canonical == store_canonical)
+        .map_or(0, |f| f.size as i64);
+    let mut projected = store::serialize(s).len() as i64;
+    let mut total: i64 =
+        scanned.iter().map(|f| f.size as i64).sum::<i64>() - store_size + projected;
+    let before = total;
+    let report = |total: i64, files: u64, entries: u64, freed: i64, over: bool| BudgetReport {
+        total_bytes_before: before,
+        total_bytes_after: total,
+        removed_files: files,
+        removed_entries: entries,
+        freed_bytes: freed,
+        max_bytes: max,
+        high_water_bytes: high,
+        over_budget: over,
+    };
+    if total <= max {
+        return Ok(Some(report(total, 0, 0, 0, false)));
+    }
+    if warn_only {
+        return Ok(Some(report(total, 0, 0, 0, true)));
+    }
+    let referenced = files::referenced_paths(s, d.sessions_dir)?;
+    let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
+    let basename = d.store_basename();
+    let mut remover = Remover::new(d.confined, &scanned);
+    let (mut removed_files, mut removed_entries, mut freed) = (0u64, 0u64, 0i64);
+    let mut queue: Vec<&FileInfo> = scanned
+        .iter()
+        .filter(|f| {
+            if layout::is_store_temp_name(&f.name, &basename) {
+                f.mtime_ms <= temp_cutoff
+            } else {
+                layout::is_archive_name(&f.name) || files::is_orphan(f, &referenced)
+            }
+        })
+        .collect();
+    queue.sort_by(|a, b| {
+        a.mtime_ms
+            .partial_cmp(&b.mtime_ms)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    for f in queue {
+        if total <= high {
+            break;
+        }
+        let n = remover.remove(&f.path, Some(&f.canonical)) as i64;
+        if n <= 0 {
+            continue;
+        }
+        total -= n;
+        freed += n;
+        removed_files += 1;
+    }
+    if total > high {
+        let active = active_key
+            .map(|k| crate::config::grammar::js_trim(k).to_lowercase())
+            .filter(|k| !k.is_empty());
+        let mut id_refs: HashMap<String, usize> = HashMap::new();
+        for e in s.values() {
+            if let Some(id) = store::session_id(e) {
+                *id_refs.entry(id.to_string()).or_default() += 1;
+            }
+        }
+        let mut chunks: HashMap<String, i64> = s
+            .iter()
+            .map(|(k, e)| (k.clone(), chunk_bytes(k, e)))
+            .collect();
+        let mut order: Vec<(String, f64)> = s
+            .iter()
+            .map(|(k, e)| {
+                (
+                    k.clone(),
+                    store::updated_at(e)
+                        .filter(|u| u.is_finite())
+                        .unwrap_or(0.0),
+                )
+            })
+            .collect();
+        order.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal));
+        for (key, _) in order {
+            if total <= high {
+                break;
+            }
+            if active
+                .as_deref()
+                .is_some_and(|a| crate::config::grammar::js_trim(&key).to_lowercase() == a)
+            {
+                continue;
+            }
+            let Some(entry) = s.get(&key) else { continue };
+            if keys::should_preserve(&key, Some(entry), preserve) {
+                continue;
+            }
+            let entry = s.shift_remove(&key).expect("present");
+            let prev = projected;
+            projected = match chunks.remove(&key) {
+                Some(c) if c >= 0 => (projected - (c + 2)).max(2),
+                _ => store::serialize(s).len() as i64,
+            };
+            total += projected - prev;
+            removed_entries += 1;
+            let Some(id) = store::session_id(&entry) else {
+                continue;
+            };
+            let left = id_refs.get(id).copied().unwrap_or(1).saturating_sub(1);
+            if left > 0 {
+                id_refs.insert(id.to_string(), left);
+                continue;
+            }
+            id_refs.remove(id);
+            for p in files::entry_artifacts(&entry, d.sessions_dir) {
+                let n = remover.remove(&p, None) as i64;
+                if n <= 0 {
+                    continue;
+                }
+                total -= n;
+                freed += n;
+                removed_files += 1;
+            }
+        }
+    }
+    removed_paths.extend(remover.removed);
+    Ok(Some(report(
+        total,
+        removed_files,
+        removed_entries,
+        freed,
+        true,
+    )))
+}
+
+/// The unreferenced-artifact sweep: stale store temps and orphan transcripts, checkpoints and
+/// trajectories older than `older_than_ms` are deleted (archives never are).
+pub fn sweep(
+    d: &Dir<'_>,
+    s: &Store,
+    older_than_ms: i64,
+    exclude: &HashSet<PathBuf>,
+) -> Result<SweepReport> {
+    let older = older_than_ms.max(0);
+    let scanned = files::scan(d.sessions_dir);
+    let referenced = files::referenced_paths(s, d.sessions_dir)?;
+    let cutoff = super::now_ms() - older as f64;
+    let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
+    let basename = d.store_basename();
+    let mut queue: Vec<&FileInfo> = scanned
+        .iter()
+        .filter(|f| !exclude.contains(&f.canonical))
+        .filter(|f| {
+            if layout::is_store_temp_name(&f.name, &basename) {
+                f.mtime_ms <= temp_cutoff
+            } else {
+                f.mtime_ms <= cutoff && files::is_orphan(f, &referenced)
+            }
+        })
+        .collect();
+    queue.sort_by(|a, b| {
+        a.mtime_ms
+            .partial_cmp(&b.mtime_ms)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut remover = Remover::new(d.confined, &scanned);
+    let mut rep = SweepReport {
+        scanned_files: scanned.len() as u64,
+        older_than_ms: older,
+        ..Default::default()
+    };
+    for f in queue {
+        let n = remover.remove(&f.path, Some(&f.canonical)) as i64;
+        if n <= 0 {
+            continue;
+        }
+        rep.removed_files += 1;
+        rep.freed_bytes += n;
+    }
+    Ok(rep)
+}

@@ -1,0 +1,400 @@
+//! The entry-level maintenance steps, each mutating a store in place exactly as OpenClaw's
+//! `store-maintenance.ts` and `cleanup-service.ts` do: `--fix-missing`, `--fix-dm-scope`,
+//! model-run probe pruning, stale pruning and the entry cap. Each returns what it removed, in
+//! removal order, so callers can archive transcripts and build the action table.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::keys;
+use crate::store::{self, Store, paths};
+
+/// A removed entry: its key and the entry as it was.
+pub type Removed = Vec<(String, Value)>;
+
+/// `pruneStaleEntries`: remove unpreserved entries with `updatedAt < now − max_age`.
+pub fn prune_stale(s: &mut Store, max_age_ms: i64, preserve: &[String], now_ms: f64) -> Removed {
+    let cutoff = now_ms - max_age_ms as f64;
+    let victims: Vec<String> = s
+        .iter()
+        .filter(|(k, e)| !keys::should_preserve(k, Some(e), preserve))
+        .filter(|(_, e)| store::updated_at(e).is_some_and(|u| u < cutoff))
+        .map(|(k, _)| k.clone())
+        .collect();
+    take(s, victims)
+}
+
+/// `pruneStaleModelRunEntries`: model-run probe keys older than `max_age` (preserve set only).
+pub fn prune_model_runs(
+    s: &mut Store,
+    max_age_ms: i64,
+    preserve: &[String],
+    now_ms: f64,
+) -> Removed {
+    let cutoff = now_ms - max_age_ms as f64;
+    let victims: Vec<String> = s
+        .iter()
+        .filter(|(k, _)| !preserve.iter().any(|p| p == *k) && keys::is_model_run_key(k))
+        .filter(|(_, e)| store::updated_at(e).is_some_and(|u| u < cutoff))
+        .map(|(k, _)| k.clone())
+        .collect();
+    take(s, victims)
+}
+
+/// `capEntryCount`: keep the newest `max − preserved` unpreserved entries (stable sort by
+/// `updatedAt` descending, missing = −∞), remove the rest.
+pub fn cap(s: &mut Store, max_entries: f64, preserve: &[String]) -> Removed {
+    let preserved = s
+        .iter()
+        .filter(|(k, e)| keys::should_preserve(k, Some(e), preserve))
+        .count();
+    let room = (max_entries - preserved as f64).max(0.0);
+    let room = if max_entries.is_nan() { f64::NAN } else { room };
+    let mut candidates: Vec<(String, f64)> = s
+        .iter()
+        .filter(|(k, e)| !keys::should_preserve(k, Some(e), preserve))
+        .map(|(k, e)| (k.clone(), store::updated_at(e).unwrap_or(f64::NEG_INFINITY)))
+        .collect();
+    if (candidates.len() as f64) <= room {
+        return Vec::new();
+    }
+    candidates.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal));
+    // `Array.prototype.slice(start)` truncates towards zero; NaN means 0.
+    let start = if room.is_nan() {
+        0
+    } else {
+        room.trunc() as usize
+    };
+    let victims: Vec<String> = candidates.into_iter().skip(start).map(|(k, _)| k).collect();
+    take(s, victims)
+}
+
+/// `shouldRunModelRunPrune` with `force` (cleanup always forces): more entries than the cap.
+pub fn should_prune_model_runs(count: usize, max_entries: f64) -> bool {
+    count as f64 > max_entries
+}
+
+/// `retireMainScopeDirectSessionEntries`: with `dmScope == "main"`, remove per-peer direct-DM
+/// keys of the target agent.
+pub fn retire_dm_scope(
+    s: &mut Store,
+    dm_scope: &str,
+    target_agent: &str,
+    active_key: Option<&str>,
+) -> Removed {
+    if dm_scope != "main" {
+        return Vec::new();
+    }
+    let victims: Vec<String> = s
+        .keys()
+        .filter(|k| keys::is_stale_direct_key(k, target_agent, active_key))
+        .cloned()
+        .collect();
+    take(s, victims)
+}
+
+/// Result of `--fix-missing`.
+#[derive(Debug, Default)]
+pub struct FixMissing {
+    pub removed: Removed,
+    /// Keys whose `sessionFile` was repaired, with the new value.
+    pub repaired: Vec<(String, String)>,
+}
+
+/// `pruneMissingTranscriptEntries`: drop entries whose transcript is missing or has no message
+/// record (≤ 4 KiB), repair stale generated `sessionFile` values, drop non-agent keys without a
+/// session id.
+pub fn fix_missing(s: &mut Store, sessions_dir: &Path) -> FixMissing {
+    let mut out = FixMissing::default();
+    let keys_now: Vec<String> = s.keys().cloned().collect();
+    for key in keys_now {
+        let entry = &s[&key];
+        let Some(sid) = store::session_id(entry).map(str::to_string) else {
+            if keys::parse_agent_key(&key).is_some() {
+                continue;
+            }
+            let e = s.shift_remove(&key).expect("present");
+            out.removed.push((key, e));
+            continue;
+        };
+        let sf = store::session_file(entry).map(str::to_string);
+        let canonical = paths::default_transcript_path(&sid, sessions_dir);
+        let transcript = paths::transcript_path(&sid, sf.as_deref(), sessions_dir);
+        if let Some(canonical) = canonical.filter(|c| {
+            is_stale_generated(&sid, sf.as_deref())
+                && Some(c) != transcript.as_ref()
+                && exists_with_messages(c)
+        }) {
+            let new = canonical.to_string_lossy().into_owned();
+            if let Some(Value::Object(e)) = s.get_mut(&key) {
+                e.insert("sessionFile".into(), Value::String(new.clone()));
+            }
+            out.repaired.push((key, new));
+            continue;
+        }
+        if transcript.as_deref().is_some_and(exists_with_messages) {
+            continue;
+        }
+        let e = s.shift_remove(&key).expect("present");
+        out.removed.push((key, e));
+    }
+    out
+}
+
+/// `isStaleGeneratedBaseTranscript`.
+fn is_stale_generated(session_id: &str, session_file: Option<&str>) -> bool {
+    let Some(generated) = generated_transcript_session_id(session_file) else {
+        return false;
+    };
+    if generated == session_id {
+        return false;
+    }
+    let trimmed = crate::config::grammar::js_trim(session_file.unwrap_or(""));
+    basename(trimmed) == format!("{generated}.jsonl")
+}
+
+fn basename(p: &str) -> &str {
+    let p = p.trim_end_matches('/');
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// `extractGeneratedTranscriptSessionId`: the UUID a generated transcript name carries.
+pub fn generated_transcript_session_id(session_file: Option<&str>) -> Option<String> {
+    let trimmed = crate::config::grammar::js_trim(session_file?);
+    if trimmed.is_empty() {
+        return None;
+    }
+    let base = basename(trimmed);
+    let without = base.strip_suffix(".jsonl")?;
+    if let Some(i) = without.find("-topic-").filter(|i| *i > 0) {
+        let id = &without[..i];
+        return looks_generated(id).then(|| id.to_string());
+    }
+    if let Some(rest) = fork_suffix(without) {
+        return looks_generated(rest).then(|| rest.to_string());
+    }
+    looks_generated(without).then(|| without.to_string())
+}
+
+/// `^(\d{4}-\d{2}-\d{2}T[\w-]+(?:Z|[+-]\d{2}(?:-\d{2})?)?)_(.+)$` → the part after `_`.
+fn fork_suffix(s: &str) -> Option<&str> {
+    let b = s.as_bytes();
+    let digits =
+        |r: std::ops::Range<usize>| r.clone().all(|i| b.get(i).is_some_and(u8::is_ascii_digit));
+    if !(digits(0..4)
+        && b.get(4) == Some(&b'-')
+        && digits(5..7)
+        && b.get(7) == Some(&b'-')
+        && digits(8..10)
+        && b.get(10) == Some(&b'T'))
+    {
+        return None;
+    }
+    // `[\w-]+` is greedy but backtracks: the group ends at some `_` whose tail is non-empty.
+    // The first `_` after the date that leaves a non-empty tail and a valid middle wins
+    // (the greedy match takes the last such `_`).
+    let mut best = None;
+    for (i, c) in s.char_indices().skip(11) {
+        if c == '_' && i + 1 < s.len() {
+            let mid = &s[11..i];
+            if !mid.is_empty()
+                && mid
+                    .bytes()
+                    .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-' || c == b'+')
+            {
+                best = Some(&s[i + 1..]);
+            }
+        }
+        if !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '+') {
+            break;
+        }
+    }
+    best
+}
+
+fn looks_generated(v: &str) -> bool {
+    let b = v.as_bytes();
+    crate::layout::is_uuid_shape(v)
+        && (b'1'..=b'8').contains(&b[14])
+        && matches!(b[19].to_ascii_lowercase(), b'8' | b'9' | b'a' | b'b')
+}
+
+fn is_message_role(v: Option<&Value>) -> bool {
+    matches!(
+        v.and_then(Value::as_str),
+        Some("user" | "assistant" | "tool" | "toolResult" | "system")
+    )
+}
+
+fn is_message_record(v: &Value) -> bool {
+    let (Value::Object(_) | Value::Array(_)) = v else {
+        return false;
+    };
+    let ty = v.get("type");
+    if ty.and_then(Value::as_str) == Some("message") {
+        return true;
+    }
+    if ty.is_some() {
+        return false;
+    }
+    if let Some(m @ Value::Object(_)) = v.get("message")
+        && is_message_role(m.get("role"))
+    {
+        return true;
+    }
+    is_message_role(v.get("role"))
+}
+
+/// `transcriptHasNoMessageRecords`: a regular file ≤ 4096 bytes with no message record.
+fn has_no_message_records(p: &Path) -> bool {
+    let Ok(meta) = std::fs::metadata(p) else {
+        return false;
+    };
+    if !meta.is_file() || meta.len() > 4096 {
+        return false;
+    }
+    let Ok(raw) = std::fs::read(p) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&raw);
+    for line in text.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if crate::config::grammar::js_trim(line).is_empty() {
+            continue;
+        }
+        let Ok(v) = crate::jsjson::parse(line.as_bytes()) else {
+            return false;
+        };
+        if is_message_record(&v) {
+            return false;
+        }
+    }
+    true
+}
+
+/// `transcriptExistsWithMessages`.
+pub fn exists_with_messages(p: &Path) -> bool {
+    p.exists() && !has_no_message_records(p)
+}
+
+fn take(s: &mut Store, victims: Vec<String>) -> Removed {
+    victims
+        .into_iter()
+        .filter_map(|k| s.shift_remove(&k).map(|e| (k, e)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store(v: Value) -> Store {
+        let Value::Object(m) = v else { panic!() };
+        m
+    }
+
+    #[test]
+    fn stale_prune_keeps_protected_and_preserved() {
+        let mut s = store(json!({
+            "agent:main:a": {"updatedAt": 1},
+            "agent:main:slack:channel:c": {"updatedAt": 1},
+            "agent:main:b": {"updatedAt": 1},
+            "agent:main:c": {},
+            "agent:main:d": {"updatedAt": 5_000}
+        }));
+        let r = prune_stale(&mut s, 1000, &["agent:main:b".into()], 5_500.0);
+        assert_eq!(
+            r.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+            vec!["agent:main:a"]
+        );
+        assert_eq!(s.len(), 4);
+    }
+
+    #[test]
+    fn cap_is_stable_and_counts_preserved() {
+        let mut s = store(json!({
+            "a": {"updatedAt": 3}, "b": {"updatedAt": 5}, "c": {}, "d": {"updatedAt": 5},
+            "agent:main:x:group:g": {"updatedAt": 0}
+        }));
+        let r = cap(&mut s, 3.0, &[]);
+        assert_eq!(
+            r.iter().map(|x| x.0.as_str()).collect::<Vec<_>>(),
+            vec!["a", "c"]
+        );
+        assert_eq!(
+            s.keys().collect::<Vec<_>>(),
+            vec!["b", "d", "agent:main:x:group:g"]
+        );
+        let mut s = store(json!({"a": {"updatedAt": 3}, "agent:main:x:group:g": {}}));
+        assert_eq!(cap(&mut s, 1.0, &[]).len(), 1);
+        let mut s = store(json!({"a": {"updatedAt": 3}}));
+        assert_eq!(cap(&mut s, 1.0, &[]).len(), 0);
+    }
+
+    #[test]
+    fn model_runs_and_dm_scope() {
+        let k = "agent:main:explicit:model-run-0123abcd-0000-4000-8000-0123456789ab";
+        let mut s = store(json!({k: {"updatedAt": 0}, "agent:main:direct:bob": {"updatedAt": 0}}));
+        assert!(should_prune_model_runs(2, 1.0));
+        assert_eq!(prune_model_runs(&mut s, 10, &[], 100.0).len(), 1);
+        assert_eq!(retire_dm_scope(&mut s, "per-peer", "main", None).len(), 0);
+        assert_eq!(retire_dm_scope(&mut s, "main", "main", None).len(), 1);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn fix_missing_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(
+            d.join("ok.jsonl"),
+            "{\"type\":\"session\"}\n{\"type\":\"message\"}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("empty.jsonl"),
+            "{\"type\":\"session\",\"id\":\"empty\"}\n",
+        )
+        .unwrap();
+        let uuid = "0123abcd-0000-4000-8000-0123456789ab";
+        std::fs::write(d.join("real.jsonl"), "{\"role\":\"user\"}\n").unwrap();
+        let mut s = store(json!({
+            "agent:main:a": {"sessionId": "ok"},
+            "agent:main:b": {"sessionId": "gone"},
+            "agent:main:c": {"sessionId": "empty"},
+            "agent:main:d": {},
+            "plain": {},
+            "agent:main:e": {"sessionId": "real", "sessionFile": format!("{uuid}.jsonl")}
+        }));
+        let r = fix_missing(&mut s, &d);
+        let removed: Vec<_> = r.removed.iter().map(|x| x.0.as_str()).collect();
+        assert_eq!(removed, vec!["agent:main:b", "agent:main:c", "plain"]);
+        assert_eq!(
+            r.repaired,
+            vec![(
+                "agent:main:e".to_string(),
+                d.join("real.jsonl").to_string_lossy().into_owned()
+            )]
+        );
+    }
+
+    #[test]
+    fn generated_ids() {
+        let u = "0123abcd-0000-4000-8000-0123456789ab";
+        assert_eq!(
+            generated_transcript_session_id(Some(&format!("/x/{u}.jsonl"))),
+            Some(u.to_string())
+        );
+        assert_eq!(
+            generated_transcript_session_id(Some(&format!("{u}-topic-9.jsonl"))),
+            Some(u.to_string())
+        );
+        assert_eq!(
+            generated_transcript_session_id(Some(&format!("2026-01-01T10-00-00Z_{u}.jsonl"))),
+            Some(u.to_string())
+        );
+        assert_eq!(generated_transcript_session_id(Some("abc.jsonl")), None);
+    }
+}

@@ -1,0 +1,398 @@
+//! File-level maintenance in one sessions directory: the scan OpenClaw's budget and sweep use,
+//! the referenced-artifact set, removal (simulated for previews, through `fsutil::Confined` for
+//! real), archiving transcripts as `.deleted.<ts>`, trajectory sidecar removal and archive
+//! retention.
+//!
+//! Deliberate differences from OpenClaw, all on the safe side: only regular files directly in
+//! the sessions directory are ever renamed or removed (OpenClaw also removes symlinks named
+//! like archives, files in subdirectories, and trajectory runtime files outside the directory
+//! that a pointer names).
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::exit::Refusal;
+use crate::fsutil::Confined;
+use crate::layout;
+use crate::store::{self, Store, paths};
+
+/// One regular file directly in the sessions directory.
+#[derive(Debug, Clone)]
+pub struct FileInfo {
+    pub path: PathBuf,
+    pub canonical: PathBuf,
+    pub name: String,
+    pub size: u64,
+    pub mtime_ms: f64,
+}
+
+/// `mtimeMs` as Node reports it (milliseconds with a fraction).
+pub fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
+    meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
+}
+
+/// `readSessionsDirFiles`: regular files (not symlinks) directly in `dir`, in readdir order.
+pub fn scan(dir: &Path) -> Vec<FileInfo> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for ent in rd.flatten() {
+        let Ok(ft) = ent.file_type() else { continue };
+        if !ft.is_file() {
+            continue;
+        }
+        let path = dir.join(ent.file_name());
+        let Ok(meta) = std::fs::metadata(&path) else {
+            continue;
+        };
+        if !meta.is_file() {
+            continue;
+        }
+        out.push(FileInfo {
+            canonical: paths::canonical(&path),
+            name: ent.file_name().to_string_lossy().into_owned(),
+            size: meta.len(),
+            mtime_ms: mtime_ms(&meta),
+            path,
+        });
+    }
+    out
+}
+
+/// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
+/// (`resolveSessionArtifactPathsForEntry`); empty when the transcript is outside the dir.
+pub fn entry_artifacts(entry: &Value, sessions_dir: &Path) -> Vec<PathBuf> {
+    let Some(t) = store::entry_transcript(entry, sessions_dir) else {
+        return Vec::new();
+    };
+    vec![
+        t.clone(),
+        paths::trajectory_pointer_path(&t),
+        paths::trajectory_runtime_path(&t),
+    ]
+}
+
+/// `resolveReferencedSessionArtifactPaths`: canonical paths the store still references.
+/// Malformed `compactionCheckpoints` (which make OpenClaw throw) are refused.
+pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<HashSet<PathBuf>> {
+    let dir = paths::canonical(sessions_dir);
+    let mut out = HashSet::new();
+    for (key, entry) in s {
+        for p in entry_artifacts(entry, sessions_dir) {
+            out.insert(paths::canonical(&p));
+        }
+        let Some(cps) = entry.get("compactionCheckpoints") else {
+            continue;
+        };
+        if cps.is_null() {
+            continue;
+        }
+        let Value::Array(cps) = cps else {
+            return Err(malformed(key));
+        };
+        for cp in cps {
+            for side in ["preCompaction", "postCompaction"] {
+                let Some(obj) = cp.get(side).filter(|v| !v.is_null()) else {
+                    return Err(malformed(key));
+                };
+                if let Some(Value::String(f)) = obj.get("sessionFile") {
+                    let f = crate::config::grammar::js_trim(f);
+                    if f.is_empty() {
+                        continue;
+                    }
+                    let c = paths::canonical(Path::new(f));
+                    if paths::is_strictly_inside(&dir, &c) {
+                        out.insert(c);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn malformed(key: &str) -> anyhow::Error {
+    Refusal::Unsafe(format!(
+        "entry {key:?} has malformed compactionCheckpoints (OpenClaw's cleanup fails on it); fix or remove that field first"
+    ))
+    .into()
+}
+
+/// `isUnreferencedSessionArtifactFile`: an unreferenced transcript, checkpoint or trajectory.
+pub fn is_orphan(f: &FileInfo, referenced: &HashSet<PathBuf>) -> bool {
+    !referenced.contains(&f.canonical)
+        && (layout::is_checkpoint_name(&f.name)
+            || layout::is_trajectory_name(&f.name)
+            || layout::is_primary_transcript_name(&f.name))
+}
+
+/// Removes files, or pretends to for a preview (`removeFileForBudget`).
+pub struct Remover<'a> {
+    pub confined: Option<&'a Confined>,
+    pub sizes: HashMap<PathBuf, u64>,
+    pub simulated: HashSet<PathBuf>,
+    /// Canonical paths removed (or that would be).
+    pub removed: Vec<PathBuf>,
+}
+
+impl<'a> Remover<'a> {
+    /// `confined = None` simulates (dry run) using the scanned sizes.
+    pub fn new(confined: Option<&'a Confined>, files: &[FileInfo]) -> Remover<'a> {
+        Remover {
+            confined,
+            sizes: files
+                .iter()
+                .map(|f| (f.canonical.clone(), f.size))
+                .collect(),
+            simulated: HashSet::new(),
+            removed: Vec::new(),
+        }
+    }
+
+    /// Remove `path`; the bytes freed (0 = nothing removed or an empty file).
+    pub fn remove(&mut self, path: &Path, canonical: Option<&Path>) -> u64 {
+        let resolved = paths::resolve(path);
+        let canonical = canonical.map_or_else(|| paths::canonical(&resolved), Path::to_path_buf);
+        match self.confined {
+            None => {
+                if self.simulated.contains(&canonical) {
+                    return 0;
+                }
+                let size = self.sizes.get(&canonical).copied().unwrap_or(0);
+                if size == 0 {
+                    return 0;
+                }
+                self.simulated.insert(canonical.clone());
+                self.removed.push(canonical);
+                size
+            }
+            Some(c) => {
+                let Ok(meta) = std::fs::symlink_metadata(&resolved) else {
+                    return 0;
+                };
+                if !meta.file_type().is_file() {
+                    return 0;
+                }
+                match c.remove_file(&resolved) {
+                    Ok(size) => {
+                        if size > 0 {
+                            self.removed.push(canonical);
+                        }
+                        size
+                    }
+                    Err(_) => 0,
+                }
+            }
+        }
+    }
+}
+
+/// `rememberRemovedSessionFile`: session id → the file to archive (a later entry with a
+/// `sessionFile` wins). The id may be absent, as in OpenClaw.
+#[derive(Debug, Default, Clone)]
+pub struct RemovedFiles(pub Vec<(Option<String>, Option<String>)>);
+
+impl RemovedFiles {
+    pub fn remember(&mut self, entry: &Value) {
+        let id = store::session_id(entry).map(str::to_string);
+        let file = store::session_file(entry)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string);
+        match self.0.iter_mut().find(|(i, _)| *i == id) {
+            None => self.0.push((id, file)),
+            Some(slot) => {
+                if file.is_some() {
+                    slot.1 = file;
+                }
+            }
+        }
+    }
+}
+
+/// Session ids still present in the store.
+pub fn referenced_ids(s: &Store) -> HashSet<String> {
+    s.values()
+        .filter_map(store::session_id)
+        .map(str::to_string)
+        .collect()
+}
+
+/// `resolveSessionTranscriptCandidates` (no agent id), with the legacy `~/.openclaw/sessions`.
+fn transcript_candidates(
+    id: Option<&str>,
+    file: Option<&str>,
+    sessions_dir: &Path,
+    home: &Path,
+) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    let stale = match crate::maintenance::entries::generated_transcript_session_id(file) {
+        None => false,
+        Some(g) => Some(g.as_str()) != id,
+    };
+    let resolve_file = |f: &str| match paths::within_sessions_dir(sessions_dir, f) {
+        paths::Within::Inside(p) | paths::Within::Outside(p) => Some(p),
+        paths::Within::Invalid => id.and_then(|i| paths::default_transcript_path(i, sessions_dir)),
+    };
+    if let Some(f) = file.filter(|_| !stale) {
+        out.extend(resolve_file(f));
+    }
+    if let Some(i) = id {
+        out.extend(paths::default_transcript_path(i, sessions_dir));
+    }
+    if let Some(f) = file.filter(|_| stale) {
+        out.extend(resolve_file(f));
+    }
+    if let Some(i) = id {
+        out.extend(paths::default_transcript_path(
+            i,
+            &home.join(".openclaw").join("sessions"),
+        ));
+    }
+    let mut seen = HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
+    out
+}
+
+/// `archiveRemovedSessionTranscripts` with `restrictToStoreDir`: rename each unreferenced
+/// removed transcript to `<path>.deleted.<ts>`. Returns the directories archived into.
+pub fn archive_removed(
+    confined: &Confined,
+    removed: &RemovedFiles,
+    referenced: &HashSet<String>,
+    sessions_dir: &Path,
+    home: &Path,
+) -> Vec<PathBuf> {
+    let dir = paths::canonical(sessions_dir);
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for (id, file) in &removed.0 {
+        if id.as_ref().is_some_and(|i| referenced.contains(i)) {
+            continue;
+        }
+        for cand in transcript_candidates(id.as_deref(), file.as_deref(), sessions_dir, home) {
+            let c = paths::canonical(&cand);
+            if !paths::is_strictly_inside(&dir, &c) || !c.exists() {
+                continue;
+            }
+            let stamp = layout::format_archive_timestamp(super::now_ms() as i64);
+            let mut target = c.clone().into_os_string();
+            target.push(format!(".deleted.{stamp}"));
+            let target = PathBuf::from(target);
+            if confined.rename_new(&c, &target).is_ok()
+                && let Some(parent) = target.parent()
+                && !dirs.iter().any(|d| d == parent)
+            {
+                dirs.push(parent.to_path_buf());
+            }
+        }
+    }
+    dirs
+}
+
+/// `removeRemovedSessionTrajectoryArtifacts` with `restrictToStoreDir`.
+pub fn remove_trajectories(
+    confined: &Confined,
+    removed: &RemovedFiles,
+    referenced: &HashSet<String>,
+    sessions_dir: &Path,
+) {
+    let dir = paths::canonical(sessions_dir);
+    for (id, file) in &removed.0 {
+        if id.as_ref().is_some_and(|i| referenced.contains(i)) {
+            continue;
+        }
+        let transcript = match (file, id) {
+            (Some(f), _) => match paths::within_sessions_dir(sessions_dir, f) {
+                paths::Within::Inside(p) | paths::Within::Outside(p) => Some(p),
+                paths::Within::Invalid => id
+                    .as_deref()
+                    .and_then(|i| paths::default_transcript_path(i, sessions_dir)),
+            },
+            (None, Some(i)) => paths::default_transcript_path(i, sessions_dir),
+            (None, None) => None,
+        };
+        let Some(transcript) = transcript else {
+            continue;
+        };
+        let runtime = paths::trajectory_runtime_path(&transcript);
+        let pointer = paths::trajectory_pointer_path(&transcript);
+        let mut candidates = vec![runtime.clone()];
+        if let Some(p) = read_pointer(&pointer, id.as_deref())
+            && p != runtime
+        {
+            candidates.push(p);
+        }
+        for cand in candidates {
+            let c = paths::canonical(&cand);
+            if paths::is_strictly_inside(&dir, &c) && is_regular(&cand) {
+                let _ = confined.remove_file(&cand);
+            }
+        }
+        if paths::is_strictly_inside(&dir, &paths::canonical(&pointer)) && is_regular(&pointer) {
+            let _ = confined.remove_file(&pointer);
+        }
+    }
+}
+
+fn is_regular(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// A trajectory pointer's `runtimeFile`, when the pointer is valid for `session_id`.
+fn read_pointer(pointer: &Path, session_id: Option<&str>) -> Option<PathBuf> {
+    if !is_regular(pointer) {
+        return None;
+    }
+    let v = crate::jsjson::parse(&std::fs::read(pointer).ok()?).ok()?;
+    let ok = v.get("traceSchema").and_then(Value::as_str) == Some("openclaw-trajectory-pointer")
+        && v.get("schemaVersion").and_then(Value::as_f64) == Some(1.0)
+        && v.get("sessionId").and_then(Value::as_str) == session_id;
+    let rf = v.get("runtimeFile")?.as_str()?;
+    (ok && !crate::config::grammar::js_trim(rf).is_empty()).then(|| paths::resolve(Path::new(rf)))
+}
+
+/// `cleanupArchivedSessionTranscripts`: remove `.deleted.<ts>` older than `deleted_ms` and
+/// `.reset.<ts>` older than `reset_ms` (by the name's timestamp).
+pub fn archive_retention(
+    confined: &Confined,
+    dirs: &[PathBuf],
+    deleted_ms: i64,
+    reset_ms: Option<i64>,
+) {
+    let mut rules = vec![(layout::ArchiveReason::Deleted, deleted_ms)];
+    if let Some(r) = reset_ms {
+        rules.push((layout::ArchiveReason::Reset, r));
+    }
+    rules.retain(|r| r.1 >= 0);
+    if rules.is_empty() {
+        return;
+    }
+    let now = super::now_ms();
+    for dir in dirs {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        let names: Vec<String> = rd
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        for name in names {
+            for (reason, older) in &rules {
+                let Some(ts) = layout::archive_timestamp(&name, *reason) else {
+                    continue;
+                };
+                if now - ts as f64 > *older as f64 {
+                    let p = dir.join(&name);
+                    if is_regular(&p) {
+                        let _ = confined.remove_file(&p);
+                    }
+                }
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,23 @@
+//! Store maintenance exactly as `openclaw sessions cleanup` (OpenClaw 2026.7.1) does it.
+//!
+//! `run::preview` computes the plan from a read-only snapshot (it never writes: file removals
+//! are simulated from the scanned sizes); `run::apply` reloads the store and performs the same
+//! steps for real, in OpenClaw's order: fix-missing and dm-scope removals, model-run probes,
+//! stale prune, cap, archiving of removed transcripts as `.deleted.<ts>`, archive retention,
+//! disk budget, store write, dm-scope archiving, unreferenced sweep. The step functions live in
+//! `entries` (store entries), `files` (the sessions directory) and `budget` (budget and sweep).
+//!
+//! Like the reference, every step reads the clock itself (`now_ms`).
+
+pub mod budget;
+pub mod entries;
+pub mod files;
+pub mod run;
+
+/// `Date.now()`.
+pub fn now_ms() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as f64)
+        .unwrap_or(0.0)
+}

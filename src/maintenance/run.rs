@@ -1,0 +1,435 @@
+//! One store's cleanup: `preview` (the plan, from a read-only snapshot) and `apply` (the same
+//! steps for real), following `previewStoreCleanup` and `runSessionsCleanup` of the reference.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value, json};
+
+use super::budget::{self, BudgetReport, Dir, SweepReport};
+use super::entries;
+use super::files::{self, RemovedFiles};
+use crate::config::maintenance::Maintenance;
+use crate::fsutil::Confined;
+use crate::keys;
+use crate::store::{self, Store, paths};
+
+/// What to clean and how.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub maintenance: Maintenance,
+    /// The effective mode: `enforce` with `--enforce`, else the configured mode (verbatim).
+    pub mode: Value,
+    pub dry_run: bool,
+    pub active_key: Option<String>,
+    pub fix_missing: bool,
+    pub fix_dm_scope: bool,
+    /// `session.dmScope`.
+    pub dm_scope: String,
+    /// The home directory (for the legacy `~/.openclaw/sessions` transcript candidate).
+    pub home: PathBuf,
+}
+
+impl Options {
+    fn is_warn(&self) -> bool {
+        self.mode == Value::String("warn".into())
+    }
+}
+
+/// The per-store summary OpenClaw prints with `--json`.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub agent_id: String,
+    pub store_path: String,
+    pub mode: Value,
+    pub dry_run: bool,
+    pub before_count: u64,
+    pub after_count: u64,
+    pub repaired: u64,
+    pub missing: u64,
+    pub dm_scope_retired: u64,
+    pub model_run_pruned: u64,
+    pub pruned: u64,
+    pub capped: u64,
+    pub unreferenced: SweepReport,
+    pub disk_budget: Option<BudgetReport>,
+    pub would_mutate: bool,
+    /// `appliedCount` for applied runs.
+    pub applied_count: Option<u64>,
+}
+
+impl Summary {
+    /// The summary as a JSON object, keys in the reference's order.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("agentId".into(), json!(self.agent_id));
+        m.insert("storePath".into(), json!(self.store_path));
+        m.insert("mode".into(), self.mode.clone());
+        m.insert("dryRun".into(), json!(self.dry_run));
+        m.insert("beforeCount".into(), json!(self.before_count));
+        m.insert("afterCount".into(), json!(self.after_count));
+        m.insert("repaired".into(), json!(self.repaired));
+        m.insert("missing".into(), json!(self.missing));
+        m.insert("dmScopeRetired".into(), json!(self.dm_scope_retired));
+        m.insert("modelRunPruned".into(), json!(self.model_run_pruned));
+        m.insert("pruned".into(), json!(self.pruned));
+        m.insert("capped".into(), json!(self.capped));
+        let u = &self.unreferenced;
+        m.insert(
+            "unreferencedArtifacts".into(),
+            json!({"scannedFiles": u.scanned_files, "removedFiles": u.removed_files, "freedBytes": u.freed_bytes, "olderThanMs": u.older_than_ms}),
+        );
+        m.insert(
+            "diskBudget".into(),
+            match &self.disk_budget {
+                None => Value::Null,
+                Some(b) => json!({
+                    "totalBytesBefore": b.total_bytes_before,
+                    "totalBytesAfter": b.total_bytes_after,
+                    "removedFiles": b.removed_files,
+                    "removedEntries": b.removed_entries,
+                    "freedBytes": b.freed_bytes,
+                    "maxBytes": b.max_bytes,
+                    "highWaterBytes": b.high_water_bytes,
+                    "overBudget": b.over_budget,
+                }),
+            },
+        );
+        m.insert("wouldMutate".into(), json!(self.would_mutate));
+        if let Some(n) = self.applied_count {
+            m.insert("applied".into(), json!(true));
+            m.insert("appliedCount".into(), json!(n));
+        }
+        Value::Object(m)
+    }
+
+    /// Entries this run removes (or would remove).
+    pub fn removed_entries(&self) -> u64 {
+        self.before_count.saturating_sub(self.after_count)
+            + if self.applied_count.is_some() {
+                self.missing + self.dm_scope_retired
+            } else {
+                0
+            }
+    }
+}
+
+/// The plan for one store, plus what the dry-run table needs.
+#[derive(Debug, Clone)]
+pub struct Preview {
+    pub summary: Summary,
+    pub before: Store,
+    pub repaired_keys: HashSet<String>,
+    pub missing_keys: HashSet<String>,
+    pub model_run_keys: HashSet<String>,
+    pub stale_keys: HashSet<String>,
+    pub capped_keys: HashSet<String>,
+    pub budget_evicted_keys: HashSet<String>,
+    pub dm_scope_keys: HashSet<String>,
+}
+
+impl Preview {
+    /// `resolveSessionCleanupAction` for one key of `before`.
+    pub fn action(&self, key: &str) -> &'static str {
+        if self.dm_scope_keys.contains(key) {
+            "retire-dm-scope"
+        } else if self.missing_keys.contains(key) {
+            "prune-missing"
+        } else if self.model_run_keys.contains(key) {
+            "prune-model-run"
+        } else if self.stale_keys.contains(key) {
+            "prune-stale"
+        } else if self.capped_keys.contains(key) {
+            "cap-overflow"
+        } else if self.budget_evicted_keys.contains(key) {
+            "evict-budget"
+        } else if self.repaired_keys.contains(key) {
+            "repair-session-file"
+        } else {
+            "keep"
+        }
+    }
+}
+
+/// `dirname(path.resolve(storePath))`.
+pub fn sessions_dir_of(store_path: &Path) -> PathBuf {
+    let r = paths::resolve(store_path);
+    r.parent()
+        .map_or_else(|| PathBuf::from("/"), Path::to_path_buf)
+}
+
+fn keyset(removed: &entries::Removed) -> HashSet<String> {
+    removed.iter().map(|(k, _)| k.clone()).collect()
+}
+
+/// Compute the plan for one store without writing anything.
+pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview> {
+    let dir = sessions_dir_of(store_path);
+    let before = store::load(store_path)?.store;
+    let mut s = before.clone();
+    let fm = if o.fix_missing {
+        entries::fix_missing(&mut s, &dir)
+    } else {
+        Default::default()
+    };
+    let dm = if o.fix_dm_scope {
+        entries::retire_dm_scope(&mut s, &o.dm_scope, agent_id, o.active_key.as_deref())
+    } else {
+        Vec::new()
+    };
+    let preserve = keys::preserve_set(o.active_key.as_deref());
+    let m = &o.maintenance;
+    let model_runs = if entries::should_prune_model_runs(s.len(), m.max_entries) {
+        entries::prune_model_runs(
+            &mut s,
+            m.model_run_prune_after_ms,
+            &preserve,
+            super::now_ms(),
+        )
+    } else {
+        Vec::new()
+    };
+    let stale = entries::prune_stale(&mut s, m.prune_after_ms, &preserve, super::now_ms());
+    let capped = entries::cap(&mut s, m.max_entries, &preserve);
+    let mut excluded: HashSet<PathBuf> = HashSet::new();
+    for (k, _) in model_runs.iter().chain(&stale).chain(&capped).chain(&dm) {
+        if let Some(e) = before.get(k) {
+            excluded.extend(
+                files::entry_artifacts(e, &dir)
+                    .iter()
+                    .map(|p| paths::canonical(p)),
+            );
+        }
+    }
+    let before_budget: Vec<String> = s.keys().cloned().collect();
+    let d = Dir {
+        sessions_dir: &dir,
+        store_path,
+        confined: None,
+    };
+    let mut budget_removed = Vec::new();
+    let disk_budget = budget::enforce(
+        &d,
+        &mut s,
+        m.max_disk_bytes,
+        m.high_water_bytes,
+        o.active_key.as_deref(),
+        &preserve,
+        false,
+        &mut budget_removed,
+    )?;
+    excluded.extend(budget_removed);
+    let unreferenced = budget::sweep(&d, &s, m.prune_after_ms, &excluded)?;
+    let budget_evicted: HashSet<String> = before_budget
+        .into_iter()
+        .filter(|k| !s.contains_key(k))
+        .collect();
+    let mut repaired: HashSet<String> = fm.repaired.iter().map(|(k, _)| k.clone()).collect();
+    let missing_keys = keyset(&fm.removed);
+    let (mr_keys, stale_keys, capped_keys, dm_keys) = (
+        keyset(&model_runs),
+        keyset(&stale),
+        keyset(&capped),
+        keyset(&dm),
+    );
+    repaired.retain(|k| {
+        ![
+            &missing_keys,
+            &mr_keys,
+            &stale_keys,
+            &capped_keys,
+            &budget_evicted,
+            &dm_keys,
+        ]
+        .iter()
+        .any(|set| set.contains(k))
+    });
+    let b = disk_budget.as_ref();
+    let summary = Summary {
+        agent_id: agent_id.to_string(),
+        store_path: store_path.to_string_lossy().into_owned(),
+        mode: o.mode.clone(),
+        dry_run: o.dry_run,
+        before_count: before.len() as u64,
+        after_count: s.len() as u64,
+        repaired: repaired.len() as u64,
+        missing: fm.removed.len() as u64,
+        dm_scope_retired: dm.len() as u64,
+        model_run_pruned: model_runs.len() as u64,
+        pruned: stale.len() as u64,
+        capped: capped.len() as u64,
+        would_mutate: !fm.removed.is_empty()
+            || !repaired.is_empty()
+            || !dm.is_empty()
+            || !model_runs.is_empty()
+            || !stale.is_empty()
+            || !capped.is_empty()
+            || unreferenced.removed_files > 0
+            || b.is_some_and(|b| b.removed_entries > 0 || b.removed_files > 0),
+        unreferenced,
+        disk_budget,
+        applied_count: None,
+    };
+    Ok(Preview {
+        summary,
+        before,
+        repaired_keys: repaired,
+        missing_keys,
+        model_run_keys: mr_keys,
+        stale_keys,
+        capped_keys,
+        budget_evicted_keys: budget_evicted,
+        dm_scope_keys: dm_keys,
+    })
+}
+
+/// Apply cleanup to one store for real and report what happened.
+pub fn apply(agent_id: &str, store_path: &Path, o: &Options) -> Result<Summary> {
+    let dir = sessions_dir_of(store_path);
+    let loaded = store::load(store_path)?;
+    let mut s = loaded.store;
+    let fm = if o.fix_missing {
+        entries::fix_missing(&mut s, &dir)
+    } else {
+        Default::default()
+    };
+    let dm = if o.fix_dm_scope {
+        entries::retire_dm_scope(&mut s, &o.dm_scope, agent_id, o.active_key.as_deref())
+    } else {
+        Vec::new()
+    };
+    let mut dm_files = RemovedFiles::default();
+    for (_, e) in &dm {
+        if store::session_id(e).is_some() {
+            dm_files.remember(e);
+        }
+    }
+    let m = &o.maintenance;
+    let preserve = keys::preserve_set(o.active_key.as_deref());
+    let before_count = s.len() as u64;
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "the sessions directory {} does not exist; nothing to clean (clawkeeper never creates it)",
+            dir.display()
+        );
+    }
+    let confined = Confined::new(&dir)?;
+    let d = Dir {
+        sessions_dir: &dir,
+        store_path,
+        confined: Some(&confined),
+    };
+    let mut budget_removed = Vec::new();
+    let (model_runs, stale, capped, disk_budget);
+    if o.is_warn() {
+        (model_runs, stale, capped) = (0, 0, 0);
+        disk_budget = budget::enforce(
+            &d,
+            &mut s,
+            m.max_disk_bytes,
+            m.high_water_bytes,
+            o.active_key.as_deref(),
+            &preserve,
+            true,
+            &mut budget_removed,
+        )?;
+    } else {
+        let mut removed = RemovedFiles::default();
+        let mr = if entries::should_prune_model_runs(s.len(), m.max_entries) {
+            entries::prune_model_runs(
+                &mut s,
+                m.model_run_prune_after_ms,
+                &preserve,
+                super::now_ms(),
+            )
+        } else {
+            Vec::new()
+        };
+        let st = entries::prune_stale(&mut s, m.prune_after_ms, &preserve, super::now_ms());
+        let cp = entries::cap(&mut s, m.max_entries, &preserve);
+        for (_, e) in mr.iter().chain(&st).chain(&cp) {
+            removed.remember(e);
+        }
+        let referenced = files::referenced_ids(&s);
+        let dirs = files::archive_removed(&confined, &removed, &referenced, &dir, &o.home);
+        if !removed.0.is_empty() {
+            files::remove_trajectories(&confined, &removed, &referenced, &dir);
+        }
+        if !(dirs.is_empty() && m.reset_archive_retention_ms.is_none()) {
+            let targets = if dirs.is_empty() {
+                vec![dir.clone()]
+            } else {
+                dirs
+            };
+            files::archive_retention(
+                &confined,
+                &targets,
+                m.prune_after_ms,
+                m.reset_archive_retention_ms,
+            );
+        }
+        disk_budget = budget::enforce(
+            &d,
+            &mut s,
+            m.max_disk_bytes,
+            m.high_water_bytes,
+            o.active_key.as_deref(),
+            &preserve,
+            false,
+            &mut budget_removed,
+        )?;
+        (model_runs, stale, capped) = (mr.len() as u64, st.len() as u64, cp.len() as u64);
+    }
+    let after_count = s.len() as u64;
+    store::save(&confined, store_path, &s, loaded.unchanged_raw.as_deref())
+        .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
+    if !dm_files.0.is_empty() {
+        let referenced = files::referenced_ids(&s);
+        files::archive_removed(&confined, &dm_files, &referenced, &dir, &o.home);
+    }
+    let unreferenced = if o.is_warn() {
+        SweepReport {
+            older_than_ms: m.prune_after_ms,
+            ..Default::default()
+        }
+    } else {
+        budget::sweep(&d, &s, m.prune_after_ms, &HashSet::new())?
+    };
+    let repaired = fm
+        .repaired
+        .iter()
+        .filter(|(k, f)| s.get(k).and_then(store::session_file) == Some(f.as_str()))
+        .count() as u64;
+    let b = disk_budget.as_ref();
+    let (missing, dm_n) = (fm.removed.len() as u64, dm.len() as u64);
+    Ok(Summary {
+        agent_id: agent_id.to_string(),
+        store_path: store_path.to_string_lossy().into_owned(),
+        mode: if o.is_warn() {
+            Value::String("warn".into())
+        } else {
+            o.mode.clone()
+        },
+        dry_run: false,
+        before_count,
+        after_count,
+        repaired,
+        missing,
+        dm_scope_retired: dm_n,
+        model_run_pruned: model_runs,
+        pruned: stale,
+        capped,
+        would_mutate: missing > 0
+            || repaired > 0
+            || dm_n > 0
+            || model_runs > 0
+            || stale > 0
+            || capped > 0
+            || unreferenced.removed_files > 0
+            || b.is_some_and(|b| b.removed_entries > 0 || b.removed_files > 0),
+        unreferenced,
+        disk_budget,
+        applied_count: Some(after_count),
+    })
+}

@@ -1,0 +1,423 @@
+//! The human output of `cleanup`, line for line as `openclaw sessions cleanup` prints it when
+//! stdout is not a terminal: the dry-run plan with its action table and label summary, and the
+//! applied summaries.
+
+use serde_json::Value;
+
+use crate::config::Config;
+use crate::config::grammar::js_trim;
+use crate::maintenance::run::{Preview, Summary};
+
+const ACTION_PAD: usize = 19;
+
+fn utf16_len(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+/// `String.prototype.padEnd(n)` (lengths in UTF-16 units).
+fn pad_end(s: &str, n: usize) -> String {
+    let len = utf16_len(s);
+    if len >= n {
+        s.to_string()
+    } else {
+        format!("{s}{}", " ".repeat(n - len))
+    }
+}
+
+/// `String(v)` for a JSON value.
+fn js_string(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n
+            .as_f64()
+            .map_or_else(|| "NaN".into(), crate::jsjson::js_number),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a
+            .iter()
+            .map(|x| {
+                if x.is_null() {
+                    String::new()
+                } else {
+                    js_string(x)
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(","),
+        Value::Object(_) => "[object Object]".into(),
+    }
+}
+
+fn truthy(v: Option<&Value>) -> Option<&Value> {
+    v.filter(|v| crate::config::js_truthy(v))
+}
+
+/// `truncateSessionKey` + padEnd(26).
+fn key_cell(key: &str) -> String {
+    let units: Vec<u16> = key.encode_utf16().collect();
+    let shown = if units.len() <= 26 {
+        key.to_string()
+    } else {
+        format!(
+            "{}...{}",
+            String::from_utf16_lossy(&units[..16]),
+            String::from_utf16_lossy(&units[units.len() - 6..])
+        )
+    };
+    pad_end(&shown, 26)
+}
+
+fn js_round(x: f64) -> f64 {
+    crate::config::grammar::js_round(x)
+}
+
+/// `formatTimeAgo(ms)`.
+pub fn format_time_ago(ms: f64) -> String {
+    if !ms.is_finite() || ms < 0.0 {
+        return "unknown".into();
+    }
+    let secs = js_round(ms / 1000.0);
+    let mins = js_round(secs / 60.0);
+    if mins < 1.0 {
+        return "just now".into();
+    }
+    if mins < 60.0 {
+        return format!("{mins}m ago");
+    }
+    let hours = js_round(mins / 60.0);
+    if hours < 48.0 {
+        return format!("{hours}h ago");
+    }
+    format!("{}d ago", js_round(hours / 24.0))
+}
+
+fn str_field<'a>(e: &'a Value, k: &str) -> Option<&'a str> {
+    e.get(k).and_then(Value::as_str)
+}
+
+/// `parseModelRef(raw, provider).model`.
+fn model_of_ref(raw: &str) -> String {
+    let t = js_trim(raw);
+    if t.is_empty() {
+        return "gpt-5.5".into();
+    }
+    match t.find('/') {
+        Some(i) if i > 0 && i < t.len() - 1 => {
+            let m = js_trim(&t[i + 1..]);
+            if m.is_empty() {
+                "gpt-5.5".into()
+            } else {
+                m.to_string()
+            }
+        }
+        _ => t.to_string(),
+    }
+}
+
+/// `resolvePrimaryStringValue`: a string, or an object's `primary`.
+fn primary(v: Option<&Value>) -> Option<String> {
+    let s = match v? {
+        Value::String(s) => s.as_str(),
+        Value::Object(o) => o.get("primary")?.as_str()?,
+        _ => return None,
+    };
+    let t = js_trim(s);
+    (!t.is_empty()).then(|| t.to_string())
+}
+
+/// The Model column: the entry's override or runtime model, else the agent's or the
+/// configured default model, else `gpt-5.5`.
+fn display_model(cfg: &Config, key: &str, e: &Value) -> String {
+    let agent = key
+        .starts_with("agent:")
+        .then(|| key.split(':').nth(1).unwrap_or(""));
+    let agent_model = agent.and_then(|a| match cfg.get(&["agents", "list"]) {
+        Some(Value::Array(list)) => list
+            .iter()
+            .find(|x| x.get("id").and_then(Value::as_str) == Some(a))
+            .and_then(|x| primary(x.get("model"))),
+        _ => None,
+    });
+    let default = agent_model
+        .or_else(|| primary(cfg.get(&["agents", "defaults", "model"])))
+        .unwrap_or_else(|| "gpt-5.5".into());
+    let provider = str_field(e, "providerOverride")
+        .map(js_trim)
+        .filter(|s| !s.is_empty());
+    if let Some(mo) = str_field(e, "modelOverride")
+        .map(js_trim)
+        .filter(|s| !s.is_empty())
+    {
+        let mo = match provider {
+            Some(p)
+                if mo
+                    .to_lowercase()
+                    .starts_with(&format!("{}/", p.to_lowercase())) =>
+            {
+                let rest = js_trim(&mo[p.len() + 1..]);
+                if rest.is_empty() { mo } else { rest }
+            }
+            _ => mo,
+        };
+        return model_of_ref(mo);
+    }
+    if let Some(m) = truthy(e.get("model")) {
+        return model_of_ref(&js_string(m));
+    }
+    model_of_ref(&default)
+}
+
+fn flags_cell(e: &Value) -> String {
+    let mut parts = Vec::new();
+    for (field, prefix) in [
+        ("thinkingLevel", "think:"),
+        ("verboseLevel", "verbose:"),
+        ("traceLevel", "trace:"),
+        ("reasoningLevel", "reasoning:"),
+        ("elevatedLevel", "elev:"),
+        ("responseUsage", "usage:"),
+        ("groupActivation", "activation:"),
+    ] {
+        if let Some(v) = truthy(e.get(field)) {
+            parts.push(format!("{prefix}{}", js_string(v)));
+        }
+    }
+    if truthy(e.get("systemSent")).is_some() {
+        parts.push("system".into());
+    }
+    if truthy(e.get("abortedLastRun")).is_some() {
+        parts.push("aborted".into());
+    }
+    if let Some(v) = truthy(e.get("sessionId")) {
+        parts.push(format!("id:{}", js_string(v)));
+    }
+    parts.join(" ")
+}
+
+/// `sanitizeTerminalText`: escape CR/LF/TAB, drop other control characters and ANSI escapes.
+fn sanitize(s: &str) -> String {
+    let s = strip_ansi(s)
+        .replace('\r', "\\r")
+        .replace('\n', "\\n")
+        .replace('\t', "\\t");
+    s.chars()
+        .filter(|c| !matches!(*c as u32, 0..=31 | 127..=159))
+        .collect()
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::new();
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c == '\u{1b}' && it.peek() == Some(&'[') {
+            it.next();
+            while let Some(&n) = it.peek() {
+                it.next();
+                if ('@'..='~').contains(&n) {
+                    break;
+                }
+            }
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// An approximation of ICU's root collation used by `localeCompare`: letters compare
+/// case-insensitively first, then lowercase before uppercase.
+fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let fold = |s: &str| s.to_lowercase();
+    fold(a).cmp(&fold(b)).then_with(|| {
+        let flip = |s: &str| {
+            s.chars()
+                .map(|c| {
+                    if c.is_uppercase() {
+                        c.to_lowercase().next().unwrap_or(c)
+                    } else {
+                        c.to_uppercase().next().unwrap_or(c)
+                    }
+                })
+                .collect::<String>()
+        };
+        flip(a).cmp(&flip(b))
+    })
+}
+
+/// The dry-run plan for one store.
+pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
+    let s = &p.summary;
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
+    if show_agent {
+        line(format!("Agent: {}", s.agent_id));
+    }
+    line(format!("Session store: {}", s.store_path));
+    line(format!("Maintenance mode: {}", mode_text(&s.mode)));
+    line(format!(
+        "Entries: {} -> {} (remove {})",
+        s.before_count,
+        s.after_count,
+        s.before_count as i64 - s.after_count as i64
+    ));
+    line(format!("Would repair sessionFile metadata: {}", s.repaired));
+    line(format!("Would prune missing transcripts: {}", s.missing));
+    line(format!(
+        "Would retire stale direct DM sessions: {}",
+        s.dm_scope_retired
+    ));
+    line(format!(
+        "Would prune stale model-run probes: {}",
+        s.model_run_pruned
+    ));
+    line(format!("Would prune stale: {}", s.pruned));
+    line(format!("Would cap overflow: {}", s.capped));
+    if s.unreferenced.scanned_files > 0 {
+        line(format!(
+            "Would prune unreferenced artifacts: {}",
+            s.unreferenced.removed_files
+        ));
+    }
+    if let Some(b) = &s.disk_budget {
+        line(format!(
+            "Would enforce disk budget: {} -> {} bytes (files {}, entries {})",
+            b.total_bytes_before, b.total_bytes_after, b.removed_files, b.removed_entries
+        ));
+    }
+    if p.before.is_empty() {
+        return;
+    }
+    line(String::new());
+    line("Planned session actions:".into());
+    line(
+        [
+            pad_end("Action", ACTION_PAD),
+            pad_end("Key", 26),
+            pad_end("Age", 9),
+            pad_end("Model", 14),
+            "Flags".into(),
+        ]
+        .join(" "),
+    );
+    let mut rows: Vec<(&String, &Value)> = p.before.iter().collect();
+    let ts = |e: &Value| crate::store::updated_at(e).unwrap_or(0.0);
+    rows.sort_by(|a, b| {
+        ts(b.1)
+            .partial_cmp(&ts(a.1))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut labels: Vec<(String, u64, u64)> = Vec::new();
+    for (key, e) in &rows {
+        let action = p.action(key);
+        let updated = crate::store::updated_at(e).filter(|u| *u != 0.0 && !u.is_nan());
+        let age = updated.map_or_else(
+            || "unknown".into(),
+            |u| format_time_ago(crate::maintenance::now_ms() - u),
+        );
+        let cells = [
+            pad_end(action, ACTION_PAD),
+            key_cell(key),
+            pad_end(&age, 9),
+            pad_end(&display_model(cfg, key, e), 14),
+            flags_cell(e),
+        ];
+        line(cells.join(" ").trim_end().to_string());
+        let label = match e.get("label") {
+            Some(Value::String(l)) => sanitize(js_trim(l)),
+            _ => String::new(),
+        };
+        let label = if label.is_empty() {
+            "(unlabeled)".to_string()
+        } else {
+            label
+        };
+        let kept = action == "keep" || action == "repair-session-file";
+        match labels.iter_mut().find(|l| l.0 == label) {
+            Some(l) => {
+                if kept {
+                    l.1 += 1
+                } else {
+                    l.2 += 1
+                }
+            }
+            None => labels.push((label, u64::from(kept), u64::from(!kept))),
+        }
+    }
+    labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
+    let pad = labels.iter().map(|l| utf16_len(&l.0)).max().unwrap_or(0);
+    line(String::new());
+    line("Summary by Label:".into());
+    for (label, kept, pruned) in &labels {
+        line(format!(
+            "{}  {kept} kept, {pruned} pruned",
+            pad_end(label, pad)
+        ));
+    }
+    let (k, pr) = labels
+        .iter()
+        .fold((0, 0), |acc, l| (acc.0 + l.1, acc.1 + l.2));
+    line(format!("Total: {k} kept, {pr} pruned"));
+}
+
+fn mode_text(v: &Value) -> String {
+    js_string(v)
+}
+
+/// The applied summaries.
+pub fn render_applied(out: &mut String, summaries: &[Summary]) {
+    for (i, s) in summaries.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if summaries.len() > 1 {
+            out.push_str(&format!("Agent: {}\n", s.agent_id));
+        }
+        out.push_str(&format!("Session store: {}\n", s.store_path));
+        out.push_str(&format!(
+            "Applied maintenance. Current entries: {}\n",
+            s.applied_count.unwrap_or(0)
+        ));
+        if s.unreferenced.removed_files > 0 {
+            out.push_str(&format!(
+                "Pruned unreferenced artifacts: {}\n",
+                s.unreferenced.removed_files
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_ago() {
+        assert_eq!(format_time_ago(10_000.0), "just now");
+        assert_eq!(format_time_ago(90_000.0), "2m ago");
+        assert_eq!(format_time_ago(3_600_000.0 * 3.0), "3h ago");
+        assert_eq!(format_time_ago(86_400_000.0 * 40.0), "40d ago");
+        assert_eq!(format_time_ago(-5.0), "unknown");
+    }
+
+    #[test]
+    fn cells() {
+        assert_eq!(
+            key_cell("agent:main:main"),
+            format!("agent:main:main{}", " ".repeat(11))
+        );
+        assert_eq!(
+            key_cell("agent:main:telegram:direct:123456789"),
+            "agent:main:teleg...456789 "
+        );
+        assert_eq!(
+            flags_cell(
+                &serde_json::json!({"thinkingLevel": "high", "systemSent": true, "sessionId": "s1"})
+            ),
+            "think:high system id:s1"
+        );
+        assert_eq!(model_of_ref("openai/gpt-4o"), "gpt-4o");
+        assert_eq!(sanitize("a\tb\u{7}"), "a\\tb");
+    }
+}

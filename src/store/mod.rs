@@ -1,0 +1,208 @@
+//! `sessions.json`: load (refusing what does not parse), OpenClaw's load-time normalisation,
+//! and saving exactly like `JSON.stringify(store, null, 2)` through `fsutil`.
+//!
+//! Deliberate difference from OpenClaw: an unparsable or non-object store is refused
+//! (`Refusal::Unsafe`, naming the file and the line:column) instead of being read as `{}` and
+//! then overwritten. A missing store is an empty store, as in OpenClaw.
+
+pub mod delivery;
+pub mod normalize;
+pub mod paths;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value};
+
+use crate::exit::Refusal;
+use crate::fsutil::Confined;
+
+/// A session store in memory: session key → entry, in JavaScript property order.
+pub type Store = Map<String, Value>;
+
+/// A loaded store plus what is needed to save it the way OpenClaw does.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub path: PathBuf,
+    pub store: Store,
+    /// The raw text read from disk when normalisation changed nothing: saving the same text
+    /// again is skipped, as OpenClaw skips it.
+    pub unchanged_raw: Option<String>,
+    /// Whether the file existed.
+    pub existed: bool,
+}
+
+/// Load and normalise a store. Missing file → empty store. Unparsable or non-object → refused.
+pub fn load(path: &Path) -> Result<Loaded> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(Loaded {
+                path: path.to_path_buf(),
+                store: Store::new(),
+                unchanged_raw: None,
+                existed: false,
+            });
+        }
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let value = crate::jsjson::parse(&bytes).map_err(|e| {
+        Refusal::Unsafe(format!(
+            "refusing to touch {}: it is not valid JSON ({} at line {} column {}); OpenClaw would treat it as an empty store and overwrite it",
+            path.display(),
+            describe(&e),
+            e.line(),
+            e.column()
+        ))
+    })?;
+    let Value::Object(mut store) = value else {
+        return Err(Refusal::Unsafe(format!(
+            "refusing to touch {}: the top-level JSON value is {} at line 1 column 1, not an object; OpenClaw would treat it as an empty store and overwrite it",
+            path.display(),
+            kind_name(&value)
+        ))
+        .into());
+    };
+    let raw = String::from_utf8(bytes).ok();
+    let changed = normalize::normalize_store(&mut store)
+        .map_err(|msg| Refusal::Unsafe(format!("refusing to touch {}: {msg}", path.display())))?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        store,
+        unchanged_raw: if changed { None } else { raw },
+        existed: true,
+    })
+}
+
+fn describe(e: &serde_json::Error) -> String {
+    let s = e.to_string();
+    // serde_json appends " at line X column Y"; we print the position ourselves.
+    match s.rfind(" at line ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+fn kind_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// `JSON.stringify(store, null, 2)`: the exact bytes OpenClaw writes (no trailing newline).
+pub fn serialize(store: &Store) -> String {
+    let mut out = String::new();
+    write_store(&mut out, store);
+    out
+}
+
+/// Append the pretty form of `store` (top level of a document) to `out`.
+fn write_store(out: &mut String, store: &Store) {
+    if store.is_empty() {
+        out.push_str("{}");
+        return;
+    }
+    out.push('{');
+    for (i, (k, v)) in store.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("\n  ");
+        crate::jsjson::write_string(out, k);
+        out.push_str(": ");
+        crate::jsjson::write_value(out, v, Some(2), 1);
+    }
+    out.push_str("\n}");
+}
+
+/// Save as OpenClaw does: skipped when the text equals what was read; otherwise an atomic
+/// replace with mode 0600. Returns whether the file was written.
+pub fn save(
+    confined: &Confined,
+    path: &Path,
+    store: &Store,
+    unchanged_raw: Option<&str>,
+) -> Result<bool> {
+    let json = serialize(store);
+    if unchanged_raw == Some(json.as_str()) {
+        return Ok(false);
+    }
+    confined
+        .write_atomic_with_mode(path, 0o600, |w| w.write_all(json.as_bytes()))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(true)
+}
+
+/// A session entry's `sessionId`, when it is a non-empty string.
+pub fn session_id(entry: &Value) -> Option<&str> {
+    entry
+        .get("sessionId")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// A session entry's `sessionFile`, when it is a string.
+pub fn session_file(entry: &Value) -> Option<&str> {
+    entry.get("sessionFile").and_then(Value::as_str)
+}
+
+/// `entry.updatedAt` as a number, when it is one.
+pub fn updated_at(entry: &Value) -> Option<f64> {
+    match entry.get("updatedAt") {
+        Some(Value::Number(n)) => n.as_f64(),
+        _ => None,
+    }
+}
+
+/// The transcript an entry points at, resolved as OpenClaw resolves it, kept only when it is
+/// inside `sessions_dir` (canonical path). `None` for entries without a session id.
+pub fn entry_transcript(entry: &Value, sessions_dir: &Path) -> Option<PathBuf> {
+    paths::transcript_in_dir(session_id(entry)?, session_file(entry), sessions_dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_garbage_and_arrays() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sessions.json");
+        std::fs::write(&p, b"{\n  \"a\": {,\n}").unwrap();
+        let e = load(&p).unwrap_err();
+        assert!(e.to_string().contains("line 2 column"), "{e}");
+        assert_eq!(crate::exit::exit_for_error(&e), crate::exit::Exit::Refused);
+        std::fs::write(&p, b"[]").unwrap();
+        let e = load(&p).unwrap_err();
+        assert!(e.to_string().contains("an array"), "{e}");
+        std::fs::remove_file(&p).unwrap();
+        let l = load(&p).unwrap();
+        assert!(!l.existed && l.store.is_empty());
+    }
+
+    #[test]
+    fn save_skips_identical_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sessions.json");
+        let text = "{\n  \"k\": {\n    \"sessionId\": \"s\",\n    \"updatedAt\": 1\n  }\n}";
+        std::fs::write(&p, text).unwrap();
+        let l = load(&p).unwrap();
+        assert_eq!(l.unchanged_raw.as_deref(), Some(text));
+        let c = Confined::new(dir.path()).unwrap();
+        assert!(!save(&c, &p, &l.store, l.unchanged_raw.as_deref()).unwrap());
+        std::fs::write(&p, format!("{text}\n")).unwrap();
+        let l = load(&p).unwrap();
+        assert!(save(&c, &p, &l.store, l.unchanged_raw.as_deref()).unwrap());
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+}

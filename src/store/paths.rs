@@ -1,0 +1,250 @@
+//! Transcript path resolution for store entries, as OpenClaw's `paths.ts` does it, and the
+//! Node `path` helpers it relies on (`path.resolve`, `realpath` with fallback, containment).
+//!
+//! `transcript_path(session_id, session_file, sessions_dir)` is `resolveSessionFilePath`: a
+//! `sessionFile` that resolves inside the sessions dir wins, else `<sessionId>.jsonl`.
+//! `transcript_in_dir` is the containment-checked variant maintenance uses for deletions: it
+//! returns `None` for anything whose real path is outside the sessions dir.
+
+use std::path::{Component, Path, PathBuf};
+
+use crate::config::grammar::js_trim;
+
+/// `path.resolve(p)`: absolute against the cwd, `.`/`..` folded lexically, no symlinks read.
+pub fn resolve(p: &Path) -> PathBuf {
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .unwrap_or_else(|_| PathBuf::from("/"))
+            .join(p)
+    };
+    let mut out = PathBuf::from("/");
+    for c in abs.components() {
+        match c {
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(s) => out.push(s),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// `canonicalizePathForComparison`: realpath when it exists, else the resolved path.
+pub fn canonical(p: &Path) -> PathBuf {
+    let r = resolve(p);
+    std::fs::canonicalize(&r).unwrap_or(r)
+}
+
+/// `path.relative(base, p)` is non-empty, does not start with `..` and is not absolute:
+/// `p` is strictly inside `base` (both already resolved).
+pub fn is_strictly_inside(base: &Path, p: &Path) -> bool {
+    match p.strip_prefix(base) {
+        Ok(rel) => !rel.as_os_str().is_empty() && !rel.to_string_lossy().starts_with(".."),
+        Err(_) => false,
+    }
+}
+
+/// `^[a-z0-9][a-z0-9._-]{0,127}$` (case-insensitive) and `<id>.jsonl` is not a checkpoint name.
+pub fn validate_session_id(session_id: &str) -> Option<&str> {
+    let t = js_trim(session_id);
+    let b = t.as_bytes();
+    let ok = !b.is_empty()
+        && b.len() <= 128
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
+    (ok && !crate::layout::is_checkpoint_name(&format!("{t}.jsonl"))).then_some(t)
+}
+
+/// `isSafeSessionId`: what load-time normalisation accepts as a session id at all.
+pub fn is_safe_session_id(value: &str) -> bool {
+    let t = js_trim(value);
+    if t.is_empty() || t.encode_utf16().count() > 255 || t.contains('/') || t.contains('\\') {
+        return false;
+    }
+    let b = t.as_bytes();
+    b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'@' | b'-'))
+}
+
+fn realpath(p: &Path) -> Option<PathBuf> {
+    std::fs::canonicalize(p).ok()
+}
+
+/// `resolvePathWithinSessionsDir`, restricted to what stays inside `sessions_dir`.
+///
+/// OpenClaw may also remap an absolute path under another `agents/<id>/sessions/` tree to a
+/// sibling agent dir; such a result is outside this store's directory, which every caller in
+/// clawkeeper treats the same way as "no file", so that branch returns `Outside`.
+pub fn within_sessions_dir(sessions_dir: &Path, candidate: &str) -> Within {
+    let trimmed = js_trim(candidate);
+    if trimmed.is_empty() {
+        return Within::Invalid;
+    }
+    let base = resolve(sessions_dir);
+    let real_base = realpath(&base).unwrap_or(base);
+    let cand = Path::new(trimmed);
+    if cand.is_absolute() {
+        let real = realpath(cand).unwrap_or_else(|| cand.to_path_buf());
+        let real = resolve(&real);
+        if is_strictly_inside(&real_base, &real) {
+            return Within::Inside(real);
+        }
+        // Under some `agents/<id>/sessions/` tree: OpenClaw may resolve it elsewhere.
+        if agent_sessions_parts(&real) {
+            return Within::Outside(real);
+        }
+        return Within::Invalid;
+    }
+    // Relative: lexical join; a leading `..` is rejected.
+    if trimmed.starts_with("..") {
+        return Within::Invalid;
+    }
+    // OpenClaw does not re-check the joined path: `a/../../x` lands outside the directory.
+    let joined = resolve(&real_base.join(trimmed));
+    if is_strictly_inside(&real_base, &joined) {
+        Within::Inside(joined)
+    } else {
+        Within::Outside(joined)
+    }
+}
+
+fn agent_sessions_parts(p: &Path) -> bool {
+    let parts: Vec<_> = p
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(s) => Some(s.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .collect();
+    match parts.iter().rposition(|s| s == "sessions") {
+        Some(i) => i >= 2 && parts[i - 2] == "agents",
+        None => false,
+    }
+}
+
+/// Where a `sessionFile` candidate lands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Within {
+    /// Inside the sessions dir (lexically, for relative values; by realpath for absolute ones).
+    Inside(PathBuf),
+    /// Accepted by OpenClaw but outside this sessions dir (another agent's tree).
+    Outside(PathBuf),
+    /// Rejected: OpenClaw falls back to `<sessionId>.jsonl`.
+    Invalid,
+}
+
+/// `resolveSessionFilePath(sessionId, {sessionFile}, {sessionsDir})`. `None` when the session id
+/// is invalid and no usable `sessionFile` exists (OpenClaw throws).
+pub fn transcript_path(
+    session_id: &str,
+    session_file: Option<&str>,
+    sessions_dir: &Path,
+) -> Option<PathBuf> {
+    if let Some(sf) = session_file {
+        match within_sessions_dir(sessions_dir, sf) {
+            Within::Inside(p) | Within::Outside(p) => return Some(p),
+            Within::Invalid => {}
+        }
+    }
+    default_transcript_path(session_id, sessions_dir)
+}
+
+/// `resolveSessionTranscriptPathInDir(sessionId, sessionsDir)`: `<dir>/<id>.jsonl`.
+pub fn default_transcript_path(session_id: &str, sessions_dir: &Path) -> Option<PathBuf> {
+    let id = validate_session_id(session_id)?;
+    let base = resolve(sessions_dir);
+    let real_base = realpath(&base).unwrap_or(base);
+    Some(real_base.join(format!("{id}.jsonl")))
+}
+
+/// The entry's transcript, canonical, only when it is inside `sessions_dir`
+/// (`resolveSessionTranscriptPathForEntry`).
+pub fn transcript_in_dir(
+    session_id: &str,
+    session_file: Option<&str>,
+    sessions_dir: &Path,
+) -> Option<PathBuf> {
+    if session_id.is_empty() {
+        return None;
+    }
+    let p = transcript_path(session_id, session_file, sessions_dir)?;
+    let dir = canonical(sessions_dir);
+    let p = canonical(&p);
+    is_strictly_inside(&dir, &p).then_some(p)
+}
+
+/// `X.jsonl` → `X.trajectory-path.json` (other names get the suffix appended).
+pub fn trajectory_pointer_path(transcript: &Path) -> PathBuf {
+    sidecar(transcript, ".trajectory-path.json")
+}
+
+/// `X.jsonl` → `X.trajectory.jsonl` (the default runtime path; `OPENCLAW_TRAJECTORY_DIR` is
+/// ignored by maintenance).
+pub fn trajectory_runtime_path(transcript: &Path) -> PathBuf {
+    sidecar(transcript, ".trajectory.jsonl")
+}
+
+fn sidecar(transcript: &Path, suffix: &str) -> PathBuf {
+    let s = transcript.to_string_lossy();
+    let stem = s.strip_suffix(".jsonl").unwrap_or(&s);
+    PathBuf::from(format!("{stem}{suffix}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_lexically() {
+        assert_eq!(resolve(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
+        assert_eq!(resolve(Path::new("/../x")), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn session_ids() {
+        assert_eq!(validate_session_id(" abc-1.2_3 "), Some("abc-1.2_3"));
+        assert_eq!(validate_session_id("-abc"), None);
+        assert_eq!(validate_session_id("a:b"), None);
+        assert!(is_safe_session_id("a:b@c"));
+        assert!(!is_safe_session_id("a/b"));
+        assert!(!is_safe_session_id(".."));
+    }
+
+    #[test]
+    fn session_file_confinement() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        assert_eq!(
+            within_sessions_dir(&d, "x.jsonl"),
+            Within::Inside(d.join("x.jsonl"))
+        );
+        assert_eq!(within_sessions_dir(&d, "../x.jsonl"), Within::Invalid);
+        assert_eq!(
+            within_sessions_dir(&d, "a/../../x.jsonl"),
+            Within::Outside(d.parent().unwrap().join("x.jsonl"))
+        );
+        assert_eq!(within_sessions_dir(&d, "/etc/passwd"), Within::Invalid);
+        let abs = d.join("y.jsonl");
+        assert_eq!(
+            within_sessions_dir(&d, abs.to_str().unwrap()),
+            Within::Inside(abs)
+        );
+        assert_eq!(
+            transcript_path("s1", Some("../evil"), &d),
+            Some(d.join("s1.jsonl"))
+        );
+        assert_eq!(
+            trajectory_pointer_path(Path::new("/d/a.jsonl")),
+            PathBuf::from("/d/a.trajectory-path.json")
+        );
+        assert_eq!(
+            trajectory_runtime_path(Path::new("/d/a.txt")),
+            PathBuf::from("/d/a.txt.trajectory.jsonl")
+        );
+    }
+}
