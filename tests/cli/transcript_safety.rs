@@ -57,7 +57,7 @@ fn removes_and_reparents_and_drops_labels() {
     );
     assert!(!env.path("t.jsonl.lock").exists());
     assert_eq!(
-        fs::read_dir(&env.work()).unwrap().count(),
+        fs::read_dir(env.work()).unwrap().count(),
         1,
         "no temp or lock left"
     );
