@@ -64,15 +64,6 @@ pub fn resolve_targets(args: &TranscriptTargetArgs) -> Result<Resolved> {
     )
 }
 
-/// The agent database of a sessions directory that moved to SQLite
-/// (`<sessions dir>/../agent/openclaw-agent.sqlite`), if it exists. The directory is resolved
-/// first, so a relative `--transcript t.jsonl` is checked too.
-pub fn sqlite_marker(sessions_dir: &Path) -> Option<PathBuf> {
-    let dir = std::fs::canonicalize(sessions_dir).ok()?;
-    let db = dir.parent()?.join("agent").join("openclaw-agent.sqlite");
-    std::fs::symlink_metadata(&db).is_ok().then_some(db)
-}
-
 fn moved_to_sqlite(db: &Path) -> String {
     format!(
         "this agent has moved to SQLite ({} exists): its JSONL transcripts are no longer the \
@@ -134,7 +125,7 @@ pub fn run(
         .targets
         .par_iter()
         .map(|t| {
-            let sqlite = sqlite_marker(&t.dir);
+            let sqlite = crate::targets::sqlite_marker_of_dir(&t.dir);
             let outcome = match (&sqlite, Confined::new(&t.dir)) {
                 (Some(db), _) if opts.mode == Mode::Enforce => {
                     Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))

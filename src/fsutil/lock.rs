@@ -139,6 +139,15 @@ pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -
     }
 }
 
+/// Who holds the transcript's lock, when a live process holds it (a lock that [`acquire`]
+/// would reclaim, or no lock at all, gives `None`). Nothing is created or removed.
+pub fn live_holder(confined: &Confined, transcript: &Path) -> Result<Option<Holder>> {
+    let path = lock_path(confined, transcript)?;
+    Ok(inspect(&path)?
+        .map(|(h, _)| h)
+        .filter(|h| !reclaimable(&path, h)))
+}
+
 fn try_create(path: &Path) -> Result<Option<SessionLock>> {
     let mut file = match OpenOptions::new().write(true).create_new(true).open(path) {
         Ok(f) => f,

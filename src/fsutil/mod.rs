@@ -137,6 +137,17 @@ impl Confined {
         )
     }
 
+    /// [`Confined::replace_verified`] where the result always gets `mode`.
+    pub fn replace_verified_with_mode<T>(
+        &self,
+        path: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+        verify: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<T> {
+        self.replace(path, mode, false, fill, verify)
+    }
+
     /// Like [`Confined::write_atomic`], but `fill` may return a value, and `verify` runs after
     /// the temp file is complete and synced and before the rename: when either fails, the temp
     /// file is removed and the target is left exactly as it was.

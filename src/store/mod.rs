@@ -30,10 +30,36 @@ pub struct Loaded {
     pub unchanged_raw: Option<String>,
     /// Whether the file existed.
     pub existed: bool,
+    /// Size and modification time when it was read (`None` when missing).
+    pub stamp: Option<Stamp>,
+}
+
+/// Size and modification time of a file: what a concurrent writer changes.
+pub type Stamp = (u64, Option<std::time::SystemTime>);
+
+/// The current stamp of `path` (not following a symlink); `None` when it does not exist.
+pub fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()))
 }
 
 /// Load and normalise a store. Missing file → empty store. Unparsable or non-object → refused.
 pub fn load(path: &Path) -> Result<Loaded> {
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && !m.file_type().is_file()
+    {
+        let what = if m.file_type().is_symlink() {
+            "a symlink (symlinks are never followed)"
+        } else {
+            "not a regular file"
+        };
+        return Err(Refusal::Unsafe(format!(
+            "refusing to touch {}: it is {what}",
+            path.display()
+        ))
+        .into());
+    }
+    let before = stamp(path);
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -42,6 +68,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
                 store: Store::new(),
                 unchanged_raw: None,
                 existed: false,
+                stamp: None,
             });
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
@@ -71,6 +98,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
         store,
         unchanged_raw: if changed { None } else { raw },
         existed: true,
+        stamp: before,
     })
 }
 
@@ -121,19 +149,36 @@ fn write_store(out: &mut String, store: &Store) {
 }
 
 /// Save as OpenClaw does: skipped when the text equals what was read; otherwise an atomic
-/// replace with mode 0600. Returns whether the file was written.
+/// replace with mode 0600. `expected` is the stamp the store had when it was loaded: if the
+/// file changed since (another writer), nothing is replaced and the save is refused, so that
+/// writer's update is not lost. Returns whether the file was written.
 pub fn save(
     confined: &Confined,
     path: &Path,
     store: &Store,
     unchanged_raw: Option<&str>,
+    expected: Option<Stamp>,
 ) -> Result<bool> {
     let json = serialize(store);
     if unchanged_raw == Some(json.as_str()) {
         return Ok(false);
     }
     confined
-        .write_atomic_with_mode(path, 0o600, |w| w.write_all(json.as_bytes()))
+        .replace_verified_with_mode(
+            path,
+            0o600,
+            |w| w.write_all(json.as_bytes()).map_err(anyhow::Error::from),
+            |_| {
+                if stamp(path) != expected {
+                    return Err(Refusal::Unsafe(format!(
+                        "refusing to replace {}: it changed while it was being cleaned (is a gateway writing it?); the store was left as the other writer made it",
+                        path.display()
+                    ))
+                    .into());
+                }
+                Ok(())
+            },
+        )
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(true)
 }
