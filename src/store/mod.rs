@@ -231,6 +231,39 @@ mod tests {
     }
 
     #[test]
+    fn a_store_changed_by_another_writer_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sessions.json");
+        std::fs::write(&p, "{\"a\": {\"sessionId\": \"s\"}}").unwrap();
+        let mut l = load(&p).unwrap();
+        l.store.remove("a");
+        let theirs = "{\"a\": {\"sessionId\": \"s\"}, \"b\": {\"sessionId\": \"t\"}}";
+        std::fs::write(&p, theirs).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let e = save(&c, &p, &l.store, None, l.stamp).unwrap_err();
+        assert_eq!(crate::exit::exit_for_error(&e), crate::exit::Exit::Refused);
+        assert!(format!("{e:#}").contains("changed while"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), theirs);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp left"
+        );
+    }
+
+    #[test]
+    fn symlinked_stores_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real.json");
+        std::fs::write(&real, "{}").unwrap();
+        let p = dir.path().join("sessions.json");
+        std::os::unix::fs::symlink(&real, &p).unwrap();
+        let e = load(&p).unwrap_err();
+        assert_eq!(crate::exit::exit_for_error(&e), crate::exit::Exit::Refused);
+        assert!(e.to_string().contains("symlink"), "{e}");
+    }
+
+    #[test]
     fn save_skips_identical_text() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("sessions.json");
@@ -239,10 +272,10 @@ mod tests {
         let l = load(&p).unwrap();
         assert_eq!(l.unchanged_raw.as_deref(), Some(text));
         let c = Confined::new(dir.path()).unwrap();
-        assert!(!save(&c, &p, &l.store, l.unchanged_raw.as_deref()).unwrap());
+        assert!(!save(&c, &p, &l.store, l.unchanged_raw.as_deref(), l.stamp).unwrap());
         std::fs::write(&p, format!("{text}\n")).unwrap();
         let l = load(&p).unwrap();
-        assert!(save(&c, &p, &l.store, l.unchanged_raw.as_deref()).unwrap());
+        assert!(save(&c, &p, &l.store, l.unchanged_raw.as_deref(), l.stamp).unwrap());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(
