@@ -2,6 +2,7 @@
 //! (and, where available, the reference OpenClaw) against stores built in temp dirs.
 
 mod cleanup;
+mod cleanup_safety;
 mod crash;
 mod generator;
 mod model;
