@@ -5,9 +5,15 @@
 //! lock, a temp file) must not stop the next run, which must finish the job and leave the
 //! directory clean (at most the dead run's own lock, which every OpenClaw writer reclaims).
 //!
-//! `CLAWKEEPER_CRASH_ITERS` sets the number of kills (default 20), `CLAWKEEPER_CRASH_MB` the
-//! approximate input size (default 24).
+//! The same for `cleanup --enforce` on a large store: `sessions.json` is the original or the
+//! uninterrupted result, every transcript is at its name or archived with its bytes intact,
+//! and the next run reaches exactly the uninterrupted result.
+//!
+//! `CLAWKEEPER_CRASH_ITERS` sets the number of kills (default 20; half as many for cleanup),
+//! `CLAWKEEPER_CRASH_MB` the approximate transcript size (default 24),
+//! `CLAWKEEPER_CRASH_STORE_ENTRIES` the store size (default 1200 entries, about 10 MB).
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -218,5 +224,179 @@ fn kill_9_at_random_moments_leaves_old_or_new() {
     }
     eprintln!(
         "{iters} kills: {olds} left the original, {news} the finished result, {empty_locks} an empty lock"
+    );
+}
+
+/// A state dir with a large store: `n` entries with a bulky field, two thirds of them stale
+/// (pruned, their transcripts archived) and the rest fresh.
+fn big_store(root: &Path, n: usize) -> Vec<String> {
+    let sessions = root.join("state/agents/main/sessions");
+    fs::create_dir_all(&sessions).unwrap();
+    fs::create_dir_all(root.join("home")).unwrap();
+    fs::write(
+        root.join("openclaw.json"),
+        "{ session: { maintenance: { maxEntries: 100000 } } }",
+    )
+    .unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let blob = "s".repeat(8 * 1024);
+    let mut members = Vec::new();
+    let mut sids = Vec::new();
+    for i in 0..n {
+        let sid = format!("sess-{i:05}");
+        let age = if i % 3 == 0 {
+            3_600_000
+        } else {
+            90 * 86_400_000
+        };
+        members.push(format!(
+            "\"agent:main:telegram:direct:{i}\": {{\"sessionId\": \"{sid}\", \"updatedAt\": {}, \"customData\": {{\"note\": \"{blob}\"}}}}",
+            now - age - i as u64
+        ));
+        fs::write(
+            sessions.join(format!("{sid}.jsonl")),
+            format!("{{\"type\":\"session\",\"version\":3,\"id\":\"{sid}\"}}\n"),
+        )
+        .unwrap();
+        sids.push(sid);
+    }
+    fs::write(
+        sessions.join("sessions.json"),
+        format!("{{{}}}", members.join(", ")),
+    )
+    .unwrap();
+    sids
+}
+
+fn cleanup(root: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
+    c.args(["cleanup", "--enforce", "--json"])
+        .current_dir(root)
+        .env("OPENCLAW_STATE_DIR", root.join("state"))
+        .env("OPENCLAW_CONFIG_PATH", root.join("openclaw.json"))
+        .env("HOME", root.join("home"))
+        .env_remove("OPENCLAW_HOME");
+    c
+}
+
+/// Transcript name → bytes, with archive timestamps blanked (`<sid>.jsonl.deleted.TS`).
+fn transcripts(sessions: &Path) -> BTreeMap<String, Vec<u8>> {
+    fs::read_dir(sessions)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().contains(".jsonl"))
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let name = match name.find(".deleted.") {
+                Some(i) => format!("{}.deleted.TS", &name[..i]),
+                None => name,
+            };
+            (name, fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn kill_9_during_cleanup_leaves_every_file_old_or_new() {
+    let iters = env_num("CLAWKEEPER_CRASH_ITERS", 20) / 2;
+    let n = env_num("CLAWKEEPER_CRASH_STORE_ENTRIES", 1200) as usize;
+    let scratch = tempfile::tempdir().unwrap();
+    let pristine = scratch.path().join("pristine");
+    let sids = big_store(&pristine, n);
+    let sessions_of = |root: &Path| root.join("state/agents/main/sessions");
+    let original_store = fs::read(sessions_of(&pristine).join("sessions.json")).unwrap();
+    let copy = |to: &Path| {
+        let st = Command::new("cp")
+            .arg("-a")
+            .arg(&pristine)
+            .arg(to)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    };
+    let reference = scratch.path().join("reference");
+    copy(&reference);
+    let start = Instant::now();
+    let out = cleanup(&reference).output().unwrap();
+    let took = start.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    eprintln!(
+        "uninterrupted cleanup of {n} entries ({} MB): {took:?}",
+        original_store.len() >> 20
+    );
+    let want_store = fs::read(sessions_of(&reference).join("sessions.json")).unwrap();
+    let want_files = transcripts(&sessions_of(&reference));
+    assert!(
+        want_store.len() < original_store.len() / 2,
+        "the reference run pruned too little"
+    );
+    let mut seed = 0xc1ea_u64 ^ u64::from(std::process::id());
+    let (mut olds, mut news, mut partial) = (0, 0, 0);
+    for i in 0..iters {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let root = scratch.path().join(format!("run{i}"));
+        copy(&root);
+        let delay = Duration::from_micros(seed % (took.as_micros() as u64 * 11 / 10 + 1));
+        let mut child = cleanup(&root)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+        let sessions = sessions_of(&root);
+        let store = fs::read(sessions.join("sessions.json")).unwrap();
+        assert!(
+            store == original_store || store == want_store,
+            "kill {i} after {delay:?}: sessions.json is neither the original nor the result"
+        );
+        // Every transcript is where it was or archived, with its bytes intact; none is lost.
+        let files = transcripts(&sessions);
+        for sid in &sids {
+            let here = files.get(&format!("{sid}.jsonl"));
+            let archived = files.get(&format!("{sid}.jsonl.deleted.TS"));
+            let body =
+                format!("{{\"type\":\"session\",\"version\":3,\"id\":\"{sid}\"}}\n").into_bytes();
+            assert!(
+                (here == Some(&body)) ^ (archived == Some(&body)),
+                "kill {i}: transcript {sid} is lost, duplicated or damaged"
+            );
+        }
+        match (store == want_store, files == want_files) {
+            (true, true) => news += 1,
+            (false, _) if files == transcripts(&sessions_of(&pristine)) => olds += 1,
+            _ => partial += 1,
+        }
+        let out = cleanup(&root).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "run after kill {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            fs::read(sessions.join("sessions.json")).unwrap() == want_store,
+            "run after kill {i}: different store"
+        );
+        assert_eq!(
+            transcripts(&sessions),
+            want_files,
+            "run after kill {i}: different files"
+        );
+        fs::remove_dir_all(&root).unwrap();
+    }
+    eprintln!(
+        "{iters} kills: {olds} before any change, {news} after all, {partial} in between (each file old or new)"
     );
 }
