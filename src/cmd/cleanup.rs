@@ -101,8 +101,20 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     // whole store alone and say so (exit 4), rather than clean it around a running session.
     let mut locked = false;
     let mut runnable = Vec::new();
+    let wait = args
+        .mode
+        .wait_lock
+        .as_deref()
+        .map(super::transcripts::parse_wait)
+        .transpose()?;
+    let deadline = wait.map(|w| std::time::Instant::now() + w);
     for (t, p) in targets.iter().zip(&previews) {
-        match locked_transcript(t, p)? {
+        let mut held = locked_transcript(t, p)?;
+        while held.is_some() && deadline.is_some_and(|d| std::time::Instant::now() < d) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            held = locked_transcript(t, p)?;
+        }
+        match held {
             Some(why) => {
                 eprintln!(
                     "clawkeeper: skipped {}: {why}; nothing in this store was changed",

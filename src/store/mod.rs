@@ -73,6 +73,19 @@ pub fn load(path: &Path) -> Result<Loaded> {
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
+    let (store, unchanged_raw) = parse(path, bytes)?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        store,
+        unchanged_raw,
+        existed: true,
+        stamp: before,
+    })
+}
+
+/// Parse and normalise the bytes of the store at `path` (named in refusals). Returns the
+/// store and, when normalisation changed nothing, the raw text (see [`Loaded::unchanged_raw`]).
+pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<(Store, Option<String>)> {
     let value = crate::jsjson::parse(&bytes).map_err(|e| {
         Refusal::Unsafe(format!(
             "refusing to touch {}: it is not valid JSON ({} at line {} column {}); OpenClaw would treat it as an empty store and overwrite it",
@@ -93,13 +106,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
     let raw = String::from_utf8(bytes).ok();
     let changed = normalize::normalize_store(&mut store)
         .map_err(|msg| Refusal::Unsafe(format!("refusing to touch {}: {msg}", path.display())))?;
-    Ok(Loaded {
-        path: path.to_path_buf(),
-        store,
-        unchanged_raw: if changed { None } else { raw },
-        existed: true,
-        stamp: before,
-    })
+    Ok((store, if changed { None } else { raw }))
 }
 
 fn describe(e: &serde_json::Error) -> String {

@@ -144,3 +144,26 @@ fn the_store_keeps_its_owner_and_gets_openclaws_mode() {
         assert_eq!((m.uid(), m.gid()), (4242, 4243));
     }
 }
+
+#[test]
+fn wait_lock_lets_cleanup_proceed_once_the_session_is_released() {
+    let env = stale_env();
+    let lock = env.sessions_dir("main").join("old.jsonl.lock");
+    let live = format!(
+        "{{\n  \"pid\": {},\n  \"createdAt\": \"{}\"\n}}\n",
+        std::process::id(),
+        clawkeeper::isotime::iso_now()
+    );
+    fs::write(&lock, live).unwrap();
+    let releaser = {
+        let lock = lock.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(700));
+            fs::remove_file(lock).unwrap();
+        })
+    };
+    let o = env.run(&["cleanup", "--enforce", "--wait-lock", "20s"]);
+    releaser.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!env.store_text().contains("\"old\""));
+}
