@@ -352,6 +352,7 @@ fn kill_9_during_cleanup_leaves_every_file_old_or_new() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
+        let pid = child.id();
         std::thread::sleep(delay);
         let _ = child.kill();
         let _ = child.wait();
@@ -394,6 +395,18 @@ fn kill_9_during_cleanup_leaves_every_file_old_or_new() {
             want_files,
             "run after kill {i}: different files"
         );
+        // Anything else left is the killed run's store temp, which OpenClaw's own sweep (and
+        // ours) removes once it is old; nothing reads it.
+        let extra: Vec<String> = listing(&sessions)
+            .into_iter()
+            .filter(|n| !n.contains(".jsonl") && n != "sessions.json")
+            .collect();
+        for name in &extra {
+            assert!(
+                clawkeeper::fsutil::temps::temp_pid("sessions.json", name) == Some(pid),
+                "garbage after kill {i}: {name}"
+            );
+        }
         fs::remove_dir_all(&root).unwrap();
     }
     eprintln!(
