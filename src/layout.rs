@@ -75,22 +75,18 @@ pub fn parse_archive_timestamp(raw: &str) -> Option<i64> {
     let (y, mo, d) = (n(&raw[0..4])?, n(&raw[5..7])?, n(&raw[8..10])?);
     let (h, mi, s) = (n(&raw[11..13])?, n(&raw[14..16])?, n(&raw[17..19])?);
     let ms = if raw.len() == 24 { n(&raw[20..23])? } else { 0 };
-    // Date.parse rejects out-of-range fields (24:00:00 is allowed and means the next day).
-    let dim = days_in_month(y, mo)?;
-    if d < 1 || d > dim || mi > 59 || s > 59 || h > 24 || (h == 24 && (mi, s, ms) != (0, 0, 0)) {
+    // V8's Date.parse takes any day 1..=31 (Feb 30 rolls over into March) and 24:00:00 as
+    // the next midnight; other out-of-range fields make it NaN.
+    if !(1..=12).contains(&mo)
+        || !(1..=31).contains(&d)
+        || mi > 59
+        || s > 59
+        || h > 24
+        || (h == 24 && (mi, s, ms) != (0, 0, 0))
+    {
         return None;
     }
     Some(((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
-}
-
-fn days_in_month(y: i64, m: i64) -> Option<i64> {
-    Some(match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        2 if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        2 => 28,
-        _ => return None,
-    })
 }
 
 /// Days since 1970-01-01 for a proleptic Gregorian date.
@@ -307,7 +303,12 @@ mod tests {
             parse_archive_timestamp("2026-03-01T12-30-45Z"),
             Some(1_772_368_245_000)
         );
-        assert_eq!(parse_archive_timestamp("2026-02-30T12-30-45Z"), None);
+        assert_eq!(
+            parse_archive_timestamp("2026-02-30T10-00-00.000Z"),
+            Some(1_772_445_600_000)
+        );
+        assert_eq!(parse_archive_timestamp("2026-02-32T10-00-00Z"), None);
+        assert_eq!(parse_archive_timestamp("2026-13-01T10-00-00Z"), None);
         assert!(is_archive_name(&format!("abc.jsonl.deleted.{ts}")));
         assert!(is_archive_name(&format!("abc.jsonl.reset.{ts}")));
         assert!(is_archive_name(&format!("abc.jsonl.bak.{ts}")));

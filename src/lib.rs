@@ -19,6 +19,7 @@ pub mod manpages;
 pub mod noreply;
 pub mod progress;
 pub mod report;
+pub mod sha256;
 pub mod store;
 pub mod targets;
 pub mod transcript;

@@ -12,7 +12,6 @@ use anyhow::{Result, anyhow};
 
 use crate::cli::CleanupArgs;
 use crate::config::maintenance::{Maintenance, Overrides};
-use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
 use crate::fsutil::lock;
@@ -22,8 +21,7 @@ use crate::store;
 use crate::targets;
 
 pub fn run(args: &CleanupArgs) -> Result<Exit> {
-    let env = Env::from_process();
-    let cfg = Config::load(args.target.config.as_deref(), &env)?;
+    let (cfg, env, targets) = super::resolve_targets(&args.target)?;
     let overrides = Overrides {
         prune_after: args.prune_after.clone(),
         max_entries: args.max_entries,
@@ -38,14 +36,6 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         .as_deref()
         .map(parse_max_delete)
         .transpose()?;
-    let targets = targets::resolve(
-        &cfg,
-        &env,
-        args.target.store.as_deref(),
-        args.target.agent.as_deref(),
-        args.target.all_agents,
-    )
-    .map_err(|m| anyhow!(m))?;
     let mode = if args.mode.enforce {
         serde_json::Value::String("enforce".into())
     } else {
@@ -63,7 +53,15 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         home: env.home(),
     };
     for t in &targets {
-        refuse_unsupported(&t.store_path)?;
+        let is_link =
+            std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
+        if is_link && !dry_run {
+            return Err(Refusal::Unsafe(format!(
+                "refusing to write {}: it is a symlink, and clawkeeper never writes through symlinks",
+                t.store_path.display()
+            ))
+            .into());
+        }
         if let Some(marker) = targets::sqlite_marker(&t.store_path) {
             let msg = format!(
                 "agent {:?} has moved to SQLite ({} exists); its sessions.json is no longer the live store and clawkeeper will not write it",
@@ -142,6 +140,13 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     }
     let mut applied = Vec::new();
     for (t, p) in &runnable {
+        let dir = run::sessions_dir_of(&t.store_path);
+        if !dir.is_dir() && !args.mode.quiet {
+            eprintln!(
+                "clawkeeper: note: {} does not exist; nothing was created or written",
+                dir.display()
+            );
+        }
         applied.push(run::apply(
             &t.agent_id,
             &t.store_path,
@@ -186,28 +191,17 @@ fn locked_transcript(t: &targets::Target, p: &Preview) -> Result<Option<String>>
         else {
             continue;
         };
-        if let Some(holder) = lock::live_holder(&confined, &file)? {
+        // Transcripts may live in a subdirectory; their lock sits beside them.
+        let Ok(here) = confined.for_parent_of(&file) else {
+            continue;
+        };
+        if let Some(holder) = lock::live_holder(&here, &file)? {
             return Ok(Some(format!(
                 "the plan removes {key:?}, whose transcript is in use ({holder})"
             )));
         }
     }
     Ok(None)
-}
-
-/// Stores clawkeeper cannot maintain faithfully yet are refused rather than half-done.
-fn refuse_unsupported(store_path: &std::path::Path) -> Result<()> {
-    let dir = run::sessions_dir_of(store_path);
-    let blobs = dir.join("skills-prompts");
-    if blobs.exists() {
-        return Err(Refusal::Unsafe(format!(
-            "refusing to touch {}: it holds skill prompt blobs ({}), which clawkeeper does not support yet",
-            store_path.display(),
-            blobs.display()
-        ))
-        .into());
-    }
-    Ok(())
 }
 
 fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::Value>) -> String {

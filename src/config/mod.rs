@@ -8,6 +8,7 @@
 
 pub mod grammar;
 pub mod maintenance;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 
@@ -109,6 +110,14 @@ impl Config {
         } else {
             Value::Object(Default::default())
         };
+        let problems = validate::problems(&root);
+        if !problems.is_empty() {
+            anyhow::bail!(
+                "OpenClaw config {} is invalid: {}",
+                path.display(),
+                problems.join("; ")
+            );
+        }
         Ok(Config {
             root,
             source: Some(path),

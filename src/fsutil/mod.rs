@@ -48,6 +48,55 @@ impl Confined {
         &self.root
     }
 
+    /// Create (as needed) the relative directory `rel` under the root, never through a
+    /// symlink, and return its confinement.
+    pub fn create_dir_all(&self, rel: &Path) -> Result<Confined> {
+        let mut dir = self.root.clone();
+        for c in rel.components() {
+            let std::path::Component::Normal(name) = c else {
+                bail!(
+                    "refusing to create {}: not a plain relative path",
+                    rel.display()
+                );
+            };
+            dir.push(name);
+            match fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => bail!("refusing to use {}: not a directory", dir.display()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    fs::create_dir(&dir)
+                        .with_context(|| format!("cannot create directory {}", dir.display()))?;
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| format!("cannot stat {}", dir.display()));
+                }
+            }
+        }
+        Ok(Confined { root: dir })
+    }
+
+    /// The confinement for the directory holding `path`: this one when that is the root, else
+    /// a confinement of a subdirectory whose real path is strictly inside the root.
+    pub fn for_parent_of(&self, path: &Path) -> Result<Confined> {
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let real = fs::canonicalize(parent)
+            .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
+        if real == self.root {
+            return Ok(self.clone());
+        }
+        if real.starts_with(&self.root) && fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
+            return Ok(Confined { root: real });
+        }
+        bail!(
+            "refusing to touch {}: it is outside {}",
+            path.display(),
+            self.root.display()
+        )
+    }
+
     /// The path of `name` directly inside the confined directory, if `path` names such a file:
     /// its parent must canonicalise to the root and its last component must be a plain name.
     pub fn check(&self, path: &Path) -> Result<PathBuf> {
@@ -351,6 +400,22 @@ mod tests {
                 .file_type()
                 .is_symlink()
         );
+    }
+
+    #[test]
+    fn subdirectories_inside_the_root_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        symlink(outside.path(), dir.path().join("escape")).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let sub = c.for_parent_of(&dir.path().join("sub/x")).unwrap();
+        assert_eq!(
+            sub.root(),
+            fs::canonicalize(dir.path().join("sub")).unwrap()
+        );
+        assert!(c.for_parent_of(&dir.path().join("escape/x")).is_err());
+        assert!(c.for_parent_of(&outside.path().join("x")).is_err());
     }
 
     #[test]

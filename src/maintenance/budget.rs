@@ -17,7 +17,7 @@ use super::files::{self, FileInfo, Remover};
 use crate::fsutil::Confined;
 use crate::keys;
 use crate::layout;
-use crate::store::{self, Store};
+use crate::store::{self, Store, blobs};
 
 /// Store temps younger than this are left alone.
 pub const TEMP_STALE_MS: f64 = 300_000.0;
@@ -82,14 +82,33 @@ pub fn enforce(
         return Ok(None);
     };
     let scanned = files::scan(d.sessions_dir);
+    let blob_files = files::scan_blobs(d.sessions_dir);
     let store_canonical = crate::store::paths::canonical(d.store_path);
     let store_size = scanned
         .iter()
         .find(|f| f.canonical == store_canonical)
         .map_or(0, |f| f.size as i64);
-    let mut projected = store::serialize(s).len() as i64;
-    let mut total: i64 =
-        scanned.iter().map(|f| f.size as i64).sum::<i64>() - store_size + projected;
+    let (mut projected_store, needed) = blobs::project(s);
+    let mut projected = store::serialize(&projected_store).len() as i64;
+    let existing: HashMap<&str, &FileInfo> = blob_files
+        .iter()
+        .filter_map(|f| files::blob_hash(&f.name).map(|h| (h, f)))
+        .collect();
+    let mut virtual_bytes: HashMap<String, i64> = HashMap::new();
+    for b in &needed {
+        if !existing.contains_key(b.hash.as_str()) {
+            virtual_bytes.insert(b.hash.clone(), b.prompt.len() as i64);
+        }
+    }
+    let mut refs = files::blob_refcounts(&projected_store);
+    let mut total: i64 = scanned
+        .iter()
+        .chain(&blob_files)
+        .map(|f| f.size as i64)
+        .sum::<i64>()
+        - store_size
+        + projected
+        + virtual_bytes.values().sum::<i64>();
     let before = total;
     let report = |total: i64, files: u64, entries: u64, freed: i64, over: bool| BudgetReport {
         total_bytes_before: before,
@@ -109,9 +128,32 @@ pub fn enforce(
     }
     let referenced = files::referenced_paths(s, d.sessions_dir)?;
     let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
+    let blob_cutoff = super::now_ms() - TEMP_STALE_MS;
     let basename = d.store_basename();
-    let mut remover = Remover::new(d.confined, &scanned);
+    let all: Vec<FileInfo> = scanned.iter().chain(&blob_files).cloned().collect();
+    let mut remover = Remover::new(d.confined, &all);
     let (mut removed_files, mut removed_entries, mut freed) = (0u64, 0u64, 0i64);
+    let mut blob_queue: Vec<&FileInfo> = blob_files
+        .iter()
+        .filter(|f| files::blob_removable(f, &refs, blob_cutoff, temp_cutoff))
+        .collect();
+    blob_queue.sort_by(|a, b| {
+        a.mtime_ms
+            .partial_cmp(&b.mtime_ms)
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    for f in blob_queue {
+        if total <= high {
+            break;
+        }
+        let n = remover.remove_blob(f, &refs, blob_cutoff, temp_cutoff) as i64;
+        if n <= 0 {
+            continue;
+        }
+        total -= n;
+        freed += n;
+        removed_files += 1;
+    }
     let mut queue: Vec<&FileInfo> = scanned
         .iter()
         .filter(|f| {
@@ -149,7 +191,7 @@ pub fn enforce(
                 *id_refs.entry(id.to_string()).or_default() += 1;
             }
         }
-        let mut chunks: HashMap<String, i64> = s
+        let mut chunks: HashMap<String, i64> = projected_store
             .iter()
             .map(|(k, e)| (k.clone(), chunk_bytes(k, e)))
             .collect();
@@ -179,13 +221,39 @@ pub fn enforce(
             if keys::should_preserve(&key, Some(entry), preserve) {
                 continue;
             }
+            let blob_hash = projected_store
+                .get(&key)
+                .and_then(blobs::ref_hash)
+                .map(str::to_string);
             let entry = s.shift_remove(&key).expect("present");
+            projected_store.shift_remove(&key);
             let prev = projected;
             projected = match chunks.remove(&key) {
                 Some(c) if c >= 0 => (projected - (c + 2)).max(2),
-                _ => store::serialize(s).len() as i64,
+                _ => store::serialize(&projected_store).len() as i64,
             };
             total += projected - prev;
+            if let Some(h) = blob_hash {
+                let left = refs.get(&h).copied().unwrap_or(1).saturating_sub(1);
+                if left > 0 {
+                    refs.insert(h, left);
+                } else {
+                    refs.remove(&h);
+                    let virt = virtual_bytes.get(&h).copied().unwrap_or(0);
+                    if virt > 0 {
+                        total -= virt;
+                    } else if let Some(f) = existing.get(h.as_str())
+                        && files::blob_removable(f, &refs, blob_cutoff, temp_cutoff)
+                    {
+                        let n = remover.remove_blob(f, &refs, blob_cutoff, temp_cutoff) as i64;
+                        if n > 0 {
+                            total -= n;
+                            freed += n;
+                            removed_files += 1;
+                        }
+                    }
+                }
+            }
             removed_entries += 1;
             let Some(id) = store::session_id(&entry) else {
                 continue;
@@ -217,8 +285,9 @@ pub fn enforce(
     )))
 }
 
-/// The unreferenced-artifact sweep: stale store temps and orphan transcripts, checkpoints and
-/// trajectories older than `older_than_ms` are deleted (archives never are).
+/// The unreferenced-artifact sweep: stale store temps, orphan transcripts, checkpoints and
+/// trajectories older than `older_than_ms`, and unreferenced prompt blobs are deleted (archives
+/// never are).
 pub fn sweep(
     d: &Dir<'_>,
     s: &Store,
@@ -227,11 +296,15 @@ pub fn sweep(
 ) -> Result<SweepReport> {
     let older = older_than_ms.max(0);
     let scanned = files::scan(d.sessions_dir);
+    let blob_files = files::scan_blobs(d.sessions_dir);
     let referenced = files::referenced_paths(s, d.sessions_dir)?;
+    let (projected, _) = blobs::project(s);
+    let refs = files::blob_refcounts(&projected);
     let cutoff = super::now_ms() - older as f64;
     let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
+    let blob_cutoff = super::now_ms() - (older as f64).max(TEMP_STALE_MS);
     let basename = d.store_basename();
-    let mut queue: Vec<&FileInfo> = scanned
+    let mut queue: Vec<(bool, &FileInfo)> = scanned
         .iter()
         .filter(|f| !exclude.contains(&f.canonical))
         .filter(|f| {
@@ -241,20 +314,33 @@ pub fn sweep(
                 f.mtime_ms <= cutoff && files::is_orphan(f, &referenced)
             }
         })
+        .map(|f| (false, f))
+        .chain(
+            blob_files
+                .iter()
+                .filter(|f| !exclude.contains(&f.canonical))
+                .filter(|f| files::blob_removable(f, &refs, blob_cutoff, temp_cutoff))
+                .map(|f| (true, f)),
+        )
         .collect();
     queue.sort_by(|a, b| {
-        a.mtime_ms
-            .partial_cmp(&b.mtime_ms)
+        a.1.mtime_ms
+            .partial_cmp(&b.1.mtime_ms)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let mut remover = Remover::new(d.confined, &scanned);
+    let all: Vec<FileInfo> = scanned.iter().chain(&blob_files).cloned().collect();
+    let mut remover = Remover::new(d.confined, &all);
     let mut rep = SweepReport {
-        scanned_files: scanned.len() as u64,
+        scanned_files: (scanned.len() + blob_files.len()) as u64,
         older_than_ms: older,
         ..Default::default()
     };
-    for f in queue {
-        let n = remover.remove(&f.path, Some(&f.canonical)) as i64;
+    for (is_blob, f) in queue {
+        let n = if is_blob {
+            remover.remove_blob(f, &refs, blob_cutoff, temp_cutoff)
+        } else {
+            remover.remove(&f.path, Some(&f.canonical))
+        } as i64;
         if n <= 0 {
             continue;
         }
@@ -262,4 +348,123 @@ pub fn sweep(
         rep.freed_bytes += n;
     }
     Ok(rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+    use std::time::{Duration, SystemTime};
+
+    fn age(p: &Path, ms: u64) {
+        let f = std::fs::File::options().write(true).open(p).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_millis(ms))
+            .unwrap();
+    }
+
+    fn setup() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        (dir, d)
+    }
+
+    #[test]
+    fn sweep_removes_old_orphans_and_stale_temps_only() {
+        let (_t, d) = setup();
+        let store_path = d.join("sessions.json");
+        std::fs::write(&store_path, "{}").unwrap();
+        for (name, ms) in [
+            ("old.jsonl", 40 * 86_400_000),
+            ("young.jsonl", 1000),
+            ("kept.jsonl", 40 * 86_400_000),
+            ("a.jsonl.deleted.2020-01-01T00-00-00.000Z", 40 * 86_400_000),
+            (
+                "sessions.json.0123abcd-0000-4000-8000-0123456789ab.tmp",
+                600_000,
+            ),
+            ("notes.txt", 40 * 86_400_000),
+        ] {
+            std::fs::write(d.join(name), "x").unwrap();
+            age(&d.join(name), ms);
+        }
+        let Value::Object(s) = json!({"k": {"sessionId": "kept"}}) else {
+            panic!()
+        };
+        let dir = Dir {
+            sessions_dir: &d,
+            store_path: &store_path,
+            confined: None,
+        };
+        let rep = sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        assert_eq!(
+            (rep.scanned_files, rep.removed_files, rep.freed_bytes),
+            (7, 2, 2)
+        );
+        let c = Confined::new(&d).unwrap();
+        let dir = Dir {
+            sessions_dir: &d,
+            store_path: &store_path,
+            confined: Some(&c),
+        };
+        sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        assert!(!d.join("old.jsonl").exists());
+        assert!(
+            d.join("young.jsonl").exists()
+                && d.join("kept.jsonl").exists()
+                && d.join("notes.txt").exists()
+        );
+        assert!(d.join("a.jsonl.deleted.2020-01-01T00-00-00.000Z").exists());
+    }
+
+    #[test]
+    fn budget_removes_archives_then_oldest_entries() {
+        let (_t, d) = setup();
+        let store_path = d.join("sessions.json");
+        std::fs::write(&store_path, "{}").unwrap();
+        std::fs::write(
+            d.join("z.jsonl.deleted.2020-01-01T00-00-00.000Z"),
+            "a".repeat(500),
+        )
+        .unwrap();
+        for (sid, ms) in [("s1", 3000), ("s2", 2000), ("s3", 1000)] {
+            std::fs::write(d.join(format!("{sid}.jsonl")), "b".repeat(400)).unwrap();
+            age(&d.join(format!("{sid}.jsonl")), ms);
+        }
+        let Value::Object(mut s) = json!({
+            "agent:main:a": {"sessionId": "s1", "updatedAt": 1},
+            "agent:main:slack:channel:c": {"sessionId": "s2", "updatedAt": 2},
+            "agent:main:c": {"sessionId": "s3", "updatedAt": 3}
+        }) else {
+            panic!()
+        };
+        let dir = Dir {
+            sessions_dir: &d,
+            store_path: &store_path,
+            confined: None,
+        };
+        let mut removed = Vec::new();
+        let r = enforce(
+            &dir,
+            &mut s,
+            Some(1000),
+            Some(800),
+            None,
+            &[],
+            false,
+            &mut removed,
+        )
+        .unwrap()
+        .unwrap();
+        assert!(r.over_budget);
+        assert_eq!(r.removed_entries, 2, "{r:?}");
+        assert_eq!(r.removed_files, 3);
+        assert!(
+            s.contains_key("agent:main:slack:channel:c"),
+            "protected entries stay"
+        );
+        assert!(r.total_bytes_after <= 800 || s.len() == 1);
+        let mut s2 = s.clone();
+        let none = enforce(&dir, &mut s2, None, None, None, &[], false, &mut removed).unwrap();
+        assert!(none.is_none());
+    }
 }

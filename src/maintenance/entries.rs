@@ -98,8 +98,17 @@ pub fn retire_dm_scope(
 #[derive(Debug, Default)]
 pub struct FixMissing {
     pub removed: Removed,
-    /// Keys whose `sessionFile` was repaired, with the new value.
-    pub repaired: Vec<(String, String)>,
+    /// Keys whose `sessionFile` was repaired.
+    pub repaired: Vec<Repair>,
+}
+
+/// One `sessionFile` repair: the key, the session id, the old and the new `sessionFile`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Repair {
+    pub key: String,
+    pub session_id: String,
+    pub previous: Option<String>,
+    pub new: String,
 }
 
 /// `pruneMissingTranscriptEntries`: drop entries whose transcript is missing or has no message
@@ -130,7 +139,12 @@ pub fn fix_missing(s: &mut Store, sessions_dir: &Path) -> FixMissing {
             if let Some(Value::Object(e)) = s.get_mut(&key) {
                 e.insert("sessionFile".into(), Value::String(new.clone()));
             }
-            out.repaired.push((key, new));
+            out.repaired.push(Repair {
+                key,
+                session_id: sid,
+                previous: sf,
+                new,
+            });
             continue;
         }
         if transcript.as_deref().is_some_and(exists_with_messages) {
@@ -278,10 +292,25 @@ pub fn exists_with_messages(p: &Path) -> bool {
     p.exists() && !has_no_message_records(p)
 }
 
+/// Remove `victims` from the store (keeping the order of the rest) and return them in the
+/// order given. One pass over the store, so large removals stay linear.
 fn take(s: &mut Store, victims: Vec<String>) -> Removed {
+    if victims.is_empty() {
+        return Vec::new();
+    }
+    let wanted: std::collections::HashSet<&str> = victims.iter().map(String::as_str).collect();
+    let mut taken: std::collections::HashMap<String, Value> = std::collections::HashMap::new();
+    let old = std::mem::take(s);
+    for (k, v) in old {
+        if wanted.contains(k.as_str()) {
+            taken.insert(k, v);
+        } else {
+            s.insert(k, v);
+        }
+    }
     victims
         .into_iter()
-        .filter_map(|k| s.shift_remove(&k).map(|e| (k, e)))
+        .filter_map(|k| taken.remove(&k).map(|e| (k, e)))
         .collect()
 }
 
@@ -372,7 +401,10 @@ mod tests {
         let removed: Vec<_> = r.removed.iter().map(|x| x.0.as_str()).collect();
         assert_eq!(removed, vec!["agent:main:b", "agent:main:c", "plain"]);
         assert_eq!(
-            r.repaired,
+            r.repaired
+                .iter()
+                .map(|r| (r.key.clone(), r.new.clone()))
+                .collect::<Vec<_>>(),
             vec![(
                 "agent:main:e".to_string(),
                 d.join("real.jsonl").to_string_lossy().into_owned()

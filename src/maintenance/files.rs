@@ -3,10 +3,10 @@
 //! real), archiving transcripts as `.deleted.<ts>`, trajectory sidecar removal and archive
 //! retention.
 //!
-//! Deliberate differences from OpenClaw, all on the safe side: only regular files directly in
-//! the sessions directory are ever renamed or removed (OpenClaw also removes symlinks named
-//! like archives, files in subdirectories, and trajectory runtime files outside the directory
-//! that a pointer names).
+//! Deliberate differences from OpenClaw, all on the safe side: only regular files whose real
+//! directory is the sessions directory or one of its subdirectories are ever renamed or
+//! removed, never through a symlink (OpenClaw also removes symlinks named like archives, and
+//! trajectory runtime files outside the directory that a pointer names).
 
 use std::collections::{HashMap, HashSet};
 use std::os::unix::fs::MetadataExt;
@@ -62,6 +62,100 @@ pub fn scan(dir: &Path) -> Vec<FileInfo> {
         });
     }
     out
+}
+
+/// `readSessionPromptBlobFiles`: blob files and blob temps under
+/// `skills-prompts/sha256/<hh>/` (real directories and regular files only).
+pub fn scan_blobs(dir: &Path) -> Vec<FileInfo> {
+    let root = dir.join("skills-prompts").join("sha256");
+    let Ok(prefixes) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in prefixes.flatten() {
+        let name = p.file_name().to_string_lossy().into_owned();
+        let is_prefix = name.len() == 2
+            && name
+                .bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+        if !is_prefix || !p.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(p.path()) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if !e.file_type().is_ok_and(|t| t.is_file())
+                || !(blob_hash(&n).is_some() || is_blob_temp_name(&n))
+            {
+                continue;
+            }
+            let path = p.path().join(&n);
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            out.push(FileInfo {
+                canonical: paths::canonical(&path),
+                name: n,
+                size: meta.len(),
+                mtime_ms: mtime_ms(&meta),
+                path,
+            });
+        }
+    }
+    out
+}
+
+/// The hash of a blob file name (`<64 hex>.txt`).
+pub fn blob_hash(name: &str) -> Option<&str> {
+    name.strip_suffix(".txt")
+        .filter(|h| crate::store::blobs::is_sha256_hex(h))
+}
+
+/// `<64 hex>.txt.[<pid>.]<uuid>.tmp` (lowercase hex).
+pub fn is_blob_temp_name(name: &str) -> bool {
+    if name.len() <= 73 || !name.is_char_boundary(68) || blob_hash(&name[..68]).is_none() {
+        return false;
+    }
+    let Some(body) = name[68..]
+        .strip_prefix('.')
+        .and_then(|r| r.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let uuid_ok = |u: &str| layout::is_uuid_shape(u) && !u.bytes().any(|c| c.is_ascii_uppercase());
+    uuid_ok(body)
+        || body.split_once('.').is_some_and(|(pid, u)| {
+            !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && uuid_ok(u)
+        })
+}
+
+/// `isPromptBlobArtifactRemovable`.
+pub fn blob_removable(
+    f: &FileInfo,
+    refs: &HashMap<String, usize>,
+    blob_cutoff: f64,
+    temp_cutoff: f64,
+) -> bool {
+    if is_blob_temp_name(&f.name) {
+        return f.mtime_ms <= temp_cutoff;
+    }
+    f.mtime_ms <= blob_cutoff && blob_hash(&f.name).is_some_and(|h| !refs.contains_key(h))
+}
+
+/// Blob reference counts of a projected store.
+pub fn blob_refcounts(projected: &Store) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for e in projected.values() {
+        if let Some(h) = crate::store::blobs::ref_hash(e) {
+            *m.entry(h.to_string()).or_default() += 1;
+        }
+    }
+    m
 }
 
 /// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
@@ -155,6 +249,31 @@ impl<'a> Remover<'a> {
     }
 
     /// Remove `path`; the bytes freed (0 = nothing removed or an empty file).
+    /// `removePromptBlobFileForBudget`: re-check a blob (fresh stat when applying) first.
+    pub fn remove_blob(
+        &mut self,
+        f: &FileInfo,
+        refs: &HashMap<String, usize>,
+        blob_cutoff: f64,
+        temp_cutoff: f64,
+    ) -> u64 {
+        let mut f = f.clone();
+        if self.confined.is_some() {
+            let Ok(meta) = std::fs::metadata(&f.path) else {
+                return 0;
+            };
+            if !meta.is_file() {
+                return 0;
+            }
+            f.size = meta.len();
+            f.mtime_ms = mtime_ms(&meta);
+        }
+        if !blob_removable(&f, refs, blob_cutoff, temp_cutoff) {
+            return 0;
+        }
+        self.remove(&f.path, Some(&f.canonical))
+    }
+
     pub fn remove(&mut self, path: &Path, canonical: Option<&Path>) -> u64 {
         let resolved = paths::resolve(path);
         let canonical = canonical.map_or_else(|| paths::canonical(&resolved), Path::to_path_buf);
@@ -178,6 +297,9 @@ impl<'a> Remover<'a> {
                 if !meta.file_type().is_file() {
                     return 0;
                 }
+                let Ok(c) = c.for_parent_of(&resolved) else {
+                    return 0;
+                };
                 match c.remove_file(&resolved) {
                     Ok(size) => {
                         if size > 0 {
@@ -195,7 +317,10 @@ impl<'a> Remover<'a> {
 /// `rememberRemovedSessionFile`: session id → the file to archive (a later entry with a
 /// `sessionFile` wins). The id may be absent, as in OpenClaw.
 #[derive(Debug, Default, Clone)]
-pub struct RemovedFiles(pub Vec<(Option<String>, Option<String>)>);
+pub struct RemovedFiles(
+    pub Vec<(Option<String>, Option<String>)>,
+    HashMap<Option<String>, usize>,
+);
 
 impl RemovedFiles {
     pub fn remember(&mut self, entry: &Value) {
@@ -203,11 +328,14 @@ impl RemovedFiles {
         let file = store::session_file(entry)
             .filter(|s| !s.is_empty())
             .map(str::to_string);
-        match self.0.iter_mut().find(|(i, _)| *i == id) {
-            None => self.0.push((id, file)),
-            Some(slot) => {
+        match self.1.get(&id) {
+            None => {
+                self.1.insert(id.clone(), self.0.len());
+                self.0.push((id, file));
+            }
+            Some(&i) => {
                 if file.is_some() {
-                    slot.1 = file;
+                    self.0[i].1 = file;
                 }
             }
         }
@@ -282,7 +410,9 @@ pub fn archive_removed(
             let mut target = c.clone().into_os_string();
             target.push(format!(".deleted.{stamp}"));
             let target = PathBuf::from(target);
-            if confined.rename_new(&c, &target).is_ok()
+            if confined
+                .for_parent_of(&c)
+                .is_ok_and(|sub| sub.rename_new(&c, &target).is_ok())
                 && let Some(parent) = target.parent()
                 && !dirs.iter().any(|d| d == parent)
             {
@@ -329,12 +459,20 @@ pub fn remove_trajectories(
         for cand in candidates {
             let c = paths::canonical(&cand);
             if paths::is_strictly_inside(&dir, &c) && is_regular(&cand) {
-                let _ = confined.remove_file(&cand);
+                remove_in(confined, &cand);
             }
         }
         if paths::is_strictly_inside(&dir, &paths::canonical(&pointer)) && is_regular(&pointer) {
-            let _ = confined.remove_file(&pointer);
+            remove_in(confined, &pointer);
         }
+    }
+}
+
+/// Best-effort removal of a regular file anywhere inside the confined tree (OpenClaw swallows
+/// these failures too).
+fn remove_in(confined: &Confined, p: &Path) {
+    if let Ok(c) = confined.for_parent_of(p) {
+        let _ = c.remove_file(p);
     }
 }
 
@@ -388,11 +526,70 @@ pub fn archive_retention(
                 if now - ts as f64 > *older as f64 {
                     let p = dir.join(&name);
                     if is_regular(&p) {
-                        let _ = confined.remove_file(&p);
+                        remove_in(confined, &p);
                     }
                 }
                 break;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn archives_and_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("v.jsonl"), "keep").unwrap();
+        std::fs::write(d.join("gone.jsonl"), "t").unwrap();
+        std::fs::write(d.join("gone.trajectory.jsonl"), "t").unwrap();
+        std::fs::write(d.join("old.jsonl.deleted.2020-01-01T00-00-00.000Z"), "o").unwrap();
+        std::fs::write(d.join("old.jsonl.reset.2020-01-01T00-00-00.000Z"), "o").unwrap();
+        std::fs::write(d.join("bak.jsonl.bak.2020-01-01T00-00-00.000Z"), "o").unwrap();
+        std::os::unix::fs::symlink(
+            outside.path().join("v.jsonl"),
+            d.join("link.jsonl.deleted.2020-01-01T00-00-00.000Z"),
+        )
+        .unwrap();
+        let c = Confined::new(&d).unwrap();
+        let mut removed = RemovedFiles::default();
+        removed.remember(&json!({"sessionId": "gone"}));
+        removed.remember(&json!({"sessionId": "kept"}));
+        let referenced: HashSet<String> = ["kept".to_string()].into();
+        let dirs = archive_removed(&c, &removed, &referenced, &d, Path::new("/nonexistent"));
+        assert_eq!(dirs, vec![d.clone()]);
+        remove_trajectories(&c, &removed, &referenced, &d);
+        assert!(!d.join("gone.trajectory.jsonl").exists());
+        archive_retention(&c, &dirs, 86_400_000, None);
+        let names: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            names.iter().any(|n| n.starts_with("gone.jsonl.deleted.")),
+            "{names:?}"
+        );
+        assert!(!names.iter().any(|n| n.starts_with("old.jsonl.deleted.")));
+        assert!(
+            names.iter().any(|n| n.starts_with("old.jsonl.reset.")),
+            "reset retention disabled"
+        );
+        assert!(
+            names.iter().any(|n| n.starts_with("bak.jsonl.bak.")),
+            "bak archives never age"
+        );
+        assert!(
+            names.iter().any(|n| n.starts_with("link.jsonl.deleted.")),
+            "symlinks are never removed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join("v.jsonl")).unwrap(),
+            "keep"
+        );
     }
 }

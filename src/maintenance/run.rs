@@ -230,7 +230,7 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         .into_iter()
         .filter(|k| !s.contains_key(k))
         .collect();
-    let mut repaired: HashSet<String> = fm.repaired.iter().map(|(k, _)| k.clone()).collect();
+    let mut repaired: HashSet<String> = fm.repaired.iter().map(|r| r.key.clone()).collect();
     let missing_keys = keyset(&fm.removed);
     let (mr_keys, stale_keys, capped_keys, dm_keys) = (
         keyset(&model_runs),
@@ -312,30 +312,94 @@ pub fn apply(
         .into());
     }
     let mut s = loaded.store;
+    // As in OpenClaw: the removals and repairs are decided on a copy, then applied to the
+    // store only where the entry is still exactly what was decided on.
+    let mut decided = s.clone();
     let fm = if o.fix_missing {
-        entries::fix_missing(&mut s, &dir)
+        entries::fix_missing(&mut decided, &dir)
     } else {
         Default::default()
     };
     let dm = if o.fix_dm_scope {
-        entries::retire_dm_scope(&mut s, &o.dm_scope, agent_id, o.active_key.as_deref())
+        entries::retire_dm_scope(&mut decided, &o.dm_scope, agent_id, o.active_key.as_deref())
     } else {
         Vec::new()
     };
+    let mut remove_if_unchanged = |key: &str, expected: &Value| -> Option<Value> {
+        if s.get(key) == Some(expected) {
+            s.shift_remove(key)
+        } else {
+            None
+        }
+    };
+    let missing = fm
+        .removed
+        .iter()
+        .filter(|(k, e)| remove_if_unchanged(k, e).is_some())
+        .count() as u64;
     let mut dm_files = RemovedFiles::default();
-    for (_, e) in &dm {
-        if store::session_id(e).is_some() {
-            dm_files.remember(e);
+    let mut dm_n = 0u64;
+    for (k, e) in &dm {
+        if let Some(removed) = remove_if_unchanged(k, e) {
+            dm_n += 1;
+            if store::session_id(&removed).is_some() {
+                dm_files.remember(&removed);
+            }
+        }
+    }
+    for r in &fm.repaired {
+        let Some(Value::Object(cur)) = s.get_mut(&r.key) else {
+            continue;
+        };
+        let same_id = cur.get("sessionId").and_then(Value::as_str) == Some(r.session_id.as_str());
+        let same_file = cur.get("sessionFile").and_then(Value::as_str) == r.previous.as_deref();
+        if same_id && same_file && entries::exists_with_messages(Path::new(&r.new)) {
+            cur.insert("sessionFile".into(), Value::String(r.new.clone()));
         }
     }
     let m = &o.maintenance;
     let preserve = keys::preserve_set(o.active_key.as_deref());
     let before_count = s.len() as u64;
     if !dir.is_dir() {
-        anyhow::bail!(
-            "the sessions directory {} does not exist; nothing to clean (clawkeeper never creates it)",
-            dir.display()
-        );
+        // Nothing on disk: OpenClaw would create the directory and write `{}`; clawkeeper
+        // creates nothing and reports the (empty) result.
+        let d = Dir {
+            sessions_dir: &dir,
+            store_path,
+            confined: None,
+        };
+        let mut ignored = Vec::new();
+        let disk_budget = budget::enforce(
+            &d,
+            &mut s,
+            m.max_disk_bytes,
+            m.high_water_bytes,
+            o.active_key.as_deref(),
+            &preserve,
+            o.is_warn(),
+            &mut ignored,
+        )?;
+        return Ok(Summary {
+            agent_id: agent_id.to_string(),
+            store_path: store_path.to_string_lossy().into_owned(),
+            mode: o.mode.clone(),
+            dry_run: false,
+            before_count,
+            after_count: s.len() as u64,
+            repaired: 0,
+            missing: 0,
+            dm_scope_retired: 0,
+            model_run_pruned: 0,
+            pruned: 0,
+            capped: 0,
+            unreferenced: SweepReport {
+                older_than_ms: m.prune_after_ms.max(0),
+                ..Default::default()
+            },
+            disk_budget,
+            would_mutate: false,
+            applied_count: Some(s.len() as u64),
+        });
     }
     let confined = Confined::new(&dir)?;
     let d = Dir {
@@ -428,10 +492,9 @@ pub fn apply(
     let repaired = fm
         .repaired
         .iter()
-        .filter(|(k, f)| s.get(k).and_then(store::session_file) == Some(f.as_str()))
+        .filter(|r| s.get(&r.key).and_then(store::session_file) == Some(r.new.as_str()))
         .count() as u64;
     let b = disk_budget.as_ref();
-    let (missing, dm_n) = (fm.removed.len() as u64, dm.len() as u64);
     Ok(Summary {
         agent_id: agent_id.to_string(),
         store_path: store_path.to_string_lossy().into_owned(),

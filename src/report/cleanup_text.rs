@@ -1,6 +1,7 @@
 //! The human output of `cleanup`, line for line as `openclaw sessions cleanup` prints it when
 //! stdout is not a terminal: the dry-run plan with its action table and label summary, and the
-//! applied summaries.
+//! applied summaries. clawkeeper prints this plain form on terminals too (OpenClaw adds
+//! colours there), so the text is the same wherever it goes.
 
 use serde_json::Value;
 
@@ -224,24 +225,69 @@ fn strip_ansi(s: &str) -> String {
     out
 }
 
-/// An approximation of ICU's root collation used by `localeCompare`: letters compare
-/// case-insensitively first, then lowercase before uppercase.
+/// ASCII punctuation and symbols in the order of the Unicode root collation (DUCET).
+const PUNCT_ORDER: &str = "_-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$";
+
+/// The base letter of common accented Latin letters, and whether it carried an accent.
+fn base_letter(c: char) -> (char, bool) {
+    const TABLE: [(&str, char); 14] = [
+        ("àáâãäåā", 'a'),
+        ("çćč", 'c'),
+        ("ďđ", 'd'),
+        ("èéêëēěę", 'e'),
+        ("ìíîïī", 'i'),
+        ("ñńň", 'n'),
+        ("òóôõöøō", 'o'),
+        ("ùúûüūů", 'u'),
+        ("ýÿ", 'y'),
+        ("śšş", 's'),
+        ("źžż", 'z'),
+        ("ř", 'r'),
+        ("ť", 't'),
+        ("ł", 'l'),
+    ];
+    let lower = c.to_lowercase().next().unwrap_or(c);
+    for (set, base) in TABLE {
+        if set.contains(lower) {
+            return (base, true);
+        }
+    }
+    (lower, false)
+}
+
+/// Collation weights of one string: primary (class, base), secondary (accents), tertiary (case).
+fn weights(s: &str) -> (Vec<(u8, u32)>, Vec<bool>, Vec<bool>) {
+    let mut primary = Vec::new();
+    let mut secondary = Vec::new();
+    let mut tertiary = Vec::new();
+    for c in s.chars() {
+        if c.is_whitespace() {
+            primary.push((0, c as u32));
+        } else if let Some(i) = PUNCT_ORDER.find(c) {
+            primary.push((1, i as u32));
+        } else if c.is_ascii_digit() {
+            primary.push((2, c as u32));
+        } else if c.is_alphabetic() {
+            let (base, accent) = base_letter(c);
+            primary.push((3, base as u32));
+            secondary.push(accent);
+            tertiary.push(c.is_uppercase());
+        } else {
+            primary.push((1, 1000 + c as u32));
+        }
+    }
+    (primary, secondary, tertiary)
+}
+
+/// An approximation of `String.prototype.localeCompare` (ICU root collation): punctuation
+/// before digits before letters, letters compared without accents and case first, then
+/// unaccented before accented, then lowercase before uppercase.
 fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
-    let fold = |s: &str| s.to_lowercase();
-    fold(a).cmp(&fold(b)).then_with(|| {
-        let flip = |s: &str| {
-            s.chars()
-                .map(|c| {
-                    if c.is_uppercase() {
-                        c.to_lowercase().next().unwrap_or(c)
-                    } else {
-                        c.to_uppercase().next().unwrap_or(c)
-                    }
-                })
-                .collect::<String>()
-        };
-        flip(a).cmp(&flip(b))
-    })
+    let (wa, wb) = (weights(a), weights(b));
+    wa.0.cmp(&wb.0)
+        .then_with(|| wa.1.cmp(&wb.1))
+        .then_with(|| wa.2.cmp(&wb.2))
+        .then_with(|| a.cmp(b))
 }
 
 /// The dry-run plan for one store.
@@ -419,5 +465,29 @@ mod tests {
         );
         assert_eq!(model_of_ref("openai/gpt-4o"), "gpt-4o");
         assert_eq!(sanitize("a\tb\u{7}"), "a\\tb");
+        let mut labels = vec![
+            "zeta",
+            "Ünïcode",
+            "B",
+            "b",
+            "Alpha",
+            "alpha",
+            "(unlabeled)",
+            "_x",
+        ];
+        labels.sort_by(|a, b| locale_cmp(a, b));
+        assert_eq!(
+            labels,
+            vec![
+                "_x",
+                "(unlabeled)",
+                "alpha",
+                "Alpha",
+                "b",
+                "B",
+                "Ünïcode",
+                "zeta"
+            ]
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! (`Refusal::Unsafe`, naming the file and the line:column) instead of being read as `{}` and
 //! then overwritten. A missing store is an empty store, as in OpenClaw.
 
+pub mod blobs;
 pub mod delivery;
 pub mod normalize;
 pub mod paths;
@@ -45,16 +46,14 @@ pub fn stamp(path: &Path) -> Option<Stamp> {
 
 /// Load and normalise a store. Missing file → empty store. Unparsable or non-object → refused.
 pub fn load(path: &Path) -> Result<Loaded> {
+    // A FIFO or device would block or mislead the read; a directory is not a store. (A
+    // symlinked store may be read for a preview; writing one is refused by `cleanup`.)
     if let Ok(m) = std::fs::symlink_metadata(path)
         && !m.file_type().is_file()
+        && !m.file_type().is_symlink()
     {
-        let what = if m.file_type().is_symlink() {
-            "a symlink (symlinks are never followed)"
-        } else {
-            "not a regular file"
-        };
         return Err(Refusal::Unsafe(format!(
-            "refusing to touch {}: it is {what}",
+            "refusing to touch {}: it is not a regular file",
             path.display()
         ))
         .into());
@@ -104,8 +103,14 @@ pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<(Store, Option<String>)> {
         .into());
     };
     let raw = String::from_utf8(bytes).ok();
+    let dir = paths::resolve(path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let hydrated = blobs::hydrate(&mut store, &dir);
     let changed = normalize::normalize_store(&mut store)
-        .map_err(|msg| Refusal::Unsafe(format!("refusing to touch {}: {msg}", path.display())))?;
+        .map_err(|msg| Refusal::Unsafe(format!("refusing to touch {}: {msg}", path.display())))?
+        || hydrated;
     Ok((store, if changed { None } else { raw }))
 }
 
@@ -166,7 +171,13 @@ pub fn save(
     unchanged_raw: Option<&str>,
     expected: Option<Stamp>,
 ) -> Result<bool> {
-    let json = serialize(store);
+    let (projected, needed) = blobs::project(store);
+    let json = serialize(&projected);
+    let dir = paths::resolve(path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    blobs::ensure(confined, &dir, &needed)?;
     if unchanged_raw == Some(json.as_str()) {
         return Ok(false);
     }
@@ -259,15 +270,13 @@ mod tests {
     }
 
     #[test]
-    fn symlinked_stores_are_refused() {
+    fn special_files_are_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().join("real.json");
-        std::fs::write(&real, "{}").unwrap();
         let p = dir.path().join("sessions.json");
-        std::os::unix::fs::symlink(&real, &p).unwrap();
+        std::fs::create_dir(&p).unwrap();
         let e = load(&p).unwrap_err();
         assert_eq!(crate::exit::exit_for_error(&e), crate::exit::Exit::Refused);
-        assert!(e.to_string().contains("symlink"), "{e}");
+        assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
     #[test]

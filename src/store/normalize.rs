@@ -7,9 +7,9 @@
 //! `room` fields are migrated; invalid pending-delivery scalars, malformed plugin extension
 //! maps and cached `resolvedSkills` are dropped. Key order follows JavaScript's object spread.
 //!
-//! Delivery fields are canonicalised by `delivery`. Not reproduced (a documented gap): skill
-//! prompts stored as blobs — stores that use them are refused rather than rewritten — and the
-//! nested delivery contexts of pending final deliveries, which are kept as they are.
+//! Delivery fields are canonicalised by `delivery`; skill prompt blobs are inlined before this
+//! runs (`blobs::hydrate`). Not reproduced (a documented gap): the nested delivery contexts of
+//! pending final deliveries, which are kept as they are.
 
 use serde_json::{Map, Value};
 
@@ -19,11 +19,6 @@ use crate::store::paths::{is_safe_session_id, validate_session_id};
 /// Normalise every entry in place. Returns whether anything changed, or a refusal message.
 pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
     let mut changed = false;
-    // Skill prompt hydration runs first.
-    for (key, entry) in store.iter_mut() {
-        let Value::Object(e) = entry else { continue };
-        changed |= hydrate_skills(key, e)?;
-    }
     for entry in store.values_mut() {
         let Value::Object(e) = entry else { continue };
         changed |= migrate(e);
@@ -56,35 +51,6 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
         }
     }
     Ok(changed)
-}
-
-fn is_truthy(v: &Value) -> bool {
-    crate::config::js_truthy(v)
-}
-
-fn hydrate_skills(key: &str, e: &mut Map<String, Value>) -> Result<bool, String> {
-    let Some(snapshot) = e.get("skillsSnapshot") else {
-        return Ok(false);
-    };
-    if !is_truthy(snapshot) {
-        return Ok(false);
-    }
-    if let Some(Value::String(prompt)) = snapshot.get("prompt") {
-        let chars = prompt.encode_utf16().count();
-        if chars >= 512 && prompt.len() <= 512 * 1024 {
-            return Err(format!(
-                "entry {key:?} has a skills prompt that OpenClaw would move to a prompt blob; stores with skill prompt blobs are not supported yet"
-            ));
-        }
-        return Ok(false);
-    }
-    if snapshot.get("promptRef").is_some_and(Value::is_object) {
-        return Err(format!(
-            "entry {key:?} refers to a skill prompt blob (skillsSnapshot.promptRef); stores with skill prompt blobs are not supported yet"
-        ));
-    }
-    e.shift_remove("skillsSnapshot");
-    Ok(true)
 }
 
 fn migrate(e: &mut Map<String, Value>) -> bool {
@@ -465,7 +431,7 @@ mod tests {
                 "d": {"updatedAt": 0},
                 "e": {"sessionId": "a:b", "sessionFile": "a.jsonl"},
                 "g": {"model": "gpt"},
-                "h": {"channel": "tg"},
+                "h": {"channel": "tg", "route": {"channel": "tg"}, "deliveryContext": {"channel": "tg"}, "lastChannel": "tg"},
             })
         );
         let (_, changed) = norm(json!({"k": {"sessionId": "s", "updatedAt": 1}}));
@@ -473,18 +439,8 @@ mod tests {
     }
 
     #[test]
-    fn skills_snapshot() {
-        let (s, _) = norm(
-            json!({"k": {"skillsSnapshot": {"x": 1}}, "j": {"skillsSnapshot": {"prompt": "p", "resolvedSkills": []}}}),
-        );
-        assert_eq!(
-            s,
-            json!({"k": {}, "j": {"skillsSnapshot": {"prompt": "p"}}})
-        );
-        let Value::Object(mut m) = json!({"k": {"skillsSnapshot": {"promptRef": {"hash": "x"}}}})
-        else {
-            panic!()
-        };
-        assert!(normalize_store(&mut m).is_err());
+    fn skills_cache_is_stripped() {
+        let (s, _) = norm(json!({"j": {"skillsSnapshot": {"prompt": "p", "resolvedSkills": []}}}));
+        assert_eq!(s, json!({"j": {"skillsSnapshot": {"prompt": "p"}}}));
     }
 }

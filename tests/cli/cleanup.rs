@@ -512,3 +512,170 @@ fn flag_overrides_apply_on_top_of_config() {
     let o = env.run(&["cleanup", "--dry-run", "--json", "--max-disk", "lots"]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn a_symlinked_store_is_refused_for_writes() {
+    let env = TestEnv::new();
+    let real = env.root().join("real-sessions.json");
+    fs::write(
+        &real,
+        format!("{{\"agent:main:a\": {}}}", entry("a", 90 * DAY, "")),
+    )
+    .unwrap();
+    symlink(&real, env.store_path()).unwrap();
+    env.transcript("a", 90 * DAY);
+    let before = snapshot(&env);
+    let o = env.run(&["cleanup", "--enforce"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("symlink"));
+    assert_eq!(snapshot(&env), before);
+    let o = env.run(&["cleanup", "--dry-run", "--json"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("\"pruned\": 1"));
+}
+
+#[test]
+fn artifacts_checkpoints_trajectories_and_subdirs_match_the_reference() {
+    let env = TestEnv::new();
+    let d = env.sessions_dir("main");
+    fs::create_dir_all(d.join("sub")).unwrap();
+    let u = "0123abcd-0000-4000-8000-0123456789ab";
+    let cp = |sid: &str| {
+        d.join(format!("{sid}.checkpoint.{u}.jsonl"))
+            .display()
+            .to_string()
+    };
+    env.write_store(&format!(
+        "{{\n  \"agent:main:a\": {},\n  \"agent:main:b\": {},\n  \"agent:main:c\": {},\n  \"agent:main:d\": {},\n  \"agent:main:e\": {},\n  \"agent:main:f\": {},\n  \"agent:main:g\": {{\"sessionFile\": \"g-nosid.jsonl\", \"updatedAt\": {}}}\n}}",
+        entry("shared", 40 * DAY, ""),
+        entry("shared", HOUR, "\"sessionFile\": \"shared.jsonl\""),
+        entry("c1", 50 * DAY, "\"sessionFile\": \"sub/c1.jsonl\""),
+        entry("d1", 50 * DAY, &format!("\"compactionCheckpoints\": [{{\"preCompaction\": {{\"sessionFile\": \"{}\"}}, \"postCompaction\": {{}}}}]", cp("d1"))),
+        entry("e1", HOUR, &format!("\"compactionCheckpoints\": [{{\"preCompaction\": {{\"sessionFile\": \"{}\"}}, \"postCompaction\": {{\"sessionFile\": \" \"}}}}]", cp("e1"))),
+        entry("f1", 45 * DAY, ""),
+        now_ms() - 45 * DAY
+    ));
+    for sid in ["shared", "sub/c1", "d1", "e1", "f1", "g-nosid"] {
+        env.file(
+            &format!("{sid}.jsonl"),
+            "{\"type\":\"session\"}\n{\"type\":\"message\"}\n",
+            HOUR,
+        );
+    }
+    env.file(&format!("d1.checkpoint.{u}.jsonl"), "{}", HOUR);
+    env.file(&format!("e1.checkpoint.{u}.jsonl"), "{}", HOUR);
+    env.file(
+        "f1.trajectory-path.json",
+        &format!(
+            "{{\"traceSchema\":\"openclaw-trajectory-pointer\",\"schemaVersion\":1,\"sessionId\":\"f1\",\"runtimeFile\":\"{}\"}}",
+            d.join("f1-custom.trajectory.jsonl").display()
+        ),
+        HOUR,
+    );
+    env.file("f1-custom.trajectory.jsonl", "rt", 40 * DAY);
+    env.file("f1.trajectory.jsonl", "rt", HOUR);
+    env.file(&format!("sessions.json.12345.{u}.tmp"), "{}", 10 * MIN);
+    env.file(&format!("sessions.json.999.{u}.tmp"), "{}", MIN);
+    env.file("zz.jsonl.bak.2020-01-01T00-00-00.000Z", "old", HOUR);
+    env.file("sessions.json.bak.1700000000000", "bk", HOUR);
+    env.file(&format!("orphan.checkpoint.{u}.jsonl"), "orph", 40 * DAY);
+    env.file("empty-orphan.jsonl", "", 40 * DAY);
+    if compare(&env, &["--store", "{STORE}", "--dry-run", "--json"]).is_none() {
+        return;
+    }
+    compare(&env, &["--store", "{STORE}", "--enforce", "--json"]);
+    assert!(env.listing().contains(&"f1.jsonl.deleted.TS".to_string()));
+    assert!(d.join("sub").read_dir().unwrap().any(|e| {
+        e.unwrap()
+            .file_name()
+            .to_string_lossy()
+            .starts_with("c1.jsonl.deleted.")
+    }));
+}
+
+#[test]
+fn table_rendering_matches_the_reference() {
+    let env = TestEnv::new();
+    env.write_config(
+        r#"{ agents: { defaults: { model: { primary: "anthropic/claude-opus-4" } }, list: [ { id: "main", model: "openai/gpt-4.1" }, { id: "ops" } ] } }"#,
+    );
+    let old = 40 * DAY;
+    let members = [
+        format!(
+            "\"agent:main:discord:channel:123:thread:456\": {}",
+            entry("t1", old, "")
+        ),
+        format!(
+            "\"agent:main:telegram:group:-100:topic:5\": {}",
+            entry("t2", old, "")
+        ),
+        format!(
+            "\"agent:main:slack:direct:u1:thread:9\": {}",
+            entry("t3", old, "")
+        ),
+        format!(
+            "\"Agent:Main:Direct:Bob\": {}",
+            entry("t4", old, "\"label\": \"zeta\"")
+        ),
+        format!(
+            "\"agent:ops:main\": {}",
+            entry("t5", 5_000, "\"label\": \"Alpha\"")
+        ),
+        format!(
+            "\"agent:main:hook:gmail:x\": {}",
+            entry("t6", old, "\"label\": \"alpha\"")
+        ),
+        format!(
+            "\"agent:main:node:abc\": {}",
+            entry(
+                "t7",
+                old,
+                "\"modelOverride\": \"openai/o3\", \"providerOverride\": \"openai\""
+            )
+        ),
+        format!(
+            "\"agent:main:heartbeat\": {}",
+            entry("t8", old, "\"chatType\": \"group\", \"label\": \"_x\"")
+        ),
+        format!(
+            "\"agent:main:matrix:channel:!RoomAbc:ex.org\": {}",
+            entry("t9", old, "")
+        ),
+        format!(
+            "\"global\": {}",
+            entry("t10", old, "\"label\": \"Ünïcode\"")
+        ),
+        format!(
+            "\"agent:main:wëbchät:dïrect:ünïcödé-user-with-long-name\": {}",
+            entry(
+                "t11",
+                3 * HOUR,
+                "\"model\": \"x/y/z\", \"verboseLevel\": \"on\", \"abortedLastRun\": true, \"responseUsage\": \"full\", \"traceLevel\": \"t\""
+            )
+        ),
+        "\"agent:main:nots\": {\"sessionId\": \"t12\", \"label\": \"  \"}".to_string(),
+        "\"agent:main:zero\": {\"sessionId\": \"t13\", \"updatedAt\": 0, \"label\": \"b\"}"
+            .to_string(),
+        format!(
+            "\"agent:main:cron:j:run:r\": {}",
+            entry("t14", 2 * DAY, "\"label\": \"B\"")
+        ),
+    ];
+    env.write_store(&format!("{{\n  {}\n}}", members.join(",\n  ")));
+    let Some(text) = compare(&env, &["--store", "{STORE}", "--dry-run"]) else {
+        return;
+    };
+    assert!(text.contains("Summary by Label:"), "{text}");
+    compare(
+        &env,
+        &[
+            "--store",
+            "{STORE}",
+            "--dry-run",
+            "--fix-dm-scope",
+            "--active-key",
+            "Agent:Main:Direct:Bob",
+        ],
+    );
+    compare(&env, &["--store", "{STORE}", "--enforce", "--json"]);
+}

@@ -91,10 +91,27 @@ fn a_symlinked_store_is_refused_and_its_target_untouched() {
     fs::rename(env.store_path(), &real).unwrap();
     symlink(&real, env.store_path()).unwrap();
     let before = snapshot(&env);
+    let o = env.run(&["cleanup", "--enforce"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stderr(&o).contains("symlink"), "{}", stderr(&o));
+    assert_eq!(snapshot(&env), before);
+    // A preview may read through it; it writes nothing either.
+    let o = env.run(&["cleanup", "--dry-run"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(snapshot(&env), before);
+}
+
+#[test]
+fn a_directory_or_fifo_named_sessions_json_is_refused() {
+    let env = stale_env();
+    fs::remove_file(env.store_path()).unwrap();
+    let c = std::ffi::CString::new(env.store_path().to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo on a path we own.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let before = snapshot(&env);
     for mode in ["--enforce", "--dry-run"] {
         let o = env.run(&["cleanup", mode]);
         assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
-        assert!(stderr(&o).contains("symlink"), "{}", stderr(&o));
         assert_eq!(snapshot(&env), before);
     }
 }

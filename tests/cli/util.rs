@@ -159,7 +159,14 @@ impl TestEnv {
             .status()
             .unwrap();
         assert!(st.success());
-        TestEnv { tmp }
+        let twin = TestEnv { tmp };
+        // Absolute paths inside files (checkpoints, trajectory pointers) follow the copy.
+        let (from, to) = (
+            self.root().display().to_string(),
+            twin.root().display().to_string(),
+        );
+        rewrite_paths(&twin.root(), &from, &to);
+        twin
     }
 
     /// Sorted names in the main sessions dir, with archive timestamps blanked.
@@ -323,4 +330,22 @@ pub fn case_count(default: u64) -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
+}
+
+fn rewrite_paths(dir: &Path, from: &str, to: &str) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let meta = fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            rewrite_paths(&p, from, to);
+        } else if meta.is_file() {
+            let bytes = fs::read(&p).unwrap();
+            let text = String::from_utf8_lossy(&bytes);
+            if text.contains(from) {
+                fs::write(&p, text.replace(from, to)).unwrap();
+                let f = fs::File::options().write(true).open(&p).unwrap();
+                f.set_modified(meta.modified().unwrap()).unwrap();
+            }
+        }
+    }
 }

@@ -1,0 +1,106 @@
+//! The part of OpenClaw's config schema that cleanup depends on: `session.dmScope`,
+//! `session.store` and the strict `session.maintenance` object (types, enums, positive
+//! integers, and the duration/size grammars). OpenClaw refuses to run on an invalid config
+//! (exit 1); so does clawkeeper, naming each problem the same way.
+
+use serde_json::Value;
+
+use super::grammar::{parse_byte_size, parse_duration_ms};
+
+fn is_string_or_number(v: &Value) -> bool {
+    v.is_string() || v.is_number()
+}
+
+fn positive_int(v: &Value) -> bool {
+    v.as_f64()
+        .is_some_and(|f| f > 0.0 && f.fract() == 0.0 && f.is_finite())
+}
+
+fn stringified(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.as_f64().map(crate::jsjson::js_number).unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
+/// Problems in the config, as `path: message` lines (empty = valid).
+pub fn problems(root: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let Some(session) = root.get("session") else {
+        return out;
+    };
+    if session.is_null() {
+        return out;
+    }
+    let Value::Object(session) = session else {
+        out.push("session: Invalid input: expected object".into());
+        return out;
+    };
+    if let Some(v) = session.get("dmScope")
+        && !matches!(
+            v.as_str(),
+            Some("main" | "per-peer" | "per-channel-peer" | "per-account-channel-peer")
+        )
+    {
+        out.push("session.dmScope: Invalid input".into());
+    }
+    if let Some(v) = session.get("store")
+        && !v.is_string()
+    {
+        out.push("session.store: Invalid input: expected string".into());
+    }
+    let Some(m) = session.get("maintenance") else {
+        return out;
+    };
+    let Value::Object(m) = m else {
+        out.push("session.maintenance: Invalid input: expected object".into());
+        return out;
+    };
+    for (k, v) in m {
+        let p = format!("session.maintenance.{k}");
+        let ok = match k.as_str() {
+            "mode" => matches!(v.as_str(), Some("enforce" | "warn")),
+            "pruneAfter" | "resetArchiveRetention" => {
+                (is_string_or_number(v) && parse_duration_ms(&stringified(v), "d").is_some())
+                    || (k == "resetArchiveRetention" && *v == Value::Bool(false))
+            }
+            "pruneDays" | "maxEntries" => positive_int(v),
+            "rotateBytes" => is_string_or_number(v),
+            "maxDiskBytes" | "highWaterBytes" => {
+                is_string_or_number(v) && parse_byte_size(&stringified(v)).is_some()
+            }
+            _ => {
+                out.push(format!("session.maintenance: Unrecognized key: \"{k}\""));
+                continue;
+            }
+        };
+        if !ok {
+            let msg = match k.as_str() {
+                "mode" => "Invalid input (allowed: \"enforce\", \"warn\")",
+                "pruneAfter" | "resetArchiveRetention" => "invalid duration (use ms, s, m, h, d)",
+                "maxDiskBytes" | "highWaterBytes" => "invalid size (use b, kb, mb, gb, tb)",
+                _ => "Invalid input",
+            };
+            out.push(format!("{p}: {msg}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn flags_invalid_maintenance() {
+        assert!(problems(&json!({})).is_empty());
+        assert!(problems(&json!({"session": {"maintenance": {"mode": "warn", "pruneAfter": 7, "maxDiskBytes": "1gb", "resetArchiveRetention": false}}})).is_empty());
+        let p = problems(
+            &json!({"session": {"dmScope": "x", "maintenance": {"mode": "bogus", "maxEntries": "abc", "pruneAfter": "1w", "extra": 1}}}),
+        );
+        assert_eq!(p.len(), 5, "{p:?}");
+        assert!(!problems(&json!({"session": {"maintenance": {"maxEntries": 2.5}}})).is_empty());
+    }
+}
