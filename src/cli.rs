@@ -106,7 +106,8 @@ pub struct ModeArgs {
     /// No progress bars and no notes on stderr.
     #[arg(long, short)]
     pub quiet: bool,
-    /// Wait up to this long (e.g. `30s`) for a transcript lock held by a live process.
+    /// Wait up to this long (e.g. `30s`) for a transcript lock held by a live process (for
+    /// `cleanup`: the locks of transcripts whose entries the plan removes).
     #[arg(long, value_name = "DURATION")]
     pub wait_lock: Option<String>,
 }

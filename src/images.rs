@@ -60,6 +60,8 @@ impl StripPlan {
     }
 }
 
+static NO_ROLE: Role = Role::Other(None);
+
 /// Index into `messages` of the first protected message, or `None` when nothing may be
 /// stripped (the runtime's `resolvePruneBeforeIndex`, with a configurable turn count).
 pub fn prune_before(roles: &[&Role], keep_turns: usize) -> Option<usize> {
@@ -128,12 +130,8 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
         .collect();
     let roles: Vec<&Role> = messages
         .iter()
-        .map(|&i| {
-            index.entries[i]
-                .role
-                .as_ref()
-                .expect("messages have a role")
-        })
+        // A `message` entry without a `message` object has no role: it opens no turn.
+        .map(|&i| index.entries[i].role.as_ref().unwrap_or(&NO_ROLE))
         .collect();
     let completed_turns = count_completed(&roles);
     let mut out = StripPlan {

@@ -155,19 +155,29 @@ fn effect(index: &Index, i: usize) -> Effect {
 }
 
 /// Plan which silent replies to remove, keeping the first `keep` of each run on every path.
+///
+/// A silent reply that follows an assistant message with tool calls (nothing but transparent
+/// entries and tool results between them) is held back: it ends that message's tool-result
+/// span, so removing it would change how later results pair with their calls (spec §13).
 pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
     let mut out = PrunePlan::default();
     let last_line_entry = index.lines.last().and_then(|l| l.entry);
     let pinned = crate::transcript::tree::kept_across_unparsable(index, tree);
-    let mut stack: Vec<(usize, usize)> = tree.roots(index).into_iter().map(|r| (r, 0)).collect();
-    while let Some((i, before)) = stack.pop() {
+    // (entry, run length before it, inside an open tool-call span)
+    let mut stack: Vec<(usize, usize, bool)> = tree
+        .roots(index)
+        .into_iter()
+        .map(|r| (r, 0, false))
+        .collect();
+    while let Some((i, before, span_open)) = stack.pop() {
+        let e = &index.entries[i];
         let run = match effect(index, i) {
             Effect::Count => before + 1,
             Effect::Break => 0,
             Effect::Transparent => before,
         };
         if matches!(effect(index, i), Effect::Count) && run > keep {
-            let id = index.entries[i].id.as_deref().unwrap_or_default();
+            let id = e.id.as_deref().unwrap_or_default();
             if Some(i) == tree.leaf || Some(i) == last_line_entry {
                 out.held_back.push((i, "it is the leaf (last entry)"));
             } else if index.mentioned_by_unparsable(id) {
@@ -178,11 +188,19 @@ pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
                     i,
                     "a compaction beyond an unparsable line keeps it in context",
                 ));
+            } else if span_open {
+                out.held_back
+                    .push((i, "it ends the tool-result span of an earlier tool call"));
             } else {
                 out.remove.insert(i);
             }
         }
-        stack.extend(tree.children[i].iter().map(|&c| (c, run)));
+        let span_after = if e.is_role(&Role::Assistant) {
+            !e.tool_calls.is_empty() && !e.error_or_aborted
+        } else {
+            span_open
+        };
+        stack.extend(tree.children[i].iter().map(|&c| (c, run, span_after)));
     }
     out
 }
@@ -271,5 +289,29 @@ mod tests {
         assert!(!entry_silent(r#"[{"type":"text","text":"NO_REPLY"},"x"]"#));
         let aborted = r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":"NO_REPLY","stopReason":"aborted"}}"#;
         assert!(!Index::from_reader(aborted.as_bytes()).unwrap().entries[0].silent);
+    }
+
+    #[test]
+    fn a_silent_reply_that_ends_a_tool_span_is_held_back() {
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":"toolCall","id":"t1"}]}}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
+            r#"{"type":"message","id":"d","parentId":"c","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"e","parentId":"d","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"f","parentId":"e","message":{"role":"user","content":"x"}}"#,
+        ];
+        let index = Index::from_reader(lines.join("\n").as_bytes()).unwrap();
+        let tree = Tree::build(&index);
+        let p = plan(&index, &tree, 0);
+        let ids = |set: Vec<usize>| -> Vec<&str> {
+            set.iter()
+                .map(|&i| index.entries[i].id.as_deref().unwrap())
+                .collect()
+        };
+        // b ends a's span (removing it would pair c with t1); d and e follow a closed span.
+        assert_eq!(ids(p.remove.iter().copied().collect()), ["d", "e"]);
+        assert_eq!(ids(p.held_back.iter().map(|h| h.0).collect()), ["b"]);
     }
 }

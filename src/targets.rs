@@ -92,9 +92,19 @@ pub fn resolve(
 
 /// Where an agent that moved to SQLite keeps its database: `<sessionsDir>/../agent/openclaw-agent.sqlite`.
 pub fn sqlite_marker(store_path: &std::path::Path) -> Option<PathBuf> {
-    let dir = store_path.parent()?;
+    let dir = match store_path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    sqlite_marker_of_dir(dir)
+}
+
+/// [`sqlite_marker`] for a sessions directory. The directory is resolved first (a relative
+/// `.` has no parent otherwise), and a database that is itself a symlink still counts.
+pub fn sqlite_marker_of_dir(sessions_dir: &std::path::Path) -> Option<PathBuf> {
+    let dir = std::fs::canonicalize(sessions_dir).ok()?;
     let marker = dir.parent()?.join("agent").join("openclaw-agent.sqlite");
-    marker.exists().then_some(marker)
+    std::fs::symlink_metadata(&marker).is_ok().then_some(marker)
 }
 
 #[cfg(test)]

@@ -13,8 +13,11 @@ use anyhow::{Result, anyhow};
 use crate::cli::CleanupArgs;
 use crate::config::maintenance::{Maintenance, Overrides};
 use crate::exit::{Exit, Refusal};
+use crate::fsutil::Confined;
+use crate::fsutil::lock;
 use crate::maintenance::run::{self, Options, Preview};
 use crate::report::cleanup_text;
+use crate::store;
 use crate::targets;
 
 pub fn run(args: &CleanupArgs) -> Result<Exit> {
@@ -92,8 +95,36 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         }
         return print(&out);
     }
+    // A removed entry whose transcript a live process has locked is in use: leave that
+    // whole store alone and say so (exit 4), rather than clean it around a running session.
+    let mut locked = false;
+    let mut runnable = Vec::new();
+    let wait = args
+        .mode
+        .wait_lock
+        .as_deref()
+        .map(super::transcripts::parse_wait)
+        .transpose()?;
+    let deadline = wait.map(|w| std::time::Instant::now() + w);
+    for (t, p) in targets.iter().zip(&previews) {
+        let mut held = locked_transcript(t, p)?;
+        while held.is_some() && deadline.is_some_and(|d| std::time::Instant::now() < d) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            held = locked_transcript(t, p)?;
+        }
+        match held {
+            Some(why) => {
+                eprintln!(
+                    "clawkeeper: skipped {}: {why}; nothing in this store was changed",
+                    t.store_path.display()
+                );
+                locked = true;
+            }
+            None => runnable.push((t, p)),
+        }
+    }
     if let Some(limit) = max_delete {
-        for p in &previews {
+        for (_, p) in &runnable {
             let s = &p.summary;
             let removed = s.before_count.saturating_sub(s.after_count);
             if limit.exceeded(removed, s.before_count) {
@@ -108,7 +139,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         }
     }
     let mut applied = Vec::new();
-    for t in &targets {
+    for (t, p) in &runnable {
         let dir = run::sessions_dir_of(&t.store_path);
         if !dir.is_dir() && !args.mode.quiet {
             eprintln!(
@@ -116,7 +147,15 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
                 dir.display()
             );
         }
-        applied.push(run::apply(&t.agent_id, &t.store_path, &opts)?);
+        applied.push(run::apply(
+            &t.agent_id,
+            &t.store_path,
+            &opts,
+            Some(p.stamp),
+        )?);
+    }
+    if applied.is_empty() && locked {
+        return Ok(Exit::Locked);
     }
     if args.mode.json {
         let docs: Vec<_> = applied.iter().map(|s| s.to_json()).collect();
@@ -124,7 +163,45 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     } else {
         cleanup_text::render_applied(&mut out, &applied);
     }
-    print(&out)
+    let done = print(&out)?;
+    Ok(if locked { Exit::Locked } else { done })
+}
+
+/// The first transcript of an entry the plan removes that a live process has locked.
+fn locked_transcript(t: &targets::Target, p: &Preview) -> Result<Option<String>> {
+    let dir = run::sessions_dir_of(&t.store_path);
+    let Ok(confined) = Confined::new(&dir) else {
+        return Ok(None);
+    };
+    let removed = [
+        &p.model_run_keys,
+        &p.stale_keys,
+        &p.capped_keys,
+        &p.budget_evicted_keys,
+        &p.dm_scope_keys,
+    ];
+    let mut keys: Vec<&String> = removed.iter().flat_map(|set| set.iter()).collect();
+    keys.sort();
+    keys.dedup();
+    for key in keys {
+        let Some(file) = p
+            .before
+            .get(key)
+            .and_then(|e| store::entry_transcript(e, &dir))
+        else {
+            continue;
+        };
+        // Transcripts may live in a subdirectory; their lock sits beside them.
+        let Ok(here) = confined.for_parent_of(&file) else {
+            continue;
+        };
+        if let Some(holder) = lock::live_holder(&here, &file)? {
+            return Ok(Some(format!(
+                "the plan removes {key:?}, whose transcript is in use ({holder})"
+            )));
+        }
+    }
+    Ok(None)
 }
 
 fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::Value>) -> String {

@@ -19,6 +19,14 @@ use crate::fsutil::Confined;
 use crate::progress::{self, Progress};
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
+fn moved_to_sqlite(db: &Path) -> String {
+    format!(
+        "this agent has moved to SQLite ({} exists): its JSONL transcripts are no longer the \
+         live copy and clawkeeper does not write them",
+        db.display()
+    )
+}
+
 /// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
 pub fn parse_wait(s: &str) -> Result<Duration> {
     let s = s.trim();
@@ -97,9 +105,17 @@ pub fn run_at(
         .targets
         .par_iter()
         .map(|t| {
-            let outcome = match Confined::new(&t.dir) {
-                Ok(c) => job::run_file_at(&c, &t.path, opts, planner),
-                Err(e) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
+            let sqlite = crate::targets::sqlite_marker_of_dir(&t.dir);
+            let outcome = match (&sqlite, Confined::new(&t.dir)) {
+                (Some(db), _) if opts.mode == Mode::Enforce => {
+                    Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
+                }
+                (_, Ok(c)) => {
+                    let mut o = job::run_file_at(&c, &t.path, opts, planner);
+                    o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
+                    o
+                }
+                (_, Err(e)) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
             progress.inc(outcome.bytes_before);
             (outcome, t.session_key.clone())

@@ -143,9 +143,9 @@ pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -
     }
 }
 
-/// Who holds the transcript's lock right now, without taking it: `None` when it is free or
-/// stale enough that [`acquire`] would reclaim it.
-pub fn holder(confined: &Confined, transcript: &Path) -> Result<Option<Holder>> {
+/// Who holds the transcript's lock, when a live process holds it (a lock that [`acquire`]
+/// would reclaim, or no lock at all, gives `None`). Nothing is created or removed.
+pub fn live_holder(confined: &Confined, transcript: &Path) -> Result<Option<Holder>> {
     let path = lock_path(confined, transcript)?;
     Ok(inspect(&path)?
         .map(|(h, _)| h)

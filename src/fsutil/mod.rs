@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 
 pub mod lock;
 pub mod scratch;
+pub mod temps;
 
 use anyhow::{Context, Result, bail};
 
@@ -194,7 +195,7 @@ impl Confined {
     }
 
     /// Like `write_atomic`, but the result always gets `mode` (OpenClaw writes its store with
-    /// mode 0600 whatever the old file had).
+    /// mode 0600 whatever the old file had). The owner is still kept.
     pub fn write_atomic_with_mode(
         &self,
         path: &Path,
@@ -210,10 +211,20 @@ impl Confined {
         )
     }
 
-    /// Like [`Confined::write_atomic`] (the mode of an existing target is kept), but `fill`
-    /// may return a value, and `verify` runs after the temp file is complete and synced and
-    /// before the rename: when either fails, the temp file is removed and the target is left
-    /// exactly as it was.
+    /// [`Confined::replace_verified`] where the result always gets `mode`.
+    pub fn replace_verified_with_mode<T>(
+        &self,
+        path: &Path,
+        mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+        verify: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<T> {
+        self.replace(path, mode, false, fill, verify)
+    }
+
+    /// Like [`Confined::write_atomic`], but `fill` may return a value, and `verify` runs after
+    /// the temp file is complete and synced and before the rename: when either fails, the temp
+    /// file is removed and the target is left exactly as it was.
     pub fn replace_verified<T>(
         &self,
         path: &Path,
@@ -234,14 +245,14 @@ impl Confined {
     ) -> Result<T> {
         let path = self.check(path)?;
         let (mode, owner) = match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_file() => {
-                let mode = if keep_mode {
+            Ok(m) if m.file_type().is_file() => (
+                if keep_mode {
                     m.mode() & 0o7777
                 } else {
                     new_mode
-                };
-                (mode, Some((m.uid(), m.gid())))
-            }
+                },
+                Some((m.uid(), m.gid())),
+            ),
             Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
             Err(e) if e.kind() == io::ErrorKind::NotFound => (new_mode, None),
             Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
@@ -260,24 +271,14 @@ impl Confined {
                 .into_inner()
                 .map_err(|e| e.into_error())
                 .with_context(|| format!("cannot write {}", tmp.display()))?;
-            // A replaced file keeps its owner (e.g. when run as root over a user's sessions,
-            // the runtime must still be able to write it); set the owner before the mode, as
-            // chown may clear set-id bits.
+            // A replaced file keeps its owner and group (a root cron job must not hand the
+            // gateway's transcripts to root); when that is impossible nothing is replaced.
             if let Some((uid, gid)) = owner {
-                let meta = file
-                    .metadata()
-                    .with_context(|| format!("cannot stat {}", tmp.display()))?;
-                if (meta.uid(), meta.gid()) != (uid, gid) {
-                    std::os::unix::fs::fchown(&file, Some(uid), Some(gid)).with_context(|| {
-                        format!(
-                            "cannot give {} the owner of {}",
-                            tmp.display(),
-                            path.display()
-                        )
-                    })?;
-                }
+                keep_owner(&file, uid, gid)
+                    .with_context(|| format!("cannot keep the owner of {}", path.display()))?;
             }
-            // create_new's mode is filtered by the umask; set it exactly.
+            // create_new's mode is filtered by the umask; set it exactly (after chown, which
+            // may clear set-id bits).
             file.set_permissions(fs::Permissions::from_mode(mode))
                 .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
             file.sync_all()
@@ -295,6 +296,15 @@ impl Confined {
         sync_dir(&self.root)?;
         Ok(value)
     }
+}
+
+/// Give `file` the owner `uid:gid` unless it already has it.
+fn keep_owner(file: &File, uid: u32, gid: u32) -> io::Result<()> {
+    let m = file.metadata()?;
+    if m.uid() == uid && m.gid() == gid {
+        return Ok(());
+    }
+    std::os::unix::fs::fchown(file, Some(uid), Some(gid))
 }
 
 /// A temp name beside `path` that OpenClaw's own sweep recognises as a store temp when `path`

@@ -481,7 +481,7 @@ fn predict_cleanup(
         .sum();
     let name = store_path.file_name().unwrap_or_default();
     let scratch_store = scratch.sessions_dir().join(name);
-    if let Err(e) = run::apply(agent_id, &scratch_store, opts) {
+    if let Err(e) = run::apply(agent_id, &scratch_store, opts, None) {
         r.notes.push(format!(
             "cleanup --enforce would stop: {}",
             format!("{e:#}").replace(

@@ -453,5 +453,4 @@ mod tests {
             None
         ));
     }
-
 }

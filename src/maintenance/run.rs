@@ -127,6 +127,9 @@ pub struct Preview {
     pub capped_keys: HashSet<String>,
     pub budget_evicted_keys: HashSet<String>,
     pub dm_scope_keys: HashSet<String>,
+    /// The store's size and mtime when the plan was made; `apply` refuses a store that no
+    /// longer has them.
+    pub stamp: Option<store::Stamp>,
 }
 
 impl Preview {
@@ -166,7 +169,9 @@ fn keyset(removed: &entries::Removed) -> HashSet<String> {
 /// Compute the plan for one store without writing anything.
 pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview> {
     let dir = sessions_dir_of(store_path);
-    let before = store::load(store_path)?.store;
+    let loaded = store::load(store_path)?;
+    let stamp = loaded.stamp;
+    let before = loaded.store;
     let mut s = before.clone();
     let fm = if o.fix_missing {
         entries::fix_missing(&mut s, &dir)
@@ -281,13 +286,30 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         capped_keys,
         budget_evicted_keys: budget_evicted,
         dm_scope_keys: dm_keys,
+        stamp,
     })
 }
 
-/// Apply cleanup to one store for real and report what happened.
-pub fn apply(agent_id: &str, store_path: &Path, o: &Options) -> Result<Summary> {
+/// Apply the cleanup to one store for real and report what happened. With `planned` (the stamp a preview saw), a store that changed since
+/// that preview is refused before anything is touched: the plan that was checked (for
+/// example against `--max-delete`) is the plan that runs.
+pub fn apply(
+    agent_id: &str,
+    store_path: &Path,
+    o: &Options,
+    planned: Option<Option<store::Stamp>>,
+) -> Result<Summary> {
     let dir = sessions_dir_of(store_path);
     let loaded = store::load(store_path)?;
+    if let Some(stamp) = planned
+        && stamp != loaded.stamp
+    {
+        return Err(crate::exit::Refusal::Unsafe(format!(
+            "refusing to clean {}: it changed after the plan was made (is a gateway writing it?); nothing was changed",
+            store_path.display()
+        ))
+        .into());
+    }
     let mut s = loaded.store;
     // As in OpenClaw: the removals and repairs are decided on a copy, then applied to the
     // store only where the entry is still exactly what was decided on.
@@ -446,8 +468,14 @@ pub fn apply(agent_id: &str, store_path: &Path, o: &Options) -> Result<Summary> 
         (model_runs, stale, capped) = (mr.len() as u64, st.len() as u64, cp.len() as u64);
     }
     let after_count = s.len() as u64;
-    store::save(&confined, store_path, &s, loaded.unchanged_raw.as_deref())
-        .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
+    store::save(
+        &confined,
+        store_path,
+        &s,
+        loaded.unchanged_raw.as_deref(),
+        loaded.stamp,
+    )
+    .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
     if !dm_files.0.is_empty() {
         let referenced = files::referenced_ids(&s);
         files::archive_removed(&confined, &dm_files, &referenced, &dir, &o.home);

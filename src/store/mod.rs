@@ -31,10 +31,34 @@ pub struct Loaded {
     pub unchanged_raw: Option<String>,
     /// Whether the file existed.
     pub existed: bool,
+    /// Size and modification time when it was read (`None` when missing).
+    pub stamp: Option<Stamp>,
+}
+
+/// Size and modification time of a file: what a concurrent writer changes.
+pub type Stamp = (u64, Option<std::time::SystemTime>);
+
+/// The current stamp of `path` (not following a symlink); `None` when it does not exist.
+pub fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some((m.len(), m.modified().ok()))
 }
 
 /// Load and normalise a store. Missing file → empty store. Unparsable or non-object → refused.
 pub fn load(path: &Path) -> Result<Loaded> {
+    // A FIFO or device would block or mislead the read; a directory is not a store. (A
+    // symlinked store may be read for a preview; writing one is refused by `cleanup`.)
+    if let Ok(m) = std::fs::symlink_metadata(path)
+        && !m.file_type().is_file()
+        && !m.file_type().is_symlink()
+    {
+        return Err(Refusal::Unsafe(format!(
+            "refusing to touch {}: it is not a regular file",
+            path.display()
+        ))
+        .into());
+    }
+    let before = stamp(path);
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -43,10 +67,24 @@ pub fn load(path: &Path) -> Result<Loaded> {
                 store: Store::new(),
                 unchanged_raw: None,
                 existed: false,
+                stamp: None,
             });
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
+    let (store, unchanged_raw) = parse(path, bytes)?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        store,
+        unchanged_raw,
+        existed: true,
+        stamp: before,
+    })
+}
+
+/// Parse and normalise the bytes of the store at `path` (named in refusals). Returns the
+/// store and, when normalisation changed nothing, the raw text (see [`Loaded::unchanged_raw`]).
+pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<(Store, Option<String>)> {
     let value = crate::jsjson::parse(&bytes).map_err(|e| {
         Refusal::Unsafe(format!(
             "refusing to touch {}: it is not valid JSON ({} at line {} column {}); OpenClaw would treat it as an empty store and overwrite it",
@@ -73,12 +111,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
     let changed = normalize::normalize_store(&mut store)
         .map_err(|msg| Refusal::Unsafe(format!("refusing to touch {}: {msg}", path.display())))?
         || hydrated;
-    Ok(Loaded {
-        path: path.to_path_buf(),
-        store,
-        unchanged_raw: if changed { None } else { raw },
-        existed: true,
-    })
+    Ok((store, if changed { None } else { raw }))
 }
 
 fn describe(e: &serde_json::Error) -> String {
@@ -128,12 +161,15 @@ fn write_store(out: &mut String, store: &Store) {
 }
 
 /// Save as OpenClaw does: skipped when the text equals what was read; otherwise an atomic
-/// replace with mode 0600. Returns whether the file was written.
+/// replace with mode 0600. `expected` is the stamp the store had when it was loaded: if the
+/// file changed since (another writer), nothing is replaced and the save is refused, so that
+/// writer's update is not lost. Returns whether the file was written.
 pub fn save(
     confined: &Confined,
     path: &Path,
     store: &Store,
     unchanged_raw: Option<&str>,
+    expected: Option<Stamp>,
 ) -> Result<bool> {
     let (projected, needed) = blobs::project(store);
     let json = serialize(&projected);
@@ -146,7 +182,21 @@ pub fn save(
         return Ok(false);
     }
     confined
-        .write_atomic_with_mode(path, 0o600, |w| w.write_all(json.as_bytes()))
+        .replace_verified_with_mode(
+            path,
+            0o600,
+            |w| w.write_all(json.as_bytes()).map_err(anyhow::Error::from),
+            |_| {
+                if stamp(path) != expected {
+                    return Err(Refusal::Unsafe(format!(
+                        "refusing to replace {}: it changed while it was being cleaned (is a gateway writing it?); the store was left as the other writer made it",
+                        path.display()
+                    ))
+                    .into());
+                }
+                Ok(())
+            },
+        )
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(true)
 }
@@ -199,6 +249,37 @@ mod tests {
     }
 
     #[test]
+    fn a_store_changed_by_another_writer_is_not_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sessions.json");
+        std::fs::write(&p, "{\"a\": {\"sessionId\": \"s\"}}").unwrap();
+        let mut l = load(&p).unwrap();
+        l.store.remove("a");
+        let theirs = "{\"a\": {\"sessionId\": \"s\"}, \"b\": {\"sessionId\": \"t\"}}";
+        std::fs::write(&p, theirs).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let e = save(&c, &p, &l.store, None, l.stamp).unwrap_err();
+        assert_eq!(crate::exit::exit_for_error(&e), crate::exit::Exit::Refused);
+        assert!(format!("{e:#}").contains("changed while"), "{e:#}");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), theirs);
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "no temp left"
+        );
+    }
+
+    #[test]
+    fn special_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sessions.json");
+        std::fs::create_dir(&p).unwrap();
+        let e = load(&p).unwrap_err();
+        assert_eq!(crate::exit::exit_for_error(&e), crate::exit::Exit::Refused);
+        assert!(e.to_string().contains("not a regular file"), "{e}");
+    }
+
+    #[test]
     fn save_skips_identical_text() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("sessions.json");
@@ -207,10 +288,10 @@ mod tests {
         let l = load(&p).unwrap();
         assert_eq!(l.unchanged_raw.as_deref(), Some(text));
         let c = Confined::new(dir.path()).unwrap();
-        assert!(!save(&c, &p, &l.store, l.unchanged_raw.as_deref()).unwrap());
+        assert!(!save(&c, &p, &l.store, l.unchanged_raw.as_deref(), l.stamp).unwrap());
         std::fs::write(&p, format!("{text}\n")).unwrap();
         let l = load(&p).unwrap();
-        assert!(save(&c, &p, &l.store, l.unchanged_raw.as_deref()).unwrap());
+        assert!(save(&c, &p, &l.store, l.unchanged_raw.as_deref(), l.stamp).unwrap());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(

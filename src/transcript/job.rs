@@ -32,6 +32,7 @@ use super::{EntryType, Index};
 use crate::exit::Refusal;
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Acquire};
+use crate::fsutil::temps;
 
 /// Preview or apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,7 +165,7 @@ fn prepare(
 ) -> Result<Option<(Index, Resolved)>, Status> {
     let (index, tree) = index_checked(path, out)?;
     let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
-    out.notes = planned.notes;
+    out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
         return Ok(None);
@@ -188,6 +189,18 @@ pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), St
     out.bytes_before = index.size;
     out.bytes_after = index.size;
     out.unparsable_lines = index.unparsable_line_numbers();
+    out.notes.clear();
+    if !index.invalid_utf8.is_empty() {
+        let lines: Vec<String> = index
+            .invalid_utf8
+            .iter()
+            .map(|l| (l + 1).to_string())
+            .collect();
+        out.notes.push(format!(
+            "kept line(s) with invalid UTF-8 as they are: {}",
+            lines.join(", ")
+        ));
+    }
     match index.header() {
         None => {
             return Err(Status::Refused(
@@ -258,6 +271,15 @@ fn run_inner(
         return Ok(());
     };
     if opts.mode == Mode::Preview {
+        if let Ok(stale) = temps::stale_temps(confined, path)
+            && !stale.is_empty()
+        {
+            out.notes.push(format!(
+                "{} temp file(s) left by a killed run would be removed: {}",
+                stale.len(),
+                names(&stale)
+            ));
+        }
         let file = open_nofollow(path).map_err(failed)?;
         let mut sink = io::sink();
         let applied = rewrite::apply(
@@ -270,7 +292,7 @@ fn run_inner(
         check(&index, &applied.index, &resolved)?;
         out.bytes_after = applied.bytes_written;
         out.status = Status::WouldChange;
-        if let Ok(Some(holder)) = lock::holder(confined, path) {
+        if let Ok(Some(holder)) = lock::live_holder(confined, path) {
             out.notes.push(format!(
                 "{holder}; --enforce would skip it while the lock is held"
             ));
@@ -281,10 +303,22 @@ fn run_inner(
         Acquire::Locked(l) => l,
         Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string())),
     };
+    // Temps of this file left by a killed writer: the file itself is intact, they are garbage.
+    let swept = temps::remove_stale_temps(confined, path).map_err(failed)?;
+    let swept_note = (!swept.is_empty()).then(|| {
+        format!(
+            "removed {} temp file(s) left by a killed run: {}",
+            swept.len(),
+            names(&swept)
+        )
+    });
+    out.notes.extend(swept_note.clone());
     // The file may have changed while we planned without the lock: plan again if so.
     let locked = stamp(path).map_err(|e| failed(e.into()))?;
     if locked != before {
-        match prepare(path, planner, out)? {
+        let again = prepare(path, planner, out);
+        out.notes.extend(swept_note);
+        match again? {
             Some((i, r)) => (index, resolved) = (i, r),
             None => return Ok(()),
         }
@@ -385,6 +419,14 @@ fn carry_tail(
             }
         }
     }
+}
+
+fn names(temps: &[temps::StaleTemp]) -> String {
+    temps
+        .iter()
+        .map(|t| t.path.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {

@@ -279,6 +279,10 @@ pub struct Index {
     pub header_raw: Vec<u8>,
     /// Raw bytes of every unparsable line, by line index.
     pub unparsable: Vec<(usize, Vec<u8>)>,
+    /// Line indices of entries whose strings hold invalid UTF-8 (JSON parsers that skip a
+    /// string do not decode it; the runtime reads such bytes as U+FFFD). They are entries,
+    /// kept byte for byte, and reported.
+    pub invalid_utf8: Vec<usize>,
 }
 
 impl Index {
@@ -374,6 +378,9 @@ impl IndexBuilder {
             Ok(p) => {
                 line.kind = LineKind::Entry;
                 line.entry = Some(idx.entries.len());
+                if std::str::from_utf8(body).is_err() {
+                    idx.invalid_utf8.push(line_no);
+                }
                 let mut e = Entry::from_probe(line_no, &p);
                 if e.kind == EntryType::Session {
                     e.version = header_version(body);

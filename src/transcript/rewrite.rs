@@ -176,6 +176,14 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             actions[e.line] = LineAction::Patch(patch);
         }
     }
+    for &l in &index.invalid_utf8 {
+        if matches!(actions[l], LineAction::Patch(_)) {
+            bail!(
+                "line {} holds invalid UTF-8 and would have to be rewritten; left as it is",
+                l + 1
+            );
+        }
+    }
     let mut append = Vec::new();
     let mut appended_ids = Vec::new();
     if !edits.append.is_empty() {

@@ -295,7 +295,7 @@ fn dry_run_and_preview_change_nothing() {
     }
     assert_eq!(std::fs::read(&p).unwrap(), bytes);
     assert_eq!(std::fs::metadata(&p).unwrap().modified().unwrap(), mtime);
-    let leftovers: Vec<String> = std::fs::read_dir(env.root())
+    let leftovers: Vec<String> = std::fs::read_dir(env.work())
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|n| n.starts_with("t.jsonl"))

@@ -49,7 +49,7 @@ const KEYS: &[&str] = &[
 /// A seeded store: entries of many kinds (some old, one with a missing transcript, two
 /// sharing one), generated transcripts, and every other file family.
 fn build_store(env: &TestEnv, seed: u64) -> PathBuf {
-    let dir = env.path("state/agents/main/sessions");
+    let dir = env.sessions_dir("main");
     fs::create_dir_all(&dir).unwrap();
     let mut rng = Rng::new(seed);
     let now = now_ms();

@@ -3,15 +3,20 @@
 //! helpers, every other module one topic.
 
 mod cleanup;
+mod cleanup_safety;
 mod compact;
 mod compact_successor;
+mod crash;
 mod demo;
 mod generator;
 mod inspect;
 mod model;
 mod parity;
+mod properties;
+mod safety;
 mod storegen;
 mod transcript;
 mod transcript_safety;
 mod transcript_store;
+mod treegen;
 mod util;

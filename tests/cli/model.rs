@@ -188,6 +188,39 @@ impl Model {
         }
     }
 
+    /// Whether the nearest assistant message above `line` made tool calls (and did not end
+    /// in error): then `line` ends that call's result span and must stay.
+    fn ends_tool_span(&self, line: usize) -> bool {
+        let mut c = self.parent(line);
+        while let Some(p) = c {
+            let v = self.v(p);
+            if v["type"] == "message" && v["message"]["role"] == "assistant" {
+                let calls = v["message"]["content"].as_array().is_some_and(|b| {
+                    b.iter().any(|b| {
+                        matches!(
+                            b["type"].as_str(),
+                            Some(
+                                "toolCall"
+                                    | "toolUse"
+                                    | "functionCall"
+                                    | "tool_use"
+                                    | "tool_call"
+                                    | "function_call"
+                            )
+                        )
+                    })
+                });
+                let failed = matches!(
+                    v["message"]["stopReason"].as_str(),
+                    Some("error" | "aborted")
+                );
+                return calls && !failed;
+            }
+            c = self.parent(p);
+        }
+        false
+    }
+
     /// Lines the prune must remove.
     /// Whether a path stops at a parent only an unparsable line can be.
     fn truncated(&self, path: &[usize]) -> bool {
@@ -250,7 +283,11 @@ impl Model {
                 }
                 c = self.parent(p);
             }
-            if pos > keep && !self.mentioned_by_unparsable(&self.id(l)) && !pinned.contains(&l) {
+            if pos > keep
+                && !self.mentioned_by_unparsable(&self.id(l))
+                && !pinned.contains(&l)
+                && !self.ends_tool_span(l)
+            {
                 out.insert(l);
             }
         }

@@ -301,7 +301,9 @@ fn generated_transcripts_match_the_model_and_load_in_the_runtime() {
         interesting.1,
         interesting.2
     );
-    let Some(oracle) = util::oracle() else { return };
+    let Some(oracle) = util::oracle() else {
+        return;
+    };
     let files: Vec<PathBuf> = done
         .iter()
         .flat_map(|c| [c.before.clone(), c.after.clone()])

@@ -57,15 +57,7 @@ fn removes_and_reparents_and_drops_labels() {
     );
     assert!(!env.path("t.jsonl.lock").exists());
     assert_eq!(
-        fs::read_dir(env.root())
-            .unwrap()
-            .filter(|e| e
-                .as_ref()
-                .unwrap()
-                .file_name()
-                .to_string_lossy()
-                .starts_with("t.jsonl"))
-            .count(),
+        fs::read_dir(env.work()).unwrap().count(),
         1,
         "no temp or lock left"
     );

@@ -1,8 +1,8 @@
-//! Test helpers: a `TestEnv` with its own state dir, config and home; the reference OpenClaw
-//! (found via `CLAWKEEPER_ORACLE`, else `~/.cache/openclaw-oracle/openclaw`; skipped with a
-//! message when absent unless `CLAWKEEPER_REQUIRE_ORACLE=1`): its CLI wrapper for cleanup
-//! parity and its runtime for loading transcripts; directory copies, snapshots and diffs for
-//! the parity suite.
+//! Test harness: a `TestEnv` per test (a temp dir with its own state dir, config, home and a
+//! `work/` dir for loose files), the binary under test, the reference `openclaw` wrapper for
+//! store commands ([`oracle`]) and the reference runtime for transcripts ([`runtime`]); both
+//! are found via `CLAWKEEPER_ORACLE`, else `~/.cache/openclaw-oracle/openclaw`, and skipped with
+//! a message when absent unless `CLAWKEEPER_REQUIRE_ORACLE=1`.
 
 #![allow(dead_code)]
 
@@ -27,7 +27,8 @@ pub const MIN: i64 = 60_000;
 pub const HOUR: i64 = 3_600_000;
 pub const DAY: i64 = 86_400_000;
 
-/// A temp dir holding `home/`, `state/` (the OpenClaw state dir) and `openclaw.json`.
+/// A temp dir holding `home/`, `state/` (the OpenClaw state dir), `openclaw.json`, and
+/// `work/`, the current directory of every run, where the transcript tests keep their files.
 pub struct TestEnv {
     pub tmp: tempfile::TempDir,
 }
@@ -39,7 +40,28 @@ impl TestEnv {
         fs::create_dir_all(env.home()).unwrap();
         fs::create_dir_all(env.sessions_dir("main")).unwrap();
         fs::write(env.config_path(), "{}").unwrap();
+        fs::create_dir_all(env.work()).unwrap();
         env
+    }
+
+    /// The working directory of runs (loose files for `--transcript` tests).
+    pub fn work(&self) -> PathBuf {
+        self.root().join("work")
+    }
+
+    /// A path in [`TestEnv::work`].
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.work().join(name)
+    }
+
+    /// Write a file in [`TestEnv::work`] (creating its directories).
+    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
+        let p = self.path(name);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).unwrap();
+        }
+        fs::write(&p, bytes).unwrap();
+        p
     }
 
     /// The temp dir itself (not canonicalised).
@@ -91,22 +113,7 @@ impl TestEnv {
         self.file(&format!("{session_id}.jsonl"), &text, age_ms)
     }
 
-    /// A path inside the temp dir.
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.root().join(name)
-    }
-
-    /// Write `bytes` to `name` inside the temp dir, creating parent directories.
-    pub fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.path(name);
-        if let Some(parent) = p.parent() {
-            fs::create_dir_all(parent).unwrap();
-        }
-        fs::write(&p, bytes).unwrap();
-        p
-    }
-
-    /// Run clawkeeper with this env.
+    /// Run clawkeeper with this env, in [`TestEnv::work`].
     pub fn run(&self, args: &[&str]) -> Output {
         self.run_with_env(args, &[])
     }
@@ -115,7 +122,7 @@ impl TestEnv {
     pub fn run_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
         cmd.args(args)
-            .current_dir(self.root())
+            .current_dir(self.work())
             .env("OPENCLAW_STATE_DIR", self.state())
             .env("OPENCLAW_CONFIG_PATH", self.config_path())
             .env("HOME", self.home())

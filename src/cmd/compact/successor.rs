@@ -212,6 +212,6 @@ fn point_store_at(
             1
         }),
     );
-    store::save(&confined, store_path, &loaded.store, None)?;
+    store::save(&confined, store_path, &loaded.store, None, loaded.stamp)?;
     Ok(())
 }

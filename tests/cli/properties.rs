@@ -1,0 +1,105 @@
+//! Property tests for removal and re-parenting over generated hostile trees (see `treegen`):
+//!
+//! - whatever the planners (`prune-noreply`, `strip-images`) ask for on an editable file is
+//!   either refused cleanly by `resolve` (e.g. a label that would have to go too is named by
+//!   an unparsable line) or accepted by the validator, and the result is the old context minus exactly the removed
+//!   entries, checked by an independent implementation;
+//! - random removal sets are either refused, rejected by the validator, or accepted with the
+//!   same independent checks: nothing in between, and never a panic.
+//!
+//! `CLAWKEEPER_PROPERTY_CASES` sets the number of generated transcripts (default 400).
+
+use std::collections::BTreeMap;
+
+use clawkeeper::transcript::Index;
+use clawkeeper::transcript::rewrite::Edits;
+use clawkeeper::transcript::tree::{self, Tree};
+
+use crate::treegen::{self, Seeded, Source, Verdict};
+
+fn cases() -> u64 {
+    std::env::var("CLAWKEEPER_PROPERTY_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(400)
+}
+
+#[test]
+fn planner_removals_always_validate_and_random_removals_are_all_or_nothing() {
+    let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
+    for seed in 0..cases() {
+        let mut src = Seeded(seed);
+        let text = treegen::transcript(&mut src, 40);
+        let index = Index::from_reader(&text[..]).unwrap();
+        treegen::check_index(&text, &index);
+        let tree = Tree::build(&index);
+        let _ = tree::active_context(&index, &tree);
+        let ctx = |what: &str| format!("seed {seed}, {what}:\n{}", String::from_utf8_lossy(&text));
+
+        for keep in 0..3 {
+            let plan = clawkeeper::noreply::plan(&index, &tree, keep);
+            let edits = Edits {
+                remove: plan.remove,
+                ..Edits::default()
+            };
+            if edits.is_empty() {
+                continue;
+            }
+            let v = treegen::check_edits(&text, &index, &tree, &edits);
+            // A refusal by `resolve` is clean (the file is left alone); the validator must never
+            // have to catch a planner.
+            assert!(
+                !matches!(v, Verdict::Rejected(_)),
+                "{v:?} {}",
+                ctx(&format!("prune-noreply --keep {keep}"))
+            );
+            *tally.entry("noreply planned").or_default() += usize::from(v == Verdict::Accepted);
+            *tally.entry("noreply refused").or_default() += usize::from(v == Verdict::Refused);
+        }
+        let plan = clawkeeper::images::plan(&index, &tree, src.below(3));
+        if plan.refused.is_none() && !plan.replace.is_empty() {
+            let mut edits = Edits::default();
+            for (e, blocks) in plan.replace {
+                let b = blocks
+                    .into_iter()
+                    .map(|b| (b, clawkeeper::images::placeholder_block()));
+                edits.replace_blocks.insert(e, b.collect());
+            }
+            let v = treegen::check_edits(&text, &index, &tree, &edits);
+            assert!(
+                matches!(v, Verdict::Accepted | Verdict::NotEditable),
+                "{v:?} {}",
+                ctx("strip-images")
+            );
+            *tally.entry("images planned").or_default() += usize::from(v == Verdict::Accepted);
+        }
+        for _ in 0..6 {
+            let edits = Edits {
+                remove: treegen::random_removals(&mut src, &index),
+                ..Edits::default()
+            };
+            let v = treegen::check_edits(&text, &index, &tree, &edits);
+            let k = match v {
+                Verdict::NotEditable => "random: not editable",
+                Verdict::Refused => "random: refused",
+                Verdict::Rejected(_) => "random: rejected by the validator",
+                Verdict::Accepted => "random: accepted and re-checked",
+            };
+            *tally.entry(k).or_default() += 1;
+        }
+    }
+    eprintln!("{tally:#?}");
+    // The generator must reach every outcome, or the properties above prove little.
+    for k in [
+        "noreply planned",
+        "images planned",
+        "random: refused",
+        "random: rejected by the validator",
+        "random: accepted and re-checked",
+    ] {
+        assert!(
+            tally.get(k).copied().unwrap_or(0) > 0,
+            "never reached {k}: {tally:?}"
+        );
+    }
+}
