@@ -201,3 +201,33 @@ fn preview_says_how_to_apply() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("clawkeeper: "));
 }
+
+#[test]
+fn wait_lock_takes_the_lock_once_it_is_released() {
+    let env = TestEnv::new();
+    env.write("t.jsonl", prunable().as_bytes());
+    let lock = env.write(
+        "t.jsonl.lock",
+        format!(
+            "{{\n  \"pid\": {},\n  \"createdAt\": \"{}\"\n}}\n",
+            std::process::id(),
+            clawkeeper::isotime::iso_now()
+        )
+        .as_bytes(),
+    );
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        fs::remove_file(lock).unwrap();
+    });
+    let (code, v) = env.run_json(&[
+        "prune-noreply",
+        "--transcript",
+        "t.jsonl",
+        "--enforce",
+        "--wait-lock",
+        "10s",
+    ]);
+    release.join().unwrap();
+    assert_eq!((code, status(&v)), (0, "changed"), "{v}");
+    assert!(!env.path("t.jsonl.lock").exists());
+}
