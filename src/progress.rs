@@ -18,7 +18,13 @@ impl Progress {
         if !enabled {
             return Progress(None);
         }
-        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        // With no known total yet, draw nothing until `add_total` gives one.
+        let target = if total == 0 {
+            ProgressDrawTarget::hidden()
+        } else {
+            ProgressDrawTarget::stderr()
+        };
+        let bar = ProgressBar::with_draw_target(Some(total), target);
         let style = ProgressStyle::with_template(
             "{prefix} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} {wide_msg}",
         )
@@ -31,6 +37,16 @@ impl Progress {
 
     pub fn disabled() -> Progress {
         Progress(None)
+    }
+
+    /// Grow the total by `n` (work discovered as it goes, e.g. store after store).
+    pub fn add_total(&self, n: u64) {
+        if let Some(bar) = &self.0 {
+            bar.inc_length(n);
+            if n > 0 && bar.is_hidden() {
+                bar.set_draw_target(ProgressDrawTarget::stderr());
+            }
+        }
     }
 
     pub fn inc(&self, n: u64) {

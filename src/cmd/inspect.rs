@@ -13,9 +13,10 @@ use crate::compact::{ContextEstimate, entry};
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
 use crate::config::maintenance::{Maintenance, Overrides};
 use crate::exit::Exit;
-use crate::inspect::{self, Filters, Hooks, StoreReport};
+use crate::inspect::{self, Filters, Hooks, StoreReport, Tick};
 use crate::keys::SessionKind;
 use crate::maintenance::run::Options;
+use crate::progress::{self, Progress};
 use crate::report::inspect_text::{self, Sort};
 use crate::transcript::Index;
 use crate::transcript::tree::Tree;
@@ -95,6 +96,11 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         let ContextEstimate { tokens, .. } = estimator.context_tokens(&context);
         Ok(tokens)
     };
+    let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
+    let tick = |t: Tick| match t {
+        Tick::Planned(n) => progress.add_total(n),
+        Tick::Done(n) => progress.inc(n),
+    };
     let hooks = Hooks {
         strip: &strip,
         prune: &prune,
@@ -102,6 +108,7 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         compact_min_tokens: settings.min_tokens,
         context_tokens: &context_tokens,
         cleanup: cleanup.as_ref(),
+        progress: &tick,
     };
     let now_ms = crate::maintenance::now_ms();
     let mut reports: Vec<StoreReport> = Vec::new();
@@ -114,6 +121,7 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
             now_ms,
         )?);
     }
+    progress.finish();
     let view = inspect_text::View {
         sort: match args.sort {
             InspectSort::Bytes => Sort::Bytes,

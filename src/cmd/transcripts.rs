@@ -293,8 +293,8 @@ fn write_human(
     writeln!(w, "{table}")?;
     writeln!(
         w,
-        "Total: {} transcript(s), {} {}, {} → {} ({} freed)",
-        results.len(),
+        "Total: {}, {} {}, {} → {} ({} freed)",
+        crate::report::count(results.len(), "transcript", "transcripts"),
         n,
         labels.count_header,
         format_size(before, BINARY),

@@ -5,7 +5,8 @@
 //! (mode 0700) and fills it with every regular file directly in the source directory: a hard
 //! link when the temp dir is on the same filesystem (no bytes copied; cleanup only renames,
 //! deletes and atomically replaces, so a link never lets a change reach the original), else
-//! a copy with the original modification time. Symlinks and subdirectories are not copied.
+//! a copy with the original modification time. Of subdirectories only `skills-prompts/` (the
+//! skill prompt blobs a store refers to) is mirrored, the same way; symlinks never are.
 //! The whole scratch tree is removed on drop. Nothing is ever written in the source directory.
 
 use std::fs::{self, File, FileTimes};
@@ -42,26 +43,7 @@ impl Scratch {
             .recursive(true)
             .create(&scratch.sessions_dir)
             .with_context(|| format!("cannot create {}", scratch.sessions_dir.display()))?;
-        let rd = match fs::read_dir(source) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(scratch),
-            Err(e) => {
-                return Err(e).with_context(|| format!("cannot list {}", source.display()));
-            }
-        };
-        for ent in rd {
-            let ent = ent.with_context(|| format!("cannot list {}", source.display()))?;
-            let Ok(ft) = ent.file_type() else { continue };
-            if !ft.is_file() {
-                continue;
-            }
-            let from = ent.path();
-            let to = scratch.sessions_dir.join(ent.file_name());
-            if fs::hard_link(&from, &to).is_ok() {
-                continue;
-            }
-            copy_with_mtime(&from, &to)?;
-        }
+        mirror_dir(source, &scratch.sessions_dir, true)?;
         Ok(scratch)
     }
 
@@ -69,6 +51,31 @@ impl Scratch {
     pub fn sessions_dir(&self) -> &Path {
         &self.sessions_dir
     }
+}
+
+/// Link (or copy) the regular files of `from` into `to`; at the top level also descend into
+/// `skills-prompts/`, below it into every directory.
+fn mirror_dir(from: &Path, to: &Path, top: bool) -> Result<()> {
+    let rd = match fs::read_dir(from) {
+        Ok(rd) => rd,
+        Err(e) if top && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot list {}", from.display())),
+    };
+    for ent in rd {
+        let ent = ent.with_context(|| format!("cannot list {}", from.display()))?;
+        let Ok(ft) = ent.file_type() else { continue };
+        let (src, dst) = (ent.path(), to.join(ent.file_name()));
+        if ft.is_dir() && (!top || ent.file_name() == "skills-prompts") {
+            fs::DirBuilder::new()
+                .mode(0o700)
+                .create(&dst)
+                .with_context(|| format!("cannot create {}", dst.display()))?;
+            mirror_dir(&src, &dst, false)?;
+        } else if ft.is_file() && fs::hard_link(&src, &dst).is_err() {
+            copy_with_mtime(&src, &dst)?;
+        }
+    }
+    Ok(())
 }
 
 fn copy_with_mtime(from: &Path, to: &Path) -> Result<()> {
@@ -102,16 +109,34 @@ mod tests {
         let src = tempfile::tempdir().unwrap();
         fs::write(src.path().join("a.jsonl"), b"x\n").unwrap();
         fs::create_dir(src.path().join("sub")).unwrap();
+        let blobs = src.path().join("skills-prompts/sha256/ab");
+        fs::create_dir_all(&blobs).unwrap();
+        fs::write(blobs.join("ab01.txt"), b"prompt").unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", blobs.join("link.txt")).unwrap();
         std::os::unix::fs::symlink("/etc/passwd", src.path().join("link")).unwrap();
         let root;
         {
             let s = Scratch::of_sessions_dir(src.path(), "main").unwrap();
             root = s.root.clone();
-            let names: Vec<_> = fs::read_dir(s.sessions_dir())
-                .unwrap()
-                .map(|e| e.unwrap().file_name())
+            let mut names: Vec<_> = walkdir::WalkDir::new(s.sessions_dir())
+                .min_depth(1)
+                .into_iter()
+                .map(|e| {
+                    let e = e.unwrap();
+                    let rel = e.path().strip_prefix(s.sessions_dir()).unwrap().to_owned();
+                    (rel.display().to_string(), e.file_type().is_file())
+                })
                 .collect();
-            assert_eq!(names, vec![std::ffi::OsString::from("a.jsonl")]);
+            names.sort();
+            let want = [
+                ("a.jsonl", true),
+                ("skills-prompts", false),
+                ("skills-prompts/sha256", false),
+                ("skills-prompts/sha256/ab", false),
+                ("skills-prompts/sha256/ab/ab01.txt", true),
+            ];
+            let want: Vec<_> = want.iter().map(|(n, f)| (n.to_string(), *f)).collect();
+            assert_eq!(names, want);
             fs::remove_file(s.sessions_dir().join("a.jsonl")).unwrap();
         }
         assert!(!root.exists());

@@ -83,6 +83,17 @@ pub struct Hooks<'a> {
     pub context_tokens: &'a (dyn Fn(&Path, &Index, &Tree) -> Result<u64, String> + Sync),
     /// `cleanup` settings (mode forced to enforce), or `None` to skip that prediction.
     pub cleanup: Option<&'a run::Options>,
+    /// Told the bytes of transcripts a store will read, then the bytes of each one done.
+    pub progress: &'a (dyn Fn(Tick) + Sync),
+}
+
+/// Progress of the transcript pass, in bytes.
+#[derive(Debug, Clone, Copy)]
+pub enum Tick {
+    /// This many more bytes of transcripts will be read.
+    Planned(u64),
+    /// This many bytes were read and analysed.
+    Done(u64),
 }
 
 /// Count and bytes of one file category.
@@ -239,9 +250,15 @@ pub fn inspect_store(
             _ => {}
         }
     }
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    (hooks.progress)(Tick::Planned(unique.iter().map(|p| size(p)).sum()));
     let facts: HashMap<PathBuf, TranscriptFacts> = unique
         .par_iter()
-        .map(|p| (p.clone(), analyse(p, &dir, hooks)))
+        .map(|p| {
+            let f = analyse(p, &dir, hooks);
+            (hooks.progress)(Tick::Done(size(p)));
+            (p.clone(), f)
+        })
         .collect();
     for row in &mut rows {
         row.facts = row.transcript.as_ref().and_then(|p| facts.get(p)).cloned();
@@ -452,13 +469,6 @@ fn predict_cleanup(
             "cleanup --enforce refuses this store (moved to SQLite): reclaims nothing".into(),
         );
         return Ok(Some(0));
-    }
-    if dir.join("skills-prompts").exists() {
-        r.notes.push(
-            "cleanup not predicted: the store keeps skill prompt blobs (skills-prompts/), which the scratch mirror does not copy"
-                .into(),
-        );
-        return Ok(None);
     }
     if !dir.is_dir() {
         return Ok(Some(0));

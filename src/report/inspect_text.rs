@@ -32,6 +32,11 @@ pub struct View {
 
 const WIDTH: u16 = 80;
 
+/// Columns of the session table.
+const HEADER: [&str; 8] = [
+    "key", "kind", "age", "size", "msgs", "imgs", "silent", "tokens",
+];
+
 fn bytes_of(r: &SessionRow) -> u64 {
     r.facts.as_ref().map_or(0, |f| f.counts.bytes)
 }
@@ -306,24 +311,45 @@ fn render_store(out: &mut String, r: &StoreReport, view: &View) {
         r.agent_id
     );
     if !rows.is_empty() {
-        let mut t = table(vec![
-            "key", "kind", "age", "size", "msgs", "imgs", "silent", "tokens",
-        ]);
+        let mut t = table(HEADER.to_vec());
         let prefix = format!("agent:{}:", r.agent_id);
-        for s in rows {
-            let f = s.facts.as_ref();
-            let c = f.map(|f| &f.counts);
-            let n = |x: Option<u64>| x.map_or_else(|| "-".into(), |x| x.to_string());
-            t.add_row(vec![
-                middle(s.key.strip_prefix(&prefix).unwrap_or(&s.key), 17),
-                s.kind.as_str().to_string(),
-                age(view.now_ms, s.updated_at),
-                c.map_or_else(|| "missing".into(), |c| short_size(c.bytes)),
-                n(c.map(|c| c.messages)),
-                n(c.map(|c| c.images)),
-                n(c.map(|c| c.silent_replies)),
-                n(f.and_then(|f| f.context_tokens)),
-            ]);
+        let cells: Vec<(String, Vec<String>)> = rows
+            .iter()
+            .map(|s| {
+                let f = s.facts.as_ref();
+                let c = f.map(|f| &f.counts);
+                let n = |x: Option<u64>| x.map_or_else(|| "-".into(), |x| x.to_string());
+                let key = s.key.strip_prefix(&prefix).unwrap_or(&s.key).to_owned();
+                let rest = vec![
+                    s.kind.as_str().to_string(),
+                    age(view.now_ms, s.updated_at),
+                    c.map_or_else(|| "missing".into(), |c| short_size(c.bytes)),
+                    n(c.map(|c| c.messages)),
+                    n(c.map(|c| c.images)),
+                    n(c.map(|c| c.silent_replies)),
+                    n(f.and_then(|f| f.context_tokens)),
+                ];
+                (key, rest)
+            })
+            .collect();
+        // The key column gets what the other columns leave of the width (each column costs
+        // its widest cell, two spaces of padding and one border).
+        let others: usize = (0..7)
+            .map(|i| {
+                cells
+                    .iter()
+                    .map(|(_, r)| r[i].chars().count())
+                    .chain([HEADER[i + 1].len()])
+                    .max()
+                    .unwrap_or(0)
+                    + 3
+            })
+            .sum();
+        let key_width = (WIDTH as usize).saturating_sub(others + 4).clamp(8, 40);
+        for (key, rest) in cells {
+            let mut row = vec![middle(&key, key_width)];
+            row.extend(rest);
+            t.add_row(row);
         }
         right(&mut t, 3);
         let _ = writeln!(out, "{t}");
@@ -355,19 +381,32 @@ fn render_damage(out: &mut String, r: &StoreReport) {
     let d = &r.damage;
     let mut lines: Vec<String> = Vec::new();
     if !d.missing_transcripts.is_empty() {
+        let n = d.missing_transcripts.len();
         lines.push(format!(
-            "{} entr(y/ies) with a missing transcript",
-            d.missing_transcripts.len()
+            "{} with a missing transcript",
+            super::count(n, "entry", "entries")
         ));
     }
     for (p, l) in &d.unparsable_lines {
-        lines.push(format!("{}: {} unparsable line(s)", name(p), l.len()));
+        lines.push(format!(
+            "{}: {}",
+            name(p),
+            super::count(l.len(), "unparsable line", "unparsable lines")
+        ));
     }
     for (p, n) in &d.dangling_parents {
-        lines.push(format!("{}: {n} dangling parent(s)", name(p)));
+        lines.push(format!(
+            "{}: {}",
+            name(p),
+            super::count(*n, "dangling parent", "dangling parents")
+        ));
     }
     for (p, n) in &d.orphan_tool_results {
-        lines.push(format!("{}: {n} orphaned tool result(s)", name(p)));
+        lines.push(format!(
+            "{}: {}",
+            name(p),
+            super::count(*n, "orphaned tool result", "orphaned tool results")
+        ));
     }
     for h in &d.locks {
         let state = if h.stale_reasons.is_empty() {

@@ -2,3 +2,8 @@
 
 pub mod cleanup_text;
 pub mod inspect_text;
+
+/// `n` followed by the singular or plural noun: `1 entry`, `2 entries`.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

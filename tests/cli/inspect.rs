@@ -125,6 +125,25 @@ fn inspect(env: &TestEnv, store: &Path, extra: &[&str]) -> Value {
     v
 }
 
+/// Give entries of the store skill prompts as OpenClaw keeps them: one inline prompt long
+/// enough to move to a blob on the next save (the store shrinks), one `promptRef` to a valid
+/// blob, one to a blob that is missing (the entry's snapshot is dropped).
+fn add_prompt_blobs(store: &Path) {
+    let dir = store.parent().unwrap();
+    let mut v: Value = serde_json::from_slice(&fs::read(store).unwrap()).unwrap();
+    let long = "Use the skills below when they apply. ".repeat(40);
+    v[KEYS[1]]["skillsSnapshot"] = json!({"prompt": long, "skills": ["a"]});
+    let text = "Skill prompt kept as a blob. ".repeat(30);
+    let hash = clawkeeper::sha256::hex_digest(text.as_bytes());
+    let blob = dir.join(format!("skills-prompts/sha256/{}/{hash}.txt", &hash[..2]));
+    fs::create_dir_all(blob.parent().unwrap()).unwrap();
+    fs::write(&blob, &text).unwrap();
+    let reference = |hash: &str| json!({"promptRef": {"version": 1, "algorithm": "sha256", "hash": hash, "bytes": text.len()}});
+    v[KEYS[2]]["skillsSnapshot"] = reference(&hash);
+    v[KEYS[4]]["skillsSnapshot"] = reference(&"0".repeat(64));
+    fs::write(store, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+}
+
 fn dir_bytes(dir: &Path) -> u64 {
     fs::read_dir(dir)
         .unwrap()
@@ -334,17 +353,22 @@ fn cleanup_frees_what_inspect_predicts_and_inspect_writes_nothing() {
         (7u64, vec!["--prune-after", "30d"]),
         (8, vec!["--max-entries", "5"]),
         (9, vec!["--max-disk", "40kb", "--prune-after", "400d"]),
+        (10, vec!["--prune-after", "30d"]),
     ] {
         let env = TestEnv::new();
         let store = build_store(&env, seed);
+        if seed == 10 {
+            add_prompt_blobs(&store);
+        }
         let dir = store.parent().unwrap().to_path_buf();
         let snapshot = |d: &Path| -> BTreeMap<String, Vec<u8>> {
-            fs::read_dir(d)
-                .unwrap()
+            walkdir::WalkDir::new(d)
+                .into_iter()
                 .map(|e| e.unwrap())
+                .filter(|e| e.file_type().is_file())
                 .map(|e| {
                     (
-                        e.file_name().to_string_lossy().into_owned(),
+                        e.path().strip_prefix(d).unwrap().display().to_string(),
                         fs::read(e.path()).unwrap(),
                     )
                 })
@@ -361,6 +385,13 @@ fn cleanup_frees_what_inspect_predicts_and_inspect_writes_nothing() {
         assert!(out.status.success(), "{out:?}");
         let freed = before - dir_bytes(&dir) as i64;
         assert_eq!(predicted, freed, "seed {seed} {flags:?}");
+        if seed == 10 {
+            let blobs = walkdir::WalkDir::new(dir.join("skills-prompts"))
+                .into_iter()
+                .filter(|e| e.as_ref().unwrap().file_type().is_file())
+                .count();
+            assert_eq!(blobs, 2, "the long inline prompt moved to a blob");
+        }
         assert!(freed > 0, "seed {seed}: cleanup should free something");
     }
 }
