@@ -35,7 +35,7 @@ pub fn resolve(p: &Path) -> PathBuf {
 /// `canonicalizePathForComparison`: realpath when it exists, else the resolved path.
 pub fn canonical(p: &Path) -> PathBuf {
     let r = resolve(p);
-    std::fs::canonicalize(&r).unwrap_or(r)
+    realpath(&r).unwrap_or(r)
 }
 
 /// `path.relative(base, p)` is non-empty, does not start with `..` and is not absolute:
@@ -71,8 +71,51 @@ pub fn is_safe_session_id(value: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'@' | b'-'))
 }
 
+/// `realpath(p)`, or `None` when `p` does not exist.
+///
+/// Maintenance asks this for every entry's transcript and sidecars, several times each; a
+/// plain `canonicalize` reads every component of the path (one `readlink` each, hundreds of
+/// thousands on a big store). The real path of a directory is looked up once per run and
+/// remembered; for the last component one `lstat` tells whether it exists and whether it is a
+/// symlink (only then is the whole path resolved again). Directories are not renamed during a
+/// run, so a remembered answer stays right.
 fn realpath(p: &Path) -> Option<PathBuf> {
-    std::fs::canonicalize(p).ok()
+    if let Some(hit) = known_dir(p) {
+        return Some(hit);
+    }
+    let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+        return std::fs::canonicalize(p).ok();
+    };
+    let meta = std::fs::symlink_metadata(p).ok()?;
+    if meta.is_dir() {
+        return real_dir(p);
+    }
+    if meta.file_type().is_symlink() {
+        return std::fs::canonicalize(p).ok();
+    }
+    Some(real_dir(parent)?.join(name))
+}
+
+type DirCache = std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>;
+
+fn dir_cache() -> std::sync::MutexGuard<'static, std::collections::HashMap<PathBuf, PathBuf>> {
+    static CACHE: std::sync::OnceLock<DirCache> = std::sync::OnceLock::new();
+    let cache = CACHE.get_or_init(Default::default);
+    cache.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn known_dir(dir: &Path) -> Option<PathBuf> {
+    dir_cache().get(dir).cloned()
+}
+
+/// `realpath` of a directory, remembered for the rest of the run.
+fn real_dir(dir: &Path) -> Option<PathBuf> {
+    if let Some(hit) = known_dir(dir) {
+        return Some(hit);
+    }
+    let real = std::fs::canonicalize(dir).ok()?;
+    dir_cache().insert(dir.to_path_buf(), real.clone());
+    Some(real)
 }
 
 /// `resolvePathWithinSessionsDir`, restricted to what stays inside `sessions_dir`.
