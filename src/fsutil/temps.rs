@@ -52,16 +52,14 @@ pub fn stale_temps(confined: &Confined, target: &Path) -> Result<Vec<StaleTemp>>
     let me = std::process::id();
     let mut out = Vec::new();
     let dir = confined.root();
-    for entry in fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
-        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
-        let name = entry.file_name();
-        let Some(pid) = name.to_str().and_then(|n| temp_pid(base, n)) else {
+    for name in temp_names(dir)?.iter() {
+        let Some(pid) = temp_pid(base, name) else {
             continue;
         };
         if pid == me || pid_alive(pid) {
             continue;
         }
-        let path = entry.path();
+        let path = dir.join(name);
         // symlink_metadata: a symlink named like a temp is not a temp.
         match fs::symlink_metadata(&path) {
             Ok(m) if m.file_type().is_file() => out.push(StaleTemp {
@@ -74,6 +72,37 @@ pub fn stale_temps(confined: &Confined, target: &Path) -> Result<Vec<StaleTemp>>
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)
+}
+
+/// Names ending in `.tmp` directly in `dir`, listed once per directory and run.
+///
+/// A run over a whole store asks for the temps of every transcript; listing the directory each
+/// time would cost O(files²). The snapshot can only miss a temp that appeared after it was
+/// taken: its writer was alive then, so such a temp is left for the next run, which is what
+/// happens to a live writer's temp anyway. Every name is checked again before it is used.
+fn temp_names(dir: &Path) -> Result<std::sync::Arc<Vec<String>>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, OnceLock};
+    static SNAPSHOTS: OnceLock<Mutex<HashMap<PathBuf, Arc<Vec<String>>>>> = OnceLock::new();
+    let snapshots = SNAPSHOTS.get_or_init(Default::default);
+    if let Some(names) = snapshots.lock().unwrap_or_else(|e| e.into_inner()).get(dir) {
+        return Ok(names.clone());
+    }
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let entry = entry.with_context(|| format!("cannot list {}", dir.display()))?;
+        if let Some(name) = entry.file_name().to_str()
+            && name.ends_with(".tmp")
+        {
+            names.push(name.to_owned());
+        }
+    }
+    let names = Arc::new(names);
+    snapshots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(dir.to_path_buf(), names.clone());
+    Ok(names)
 }
 
 /// Remove the stale temps of `target`; returns what was removed. The target itself must be

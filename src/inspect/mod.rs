@@ -426,14 +426,14 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
             }
             _ => 0,
         };
-        // The planners run on this pass's index first; only a file they would change is
-        // read again, by the job's preview (resolve, rewrite into a counting sink, validate).
-        let has_work = |p: &Planner| p(&index, &tree).is_ok_and(|p| !p.edits.is_empty());
-        if counts.images > 0 && has_work(hooks.strip) {
-            f.strip_bytes = freed(job::run_file(&confined, path, opts, hooks.strip));
+        // The commands' own checks and planners run on this pass's index; of the file only
+        // the lines a plan patches are read again, to size them exactly as the rewrite
+        // writes them.
+        if counts.images > 0 {
+            f.strip_bytes = freed(job::predict(&confined, path, &index, hooks.strip));
         }
-        if counts.silent_replies > 0 && has_work(hooks.prune) {
-            f.prune_bytes = freed(job::run_file(&confined, path, opts, hooks.prune));
+        if counts.silent_replies > 0 {
+            f.prune_bytes = freed(job::predict(&confined, path, &index, hooks.prune));
         }
         if f.context_tokens
             .is_some_and(|t| t > hooks.compact_min_tokens)

@@ -186,6 +186,13 @@ pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), St
     let index = Index::from_reader(BufReader::with_capacity(1 << 20, io::Read::take(file, len)))
         .with_context(|| format!("cannot read {}", path.display()))
         .map_err(failed)?;
+    let tree = check_editable(&index, out)?;
+    Ok((index, tree))
+}
+
+/// Refuse what this tool does not edit (see [`index_checked`]) in an index of the file as it
+/// is now; fills the byte and unparsable-line fields of `out` and returns the tree.
+pub fn check_editable(index: &Index, out: &mut Outcome) -> Result<Tree, Status> {
     out.bytes_before = index.size;
     out.bytes_after = index.size;
     out.unparsable_lines = index.unparsable_line_numbers();
@@ -226,13 +233,51 @@ pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), St
                 .into(),
         ));
     }
-    let tree = Tree::build(&index);
+    let tree = Tree::build(index);
     if let Some(id) = tree.duplicate_ids.first() {
         return Err(Status::Refused(format!(
             "entry id {id} occurs more than once"
         )));
     }
-    Ok((index, tree))
+    Ok(tree)
+}
+
+/// What a preview of `planner` would find, for a file already indexed by the caller (`index`
+/// must describe the file as it is now): the same target checks, refusals, plan and
+/// resolution as [`run_file`], with `bytes_after` computed by [`rewrite::predicted_size`],
+/// which reads back only the lines the plan patches. No validation pass and no lock: this is
+/// for reports that predict many files at once (`inspect`), not for writing.
+pub fn predict(confined: &Confined, path: &Path, index: &Index, planner: &Planner) -> Outcome {
+    let mut out = Outcome::new(path, Status::Unchanged);
+    if let Err(status) = predict_inner(confined, path, index, planner, &mut out) {
+        out.status = status;
+    }
+    out
+}
+
+fn predict_inner(
+    confined: &Confined,
+    path: &Path,
+    index: &Index,
+    planner: &Planner,
+    out: &mut Outcome,
+) -> Result<(), Status> {
+    check_target(confined, path)?;
+    let tree = check_editable(index, out)?;
+    let planned = planner(index, &tree).map_err(Status::Skipped)?;
+    out.notes.extend(planned.notes);
+    out.details = planned.details;
+    if planned.edits.is_empty() {
+        return Ok(());
+    }
+    let resolved = rewrite::resolve(index, &tree, &planned.edits)
+        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    out.entries_removed = resolved.removed;
+    out.blocks_replaced = resolved.blocks_replaced;
+    let file = open_nofollow(path).map_err(failed)?;
+    out.bytes_after = rewrite::predicted_size(&file, index, &resolved).map_err(failed)?;
+    out.status = Status::WouldChange;
+    Ok(())
 }
 
 /// The target must be a regular file (not a symlink) inside the confined directory.

@@ -24,7 +24,7 @@ use anyhow::{Result, bail};
 use serde_json::Value;
 
 use super::tree::{self, Tree};
-use super::{EntryType, Index, IndexBuilder, LineKind};
+use super::{EntryType, Index, IndexBuilder, Line, LineKind};
 
 /// What a planner asks for. Positions are entry indices of the [`Index`].
 #[derive(Debug, Clone, Default)]
@@ -275,22 +275,7 @@ pub fn apply(
             }
             LineAction::Drop => {}
             LineAction::Patch(patch) => {
-                if line.kind != LineKind::Entry {
-                    bail!("line {} cannot be patched: it is not an entry", n + 1);
-                }
-                let body = if line.terminated {
-                    &buf[..buf.len() - 1]
-                } else {
-                    &buf[..]
-                };
-                let body = body.strip_suffix(b"\r").unwrap_or(body);
-                let mut v = crate::jsjson::parse(body)
-                    .map_err(|e| anyhow::anyhow!("line {} does not parse: {e}", n + 1))?;
-                patch_value(&mut v, patch).map_err(|e| anyhow::anyhow!("line {}: {e}", n + 1))?;
-                let mut text = crate::jsjson::to_string_compact(&v).into_bytes();
-                if line.terminated {
-                    text.push(b'\n');
-                }
+                let text = patch_line(n, line, &buf, patch)?;
                 out.write_all(&text)?;
                 written += text.len() as u64;
                 builder.push_line(&text);
@@ -308,6 +293,59 @@ pub fn apply(
         bytes_written: written,
         index: builder.finish(),
     })
+}
+
+/// The bytes [`apply`] writes for line `n` (`raw`, terminator included) under `patch`: the
+/// entry parsed, patched, and written as `JSON.stringify` would, with the line's `\n` kept
+/// (a `\r` before it is dropped with the rest of the old formatting).
+fn patch_line(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Vec<u8>> {
+    if line.kind != LineKind::Entry {
+        bail!("line {} cannot be patched: it is not an entry", n + 1);
+    }
+    let body = if line.terminated {
+        &raw[..raw.len() - 1]
+    } else {
+        raw
+    };
+    let body = body.strip_suffix(b"\r").unwrap_or(body);
+    let mut v = crate::jsjson::parse(body)
+        .map_err(|e| anyhow::anyhow!("line {} does not parse: {e}", n + 1))?;
+    patch_value(&mut v, patch).map_err(|e| anyhow::anyhow!("line {}: {e}", n + 1))?;
+    let mut text = crate::jsjson::to_string_compact(&v).into_bytes();
+    if line.terminated {
+        text.push(b'\n');
+    }
+    Ok(text)
+}
+
+/// The size of the file [`apply`] would write, without writing it: kept lines count their
+/// length, removed lines nothing, and only the patched lines are read back (by their byte
+/// ranges, through `file`) and patched exactly as `apply` patches them. Used to predict what
+/// a command frees without streaming the whole file a second time.
+pub fn predicted_size(file: &std::fs::File, index: &Index, resolved: &Resolved) -> Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut size = 0u64;
+    let mut buf = Vec::new();
+    for (n, line) in index.lines.iter().enumerate() {
+        match &resolved.actions[n] {
+            LineAction::Keep => size += line.len,
+            LineAction::Drop => {}
+            LineAction::Patch(patch) => {
+                buf.resize(line.len as usize, 0);
+                file.read_exact_at(&mut buf, line.start)?;
+                if line.terminated && buf.last() != Some(&b'\n') {
+                    bail!("the file changed while it was being read (line {})", n + 1);
+                }
+                size += patch_line(n, line, &buf, patch)?.len() as u64;
+            }
+        }
+    }
+    Ok(size
+        + resolved
+            .append
+            .iter()
+            .map(|l| l.len() as u64 + 1)
+            .sum::<u64>())
 }
 
 fn patch_value(v: &mut Value, patch: &Patch) -> io::Result<()> {
@@ -355,7 +393,42 @@ mod tests {
         let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         let expect = Expectation::removals(resolved.removed_ids.clone());
         validate(&index, &applied.index, &expect).unwrap();
+        assert_eq!(predicted(text, &index, &resolved), out.len() as u64);
         (String::from_utf8(out).unwrap(), resolved)
+    }
+
+    /// [`predicted_size`] of `text` (written to a file) under `resolved`.
+    fn predicted(text: &str, index: &Index, resolved: &Resolved) -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.jsonl");
+        std::fs::write(&p, text).unwrap();
+        predicted_size(&std::fs::File::open(&p).unwrap(), index, resolved).unwrap()
+    }
+
+    #[test]
+    fn predicted_size_is_what_apply_writes_for_odd_lines_too() {
+        // Spaces, escapes that JSON.stringify writes differently, CRLF and a torn tail.
+        let text = [
+            H,
+            "{ \"type\" : \"message\", \"id\":\"a\",\"parentId\":null,\"message\":{\"role\":\"user\",\"content\":[{\"type\":\"image\",\"data\":\"QUJD\"},{\"type\":\"text\",\"text\":\"caf\\u00e9 \\/x\"}]}}\r",
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"},"n":1.0e2}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"message","id":"d","par"#,
+        ]
+        .join("\n");
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let tree = Tree::build(&index);
+        let placeholder = serde_json::json!({"type": "text", "text": "[image data removed]"});
+        let edits = Edits {
+            remove: [tree.by_id["b"]].into(),
+            replace_blocks: [(tree.by_id["a"], vec![(0, placeholder)])].into(),
+            ..Edits::default()
+        };
+        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let mut out = Vec::new();
+        apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+        assert_ne!(out.len(), text.len());
+        assert_eq!(predicted(&text, &index, &resolved), out.len() as u64);
     }
 
     const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
