@@ -35,7 +35,7 @@ pub fn resolve(p: &Path) -> PathBuf {
 /// `canonicalizePathForComparison`: realpath when it exists, else the resolved path.
 pub fn canonical(p: &Path) -> PathBuf {
     let r = resolve(p);
-    realpath(&r).unwrap_or(r)
+    real_or_self(&r)
 }
 
 /// `path.relative(base, p)` is non-empty, does not start with `..` and is not absolute:
@@ -71,41 +71,57 @@ pub fn is_safe_session_id(value: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b':' | b'@' | b'-'))
 }
 
-/// `realpath(p)`, or `None` when `p` does not exist.
+/// `realpath(p)` when `p` exists, else `p` itself (how every caller here falls back).
 ///
 /// Maintenance asks this for every entry's transcript and sidecars, several times each; a
 /// plain `canonicalize` reads every component of the path (one `readlink` each, hundreds of
-/// thousands on a big store). The real path of a directory is looked up once per run and
-/// remembered; for the last component one `lstat` tells whether it exists and whether it is a
-/// symlink (only then is the whole path resolved again). Directories are not renamed during a
-/// run, so a remembered answer stays right.
-fn realpath(p: &Path) -> Option<PathBuf> {
+/// thousands on a big store). So the real path of a directory is looked up once per run and
+/// remembered, and a directory that is its own real path is listed once: a name in it that
+/// is not a symlink is its own real path (and a missing name falls back to itself anyway), so
+/// only symlinks are resolved again. Directories are not renamed during a run, so remembered
+/// answers stay right; a symlink that appears during the run may be taken for a plain name,
+/// which only matters for comparisons: every write, rename and delete goes through
+/// `fsutil::Confined`, which checks the file itself and never follows a symlink.
+fn real_or_self(p: &Path) -> PathBuf {
     if let Some(hit) = known_dir(p) {
-        return Some(hit);
+        return hit;
     }
     let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
-        return std::fs::canonicalize(p).ok();
+        return std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
     };
-    let meta = std::fs::symlink_metadata(p).ok()?;
-    if meta.is_dir() {
-        return real_dir(p);
+    if let Some(symlinks) = symlinks_in_real_dir(parent)
+        && !symlinks.contains(name)
+    {
+        return p.to_path_buf();
     }
-    if meta.file_type().is_symlink() {
-        return std::fs::canonicalize(p).ok();
-    }
-    Some(real_dir(parent)?.join(name))
+    let Ok(meta) = std::fs::symlink_metadata(p) else {
+        return p.to_path_buf();
+    };
+    let real = if meta.is_dir() {
+        real_dir(p)
+    } else if meta.file_type().is_symlink() {
+        std::fs::canonicalize(p).ok()
+    } else {
+        real_dir(parent).map(|d| d.join(name))
+    };
+    real.unwrap_or_else(|| p.to_path_buf())
 }
 
-type DirCache = std::sync::Mutex<std::collections::HashMap<PathBuf, PathBuf>>;
+type Shared<T> = std::sync::Mutex<std::collections::HashMap<PathBuf, T>>;
 
-fn dir_cache() -> std::sync::MutexGuard<'static, std::collections::HashMap<PathBuf, PathBuf>> {
-    static CACHE: std::sync::OnceLock<DirCache> = std::sync::OnceLock::new();
-    let cache = CACHE.get_or_init(Default::default);
-    cache.lock().unwrap_or_else(|e| e.into_inner())
+fn lock<T>(
+    m: &'static Shared<T>,
+) -> std::sync::MutexGuard<'static, std::collections::HashMap<PathBuf, T>> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn dir_cache() -> &'static Shared<PathBuf> {
+    static CACHE: std::sync::OnceLock<Shared<PathBuf>> = std::sync::OnceLock::new();
+    CACHE.get_or_init(Default::default)
 }
 
 fn known_dir(dir: &Path) -> Option<PathBuf> {
-    dir_cache().get(dir).cloned()
+    lock(dir_cache()).get(dir).cloned()
 }
 
 /// `realpath` of a directory, remembered for the rest of the run.
@@ -114,8 +130,35 @@ fn real_dir(dir: &Path) -> Option<PathBuf> {
         return Some(hit);
     }
     let real = std::fs::canonicalize(dir).ok()?;
-    dir_cache().insert(dir.to_path_buf(), real.clone());
+    lock(dir_cache()).insert(dir.to_path_buf(), real.clone());
     Some(real)
+}
+
+/// The names of the symlinks (and of entries of unknown type) directly in `dir`, listed once
+/// per run; `None` unless `dir` exists and is its own real path.
+fn symlinks_in_real_dir(
+    dir: &Path,
+) -> Option<std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>> {
+    static LISTINGS: std::sync::OnceLock<
+        Shared<std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>>,
+    > = std::sync::OnceLock::new();
+    let listings = LISTINGS.get_or_init(Default::default);
+    if let Some(hit) = lock(listings).get(dir) {
+        return Some(hit.clone());
+    }
+    if real_dir(dir)? != dir {
+        return None;
+    }
+    let mut special = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(dir).ok()? {
+        let entry = entry.ok()?;
+        if entry.file_type().map_or(true, |t| t.is_symlink()) {
+            special.insert(entry.file_name());
+        }
+    }
+    let special = std::sync::Arc::new(special);
+    lock(listings).insert(dir.to_path_buf(), special.clone());
+    Some(special)
 }
 
 /// `resolvePathWithinSessionsDir`, restricted to what stays inside `sessions_dir`.
@@ -129,10 +172,10 @@ pub fn within_sessions_dir(sessions_dir: &Path, candidate: &str) -> Within {
         return Within::Invalid;
     }
     let base = resolve(sessions_dir);
-    let real_base = realpath(&base).unwrap_or(base);
+    let real_base = real_or_self(&base);
     let cand = Path::new(trimmed);
     if cand.is_absolute() {
-        let real = realpath(cand).unwrap_or_else(|| cand.to_path_buf());
+        let real = real_or_self(cand);
         let real = resolve(&real);
         if is_strictly_inside(&real_base, &real) {
             return Within::Inside(real);
@@ -201,7 +244,7 @@ pub fn transcript_path(
 pub fn default_transcript_path(session_id: &str, sessions_dir: &Path) -> Option<PathBuf> {
     let id = validate_session_id(session_id)?;
     let base = resolve(sessions_dir);
-    let real_base = realpath(&base).unwrap_or(base);
+    let real_base = real_or_self(&base);
     Some(real_base.join(format!("{id}.jsonl")))
 }
 
