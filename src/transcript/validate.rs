@@ -71,12 +71,16 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     if !new_tree.duplicate_ids.is_empty() {
         return fail(format!("duplicate entry id {}", new_tree.duplicate_ids[0]));
     }
-    let id_of = |idx: &Index, i: usize| idx.entries[i].id.clone().unwrap_or_default();
+    // Ids are borrowed from the indexes, never copied: a big transcript has many of them.
+    fn id_of(idx: &Index, i: usize) -> &str {
+        idx.entries[i].id.as_deref().unwrap_or_default()
+    }
     // A parent id missing from the file is tolerated only if the original already referred to
     // that missing id (it may name a line only the runtime can parse).
-    let missing_parent =
-        |idx: &Index, i: usize| idx.entries[i].parent.id().unwrap_or_default().to_owned();
-    let old_missing: HashSet<String> = old_tree
+    fn missing_parent(idx: &Index, i: usize) -> &str {
+        idx.entries[i].parent.id().unwrap_or_default()
+    }
+    let old_missing: HashSet<&str> = old_tree
         .dangling
         .iter()
         .map(|&i| missing_parent(old, i))
@@ -90,7 +94,7 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             ));
         }
     }
-    let old_unreachable: HashSet<String> = old_tree
+    let old_unreachable: HashSet<&str> = old_tree
         .unreachable(old)
         .into_iter()
         .map(|i| id_of(old, i))
@@ -98,7 +102,7 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     if let Some(i) = new_tree
         .unreachable(new)
         .into_iter()
-        .find(|&i| !old_unreachable.contains(&id_of(new, i)))
+        .find(|&i| !old_unreachable.contains(id_of(new, i)))
     {
         return fail(format!("entry {} is part of a parent cycle", id_of(new, i)));
     }
@@ -113,14 +117,24 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             new_tree.leaf_id(new)
         ));
     }
-    let old_ids: HashSet<String> = old_tree.by_id.keys().cloned().collect();
-    let new_ids: HashSet<String> = new_tree.by_id.keys().cloned().collect();
-    let mut expected_ids: HashSet<String> =
-        old_ids.difference(&expect.removed_ids).cloned().collect();
-    expected_ids.extend(expect.appended_ids.iter().cloned());
-    if new_ids != expected_ids {
-        let lost = expected_ids.difference(&new_ids).next();
-        let extra = new_ids.difference(&expected_ids).next();
+    // New ids = old ids - removed + appended (old and new ids are each unique by now).
+    let appended: HashSet<&str> = expect.appended_ids.iter().map(String::as_str).collect();
+    let lost = old_tree
+        .by_id
+        .keys()
+        .map(String::as_str)
+        .find(|id| !expect.removed_ids.contains(*id) && !new_tree.by_id.contains_key(*id))
+        .or_else(|| {
+            appended
+                .iter()
+                .copied()
+                .find(|id| !new_tree.by_id.contains_key(*id))
+        });
+    let extra = new_tree.by_id.keys().map(String::as_str).find(|id| {
+        !appended.contains(id)
+            && (expect.removed_ids.contains(*id) || !old_tree.by_id.contains_key(*id))
+    });
+    if lost.is_some() || extra.is_some() {
         return fail(format!(
             "entry ids differ from the expected set (missing {lost:?}, unexpected {extra:?})"
         ));
@@ -130,14 +144,16 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     if !expect.check_context {
         return unparsable_kept(old, new);
     }
-    let key = |idx: &Index, c: &ContextItem| match *c {
-        ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
-        ContextItem::Entry(i) => (false, id_of(idx, i)),
-    };
-    let mut expected_ctx: Vec<(bool, String)> = old_ctx
+    fn key<'a>(idx: &'a Index, c: &ContextItem) -> (bool, &'a str) {
+        match *c {
+            ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
+            ContextItem::Entry(i) => (false, id_of(idx, i)),
+        }
+    }
+    let mut expected_ctx: Vec<(bool, &str)> = old_ctx
         .iter()
         .map(|c| key(old, c))
-        .filter(|(_, id)| !expect.removed_ids.contains(id))
+        .filter(|(_, id)| !expect.removed_ids.contains(*id))
         .collect();
     if let (Some(first_kept), Some(id)) =
         (&expect.compaction_keeps_from, expect.appended_ids.last())
@@ -151,14 +167,17 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             ));
         };
         expected_ctx.drain(..at);
-        expected_ctx.insert(0, (true, id.clone()));
+        expected_ctx.insert(0, (true, id.as_str()));
     }
-    let got_ctx: Vec<(bool, String)> = new_ctx.iter().map(|c| key(new, c)).collect();
-    if got_ctx != expected_ctx {
+    if !new_ctx
+        .iter()
+        .map(|c| key(new, c))
+        .eq(expected_ctx.iter().copied())
+    {
         return fail(format!(
             "the rebuilt context differs: expected {} messages, got {}",
             expected_ctx.len(),
-            got_ctx.len()
+            new_ctx.len()
         ));
     }
     if !new_pairing.no_worse_than(&old_pairing) {
