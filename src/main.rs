@@ -35,7 +35,11 @@ fn parse_failure(e: &clap::Error) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let text = e.render().to_string();
-    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let text = match text.strip_prefix("error: ") {
+        Some(rest) => rest.to_owned(),
+        // No subcommand: clap prints the help itself.
+        None => format!("a command is required\n\n{text}"),
+    };
     let _ = write!(std::io::stderr().lock(), "clawkeeper: {text}");
     exit::Exit::Usage.into()
 }
