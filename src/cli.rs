@@ -19,7 +19,14 @@ use crate::exit::EXIT_CODES_HELP;
 /// the transcript commands rewrite `<sessionId>.jsonl` files on disk so that the runtime still
 /// loads them; `inspect` shows where the bytes go.
 #[derive(Debug, Parser)]
-#[command(name = "clawkeeper", version, about, long_about, after_long_help = EXIT_CODES_HELP)]
+#[command(
+    name = "clawkeeper",
+    version,
+    about,
+    long_about,
+    after_long_help = EXIT_CODES_HELP,
+    max_term_width = 80
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

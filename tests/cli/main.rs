@@ -15,6 +15,7 @@ mod model;
 mod operator;
 mod parity;
 mod properties;
+mod readme;
 mod safety;
 mod storegen;
 mod transcript;

@@ -52,6 +52,9 @@ fn help_and_man_pages_list_the_exit_codes_of_the_code() {
             stdout(&out).contains(clawkeeper::exit::EXIT_CODES_HELP),
             "{args:?} lacks the exit codes"
         );
+        for line in stdout(&out).lines() {
+            assert!(line.chars().count() <= 80, "{args:?}: too wide: {line}");
+        }
     }
     let man = Path::new(env!("CARGO_MANIFEST_DIR")).join("man");
     for sub in SUBCOMMANDS {
