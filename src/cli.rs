@@ -1,8 +1,8 @@
 //! The command-line model: clap types only, no logic.
 //!
 //! Everything here is plain data that `resolve` turns into domain configuration. This file
-//! must not depend on the rest of the crate so that man pages and completions can be generated
-//! from it alone. Conflicts that OpenClaw reports with its own wording (`--store` with
+//! depends on nothing else in the crate but the exit-code table (`crate::exit`), so that man
+//! pages and completions can be generated from the two alone. Conflicts that OpenClaw reports with its own wording (`--store` with
 //! `--agent`, `--agent` with `--all-agents`) are checked in `resolve`, not by clap, so that the
 //! messages and the exit code match the reference.
 
@@ -10,15 +10,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// Text appended to `--help` and to the man page: the exit codes, in one place.
-pub const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0   success (a dry run that would change things is still a success)
-  1   error: bad arguments, unreadable input, an I/O failure
-  2   usage error reported by the argument parser
-  3   refused: the input is unsafe to write (unparsable sessions.json, agent moved to SQLite, …)
-  4   something was skipped because its lock is held by a live process
-  5   refused: the plan would remove more entries than --max-delete allows";
+use crate::exit::EXIT_CODES_HELP;
 
 /// Offline maintenance for OpenClaw-style agent session stores.
 ///
@@ -27,7 +19,14 @@ Exit codes:
 /// the transcript commands rewrite `<sessionId>.jsonl` files on disk so that the runtime still
 /// loads them; `inspect` shows where the bytes go.
 #[derive(Debug, Parser)]
-#[command(name = "clawkeeper", version, about, long_about, after_long_help = EXIT_CODES_HELP)]
+#[command(
+    name = "clawkeeper",
+    version,
+    about,
+    long_about,
+    after_long_help = EXIT_CODES_HELP,
+    max_term_width = 80
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -71,6 +70,10 @@ pub enum Command {
     #[command(after_long_help = EXIT_CODES_HELP)]
     Inspect(InspectArgs),
     /// Print a shell completion script to stdout.
+    ///
+    /// Writes the script for the given shell to stdout; see the README for where each shell
+    /// looks for it.
+    #[command(after_long_help = EXIT_CODES_HELP)]
     Completions(CompletionsArgs),
 }
 
@@ -252,9 +255,9 @@ pub struct InspectArgs {
     /// Sort the per-session table.
     #[arg(long, value_enum, default_value_t = InspectSort::Bytes)]
     pub sort: InspectSort,
-    /// Show at most N sessions in the per-session table (0 = all).
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    pub limit: usize,
+    /// Show at most N sessions per store (0 = all). Default: 20 in the tables, all with --json.
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
     /// Use real BPE tokens for the context estimates.
     #[arg(long, value_enum, default_value_t = Tokenizer::Heuristic)]
     pub tokenizer: Tokenizer,

@@ -1,22 +1,56 @@
 //! The `clawkeeper` binary: parse the command line, run, map the outcome to an exit code.
+//!
+//! Errors are printed as one line, `clawkeeper: …`; a usage error from the argument parser
+//! keeps clap's text (with its usage hint) under a `clawkeeper: ` first line and exits 2.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
 use clawkeeper::{cli::Cli, cmd, exit};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return parse_failure(&e),
+    };
     match cmd::run(&cli) {
         Ok(code) => code.into(),
         Err(err) => {
             if is_broken_pipe(&err) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("clawkeeper: {err:#}");
+            eprintln!("clawkeeper: {}", one_line(&format!("{err:#}")));
             exit::exit_for_error(&err).into()
         }
     }
+}
+
+/// `--help` and `--version` print to stdout and succeed; anything else is a usage error.
+fn parse_failure(e: &clap::Error) -> ExitCode {
+    if !e.use_stderr() {
+        // Help and version: clap colours them only on a terminal and without NO_COLOR; a
+        // closed stdout (`clawkeeper --help | head -1`) is not an error.
+        let _ = e.print();
+        return ExitCode::SUCCESS;
+    }
+    let text = e.render().to_string();
+    let text = match text.strip_prefix("error: ") {
+        Some(rest) => rest.to_owned(),
+        // No subcommand: clap prints the help itself.
+        None => format!("a command is required\n\n{text}"),
+    };
+    let _ = write!(std::io::stderr().lock(), "clawkeeper: {text}");
+    exit::Exit::Usage.into()
+}
+
+/// Error text on one line: line breaks inside a message become "; ".
+fn one_line(s: &str) -> String {
+    s.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// A closed stdout (`clawkeeper inspect | head`) ends the run quietly.

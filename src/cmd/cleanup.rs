@@ -16,6 +16,7 @@ use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
 use crate::fsutil::lock;
 use crate::maintenance::run::{self, Options, Preview};
+use crate::progress::{self, Progress};
 use crate::report::cleanup_text;
 use crate::store;
 use crate::targets;
@@ -76,8 +77,12 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
             }
         }
     }
+    // A spinner on stderr while stores are planned and applied (terminal only, never with
+    // --json or --quiet); the report itself is OpenClaw's text and goes to stdout afterwards.
+    let progress = Progress::spinner("cleanup", progress::wanted(args.mode.json, args.mode.quiet));
     let mut previews: Vec<Preview> = Vec::new();
     for t in &targets {
+        progress.message(&format!("planning {}", t.store_path.display()));
         previews.push(run::preview(&t.agent_id, &t.store_path, &opts)?);
     }
     let mut out = String::new();
@@ -93,6 +98,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
                 cleanup_text::render_plan(&mut out, &cfg, p, previews.len() > 1);
             }
         }
+        progress.finish();
         return print(&out);
     }
     // A removed entry whose transcript a live process has locked is in use: leave that
@@ -108,16 +114,21 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     let deadline = wait.map(|w| std::time::Instant::now() + w);
     for (t, p) in targets.iter().zip(&previews) {
         let mut held = locked_transcript(t, p)?;
+        if held.is_some() && deadline.is_some() {
+            progress.message(&format!("waiting for a lock in {}", t.store_path.display()));
+        }
         while held.is_some() && deadline.is_some_and(|d| std::time::Instant::now() < d) {
             std::thread::sleep(std::time::Duration::from_millis(200));
             held = locked_transcript(t, p)?;
         }
         match held {
             Some(why) => {
-                eprintln!(
-                    "clawkeeper: skipped {}: {why}; nothing in this store was changed",
-                    t.store_path.display()
-                );
+                progress.suspend(|| {
+                    eprintln!(
+                        "clawkeeper: skipped {}: {why}; nothing in this store was changed",
+                        t.store_path.display()
+                    )
+                });
                 locked = true;
             }
             None => runnable.push((t, p)),
@@ -142,11 +153,14 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     for (t, p) in &runnable {
         let dir = run::sessions_dir_of(&t.store_path);
         if !dir.is_dir() && !args.mode.quiet {
-            eprintln!(
-                "clawkeeper: note: {} does not exist; nothing was created or written",
-                dir.display()
-            );
+            progress.suspend(|| {
+                eprintln!(
+                    "clawkeeper: note: {} does not exist; nothing was created or written",
+                    dir.display()
+                )
+            });
         }
+        progress.message(&format!("cleaning {}", t.store_path.display()));
         applied.push(run::apply(
             &t.agent_id,
             &t.store_path,
@@ -154,6 +168,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
             Some(p.stamp),
         )?);
     }
+    progress.finish();
     if applied.is_empty() && locked {
         return Ok(Exit::Locked);
     }

@@ -3,10 +3,12 @@
 //! Never writes to a store or its directory.
 
 use std::io::Write;
+use std::path::Path;
 
 use anyhow::{Result, anyhow, bail};
 
 use super::compact::{estimator_for, planner as compact_planner};
+use super::transcript_targets::unknown_session;
 use crate::cli::{InspectArgs, InspectSort};
 use crate::compact::plan::Settings;
 use crate::compact::{ContextEstimate, entry};
@@ -15,16 +17,18 @@ use crate::config::maintenance::{Maintenance, Overrides};
 use crate::exit::Exit;
 use crate::inspect::{self, Filters, Hooks, StoreReport, Tick};
 use crate::keys::SessionKind;
+use crate::keys::SessionSelector;
 use crate::maintenance::run::Options;
 use crate::progress::{self, Progress};
+use crate::report::inspect_json;
 use crate::report::inspect_text::{self, Sort};
 use crate::transcript::Index;
 use crate::transcript::tree::Tree;
 use crate::{images, noreply};
 
 pub fn run(args: &InspectArgs) -> Result<Exit> {
-    if args.targets.transcript.is_some() {
-        bail!("inspect works on stores: use --store PATH, --agent ID or --all-agents");
+    if let Some(file) = &args.targets.transcript {
+        return run_transcript(args, file);
     }
     let (cfg, env, targets) = super::resolve_targets(&args.targets.target)?;
     let filters = Filters {
@@ -52,7 +56,7 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
                 })
             })
             .transpose()?,
-        session: args.targets.session.clone(),
+        session: args.targets.session.as_deref().map(SessionSelector::new),
     };
     let cleanup = if args.no_cleanup {
         None
@@ -78,6 +82,96 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
             home: env.home(),
         })
     };
+    let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
+    let now_ms = crate::maintenance::now_ms();
+    let reports = with_hooks(args, cleanup.as_ref(), &progress, |hooks| {
+        let mut reports: Vec<StoreReport> = Vec::new();
+        for t in &targets {
+            reports.push(inspect::inspect_store(
+                &t.agent_id,
+                &t.store_path,
+                &filters,
+                hooks,
+                now_ms,
+            )?);
+        }
+        Ok(reports)
+    })?;
+    progress.finish();
+    if let Some(sel) = &filters.session
+        && !reports.iter().any(|r| r.session_matched)
+    {
+        bail!("{}", unknown_session(sel));
+    }
+    let view = inspect_text::View {
+        sort: match args.sort {
+            InspectSort::Bytes => Sort::Bytes,
+            InspectSort::Age => Sort::Age,
+            InspectSort::Tokens => Sort::Tokens,
+            InspectSort::Images => Sort::Images,
+            InspectSort::Key => Sort::Key,
+        },
+        limit: args.limit.unwrap_or(if args.json { 0 } else { 20 }),
+        now_ms,
+    };
+    if args.json {
+        print_json(&inspect_json::json(&reports, &view))
+    } else {
+        let mut out = String::new();
+        inspect_text::render(&mut out, &reports, &view);
+        print(&out)
+    }
+}
+
+/// `inspect --transcript FILE`: one transcript, no store (so no cleanup figure).
+fn run_transcript(args: &InspectArgs, file: &Path) -> Result<Exit> {
+    let t = &args.targets;
+    if t.session.is_some() {
+        bail!(
+            "--session needs a store target (--store, --agent or --all-agents), not --transcript"
+        );
+    }
+    let cleanup_flags = [
+        ("--fix-missing", args.fix_missing),
+        ("--fix-dm-scope", args.fix_dm_scope),
+        ("--active-key", args.active_key.is_some()),
+        ("--prune-after", args.prune_after.is_some()),
+        ("--max-entries", args.max_entries.is_some()),
+        (
+            "--reset-archive-retention",
+            args.reset_archive_retention.is_some(),
+        ),
+        ("--max-disk", args.max_disk.is_some()),
+        ("--high-water", args.high_water.is_some()),
+        ("--older-than", args.older_than.is_some()),
+        ("--larger-than", args.larger_than.is_some()),
+        ("--kind", args.kind.is_some()),
+    ];
+    if let Some((flag, _)) = cleanup_flags.iter().find(|(_, given)| *given) {
+        bail!("{flag} needs a store target (--store, --agent or --all-agents), not --transcript");
+    }
+    let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
+    let report = with_hooks(args, None, &progress, |hooks| {
+        inspect::single::inspect_transcript(file, hooks)
+    })?;
+    progress.finish();
+    if args.json {
+        print_json(&inspect_json::transcript_json(&report))
+    } else {
+        let mut out = String::new();
+        inspect_text::render_transcript(&mut out, &report);
+        print(&out)
+    }
+}
+
+/// Build the planners `inspect` predicts with (the commands' own, with this run's flags) and
+/// hand them to `f`.
+fn with_hooks<T>(
+    args: &InspectArgs,
+    cleanup: Option<&Options>,
+    progress: &Progress,
+    f: impl FnOnce(&Hooks) -> Result<T>,
+) -> Result<T> {
     let (keep, keep_turns) = (args.keep, args.keep_turns);
     let strip = move |i: &Index, t: &Tree| images::planned(i, t, keep_turns);
     let prune = move |i: &Index, t: &Tree| Ok(noreply::planned(i, t, keep));
@@ -90,13 +184,12 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     let now = entry::now_iso();
     let compact = compact_planner(&settings, &now, None, false);
     let estimator = settings.estimator;
-    let context_tokens = move |p: &std::path::Path, i: &Index, t: &Tree| {
+    let context_tokens = move |p: &Path, i: &Index, t: &Tree| {
         let (_, context) =
             crate::compact::load_active_context(p, i, t).map_err(|e| format!("{e:#}"))?;
         let ContextEstimate { tokens, .. } = estimator.context_tokens(&context);
         Ok(tokens)
     };
-    let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
     let tick = |t: Tick| match t {
         Tick::Planned(n) => progress.add_total(n),
         Tick::Done(n) => progress.inc(n),
@@ -107,41 +200,21 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         compact: &compact,
         compact_min_tokens: settings.min_tokens,
         context_tokens: &context_tokens,
-        cleanup: cleanup.as_ref(),
+        cleanup,
         progress: &tick,
     };
-    let now_ms = crate::maintenance::now_ms();
-    let mut reports: Vec<StoreReport> = Vec::new();
-    for t in &targets {
-        reports.push(inspect::inspect_store(
-            &t.agent_id,
-            &t.store_path,
-            &filters,
-            &hooks,
-            now_ms,
-        )?);
-    }
-    progress.finish();
-    let view = inspect_text::View {
-        sort: match args.sort {
-            InspectSort::Bytes => Sort::Bytes,
-            InspectSort::Age => Sort::Age,
-            InspectSort::Tokens => Sort::Tokens,
-            InspectSort::Images => Sort::Images,
-            InspectSort::Key => Sort::Key,
-        },
-        limit: args.limit,
-        now_ms,
-    };
+    f(&hooks)
+}
+
+fn print_json(doc: &serde_json::Value) -> Result<Exit> {
+    let mut s = crate::jsjson::to_string_pretty(doc);
+    s.push('\n');
+    print(&s)
+}
+
+fn print(out: &str) -> Result<Exit> {
     let mut stdout = std::io::stdout().lock();
-    if args.json {
-        let doc = inspect_text::json(&reports, &view);
-        writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
-    } else {
-        let mut out = String::new();
-        inspect_text::render(&mut out, &reports, &view);
-        stdout.write_all(out.as_bytes())?;
-    }
+    stdout.write_all(out.as_bytes())?;
     stdout.flush()?;
     Ok(Exit::Success)
 }

@@ -12,7 +12,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow, bail};
 
 use crate::cli::TranscriptTargetArgs;
 use crate::config::{Config, Env};
@@ -46,6 +46,10 @@ pub fn resolve(args: &TranscriptTargetArgs) -> Result<Resolved> {
                 "--session needs a store target (--store, --agent or --all-agents), not --transcript"
             );
         }
+        // A file named on the command line must exist (store entries whose transcript is
+        // missing are reported as skipped instead).
+        std::fs::symlink_metadata(file)
+            .with_context(|| format!("cannot read --transcript {}", file.display()))?;
         let dir = match file.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
             _ => PathBuf::from("."),
@@ -72,22 +76,28 @@ pub fn resolve(args: &TranscriptTargetArgs) -> Result<Resolved> {
     .map_err(|m| anyhow!(m))?;
     let mut out = Resolved::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
+    let session = args.session.as_deref().map(keys::SessionSelector::new);
     let mut matched_session = false;
     for t in &stores {
-        matched_session |= from_store(&t.store_path, args.session.as_deref(), &mut seen, &mut out)?;
+        matched_session |= from_store(&t.store_path, session.as_ref(), &mut seen, &mut out)?;
     }
-    if let Some(key) = &args.session
+    if let Some(sel) = &session
         && !matched_session
     {
-        bail!("no session {key:?} in the selected store(s)");
+        bail!("{}", unknown_session(sel));
     }
     Ok(out)
+}
+
+/// The error for a `--session` key no selected store has (every command words it alike).
+pub fn unknown_session(sel: &keys::SessionSelector) -> String {
+    format!("no session {:?} in the selected store(s)", sel.as_str())
 }
 
 /// Add the transcripts of one store. Returns whether `--session` matched an entry here.
 fn from_store(
     store_path: &Path,
-    session: Option<&str>,
+    session: Option<&keys::SessionSelector>,
     seen: &mut HashSet<PathBuf>,
     out: &mut Resolved,
 ) -> Result<bool> {
@@ -97,13 +107,9 @@ fn from_store(
         .map(Path::to_owned)
         .unwrap_or_else(|| PathBuf::from("."));
     let sqlite = targets::sqlite_marker(store_path);
-    let wanted = session.map(keys::normalize_key);
     let mut matched = false;
     for (key, entry) in &loaded.store {
-        if let Some(w) = &wanted
-            && key != session.unwrap_or_default()
-            && &keys::normalize_key(key) != w
-        {
+        if session.is_some_and(|sel| !sel.matches(key)) {
             continue;
         }
         matched = true;

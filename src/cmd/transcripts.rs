@@ -7,8 +7,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use comfy_table::{Cell, ContentArrangement, Table, presets};
-use humansize::{BINARY, format_size};
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
@@ -17,6 +15,7 @@ use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::progress::{self, Progress};
+use crate::report::transcript_text::{self, status_name};
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
 fn moved_to_sqlite(db: &Path) -> String {
@@ -89,22 +88,20 @@ pub fn run_at(
         },
         wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
     };
-    // Progress in bytes of transcripts, only for several files (see `crate::progress`).
-    let total: u64 = resolved
-        .targets
-        .iter()
-        .filter_map(|t| std::fs::symlink_metadata(&t.path).ok())
-        .map(|m| m.len())
-        .sum();
+    // Progress in bytes of transcripts (see `crate::progress`).
+    let size = |p: &Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());
+    let sizes: Vec<u64> = resolved.targets.iter().map(|t| size(&t.path)).collect();
+    let total: u64 = sizes.iter().sum();
     let progress = Progress::bytes(
         total,
         labels.command,
-        resolved.targets.len() > 1 && progress::wanted(mode.json, mode.quiet),
+        progress::wanted(mode.json, mode.quiet),
     );
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
-        .map(|t| {
+        .zip(&sizes)
+        .map(|(t, bytes)| {
             let sqlite = crate::targets::sqlite_marker_of_dir(&t.dir);
             let outcome = match (&sqlite, Confined::new(&t.dir)) {
                 (Some(db), _) if opts.mode == Mode::Enforce => {
@@ -117,7 +114,7 @@ pub fn run_at(
                 }
                 (_, Err(e)) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
             };
-            progress.inc(outcome.bytes_before);
+            progress.inc(*bytes);
             (outcome, t.session_key.clone())
         })
         .collect();
@@ -145,14 +142,28 @@ pub fn report(
         let doc = json_report(labels, mode_name, count, results);
         writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
     } else {
-        write_human(&mut stdout, labels, mode_name, count, results)?;
+        let rows: Vec<transcript_text::Row> = results
+            .iter()
+            .map(|(o, key)| (o, key.as_deref(), count(o)))
+            .collect();
+        let mut out = String::new();
+        transcript_text::render(
+            &mut out,
+            labels.command,
+            mode_name,
+            labels.count_header,
+            &rows,
+        );
         if mode_name == "preview" && results.iter().any(|(o, _)| o.status == Status::WouldChange) {
-            writeln!(
-                stdout,
-                "Nothing was written. Run again with --enforce to apply (or --dry-run to preview quietly)."
-            )?;
+            transcript_text::write_indented(
+                &mut out,
+                "",
+                "Nothing was written. Run again with --enforce to apply (or --dry-run to preview quietly).",
+            );
         }
+        stdout.write_all(out.as_bytes())?;
     }
+    stdout.flush()?;
     Ok(results
         .iter()
         .fold(Exit::Success, |acc, (o, _)| acc.worst(exit_of(&o.status))))
@@ -164,18 +175,6 @@ fn exit_of(s: &Status) -> Exit {
         Status::Refused(_) => Exit::Refused,
         Status::Failed(_) => Exit::Error,
         _ => Exit::Success,
-    }
-}
-
-fn status_name(s: &Status) -> (&'static str, Option<&str>) {
-    match s {
-        Status::Unchanged => ("unchanged", None),
-        Status::WouldChange => ("would-change", None),
-        Status::Changed => ("changed", None),
-        Status::Skipped(r) => ("skipped", Some(r)),
-        Status::Refused(r) => ("refused", Some(r)),
-        Status::Locked(r) => ("locked", Some(r)),
-        Status::Failed(r) => ("failed", Some(r)),
     }
 }
 
@@ -232,76 +231,6 @@ fn json_report(
     doc.insert("transcripts".into(), Value::Array(files));
     doc.insert("totals".into(), Value::Object(totals));
     Value::Object(doc)
-}
-
-fn display_name(path: &Path, key: &Option<String>) -> String {
-    match key {
-        Some(k) => format!("{k}\n{}", path.display()),
-        None => path.display().to_string(),
-    }
-}
-
-fn write_human(
-    w: &mut dyn Write,
-    labels: &Labels,
-    mode: &str,
-    count: fn(&Outcome) -> usize,
-    results: &[(Outcome, Option<String>)],
-) -> Result<()> {
-    let mut table = Table::new();
-    table.load_preset(presets::UTF8_FULL_CONDENSED);
-    // Wrap to the terminal only when it is wide enough to be worth it.
-    if table.width().is_some_and(|w| w >= 80) {
-        table.set_content_arrangement(ContentArrangement::Dynamic);
-    }
-    table.set_header(vec![
-        "transcript",
-        "status",
-        labels.count_header,
-        "before",
-        "after",
-        "notes",
-    ]);
-    let (mut n, mut before, mut after) = (0usize, 0u64, 0u64);
-    for (o, key) in results {
-        let (status, reason) = status_name(&o.status);
-        let mut notes: Vec<String> = reason.map(str::to_owned).into_iter().collect();
-        if !o.unparsable_lines.is_empty() {
-            notes.push(format!(
-                "kept unparsable line(s) as they are: {}",
-                o.unparsable_lines
-                    .iter()
-                    .map(|l| format!("{}:{l}", o.path.display()))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-        }
-        notes.extend(o.notes.iter().cloned());
-        n += count(o);
-        before += o.bytes_before;
-        after += o.bytes_after;
-        table.add_row(vec![
-            Cell::new(display_name(&o.path, key)),
-            Cell::new(status),
-            Cell::new(count(o)),
-            Cell::new(format_size(o.bytes_before, BINARY)),
-            Cell::new(format_size(o.bytes_after, BINARY)),
-            Cell::new(notes.join("\n")),
-        ]);
-    }
-    writeln!(w, "{}: {mode}", labels.command)?;
-    writeln!(w, "{table}")?;
-    writeln!(
-        w,
-        "Total: {}, {} {}, {} → {} ({} freed)",
-        crate::report::count(results.len(), "transcript", "transcripts"),
-        n,
-        labels.count_header,
-        format_size(before, BINARY),
-        format_size(after, BINARY),
-        format_size(before.saturating_sub(after), BINARY)
-    )?;
-    Ok(())
 }
 
 #[cfg(test)]

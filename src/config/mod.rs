@@ -103,8 +103,8 @@ impl Config {
                 return Err(e).with_context(|| format!("cannot read config {}", path.display()));
             }
         };
-        let root: Value = json5::from_str(&text)
-            .with_context(|| format!("cannot parse config {} (JSON5)", path.display()))?;
+        let root: Value =
+            json5::from_str(&text).map_err(|e| anyhow::anyhow!(syntax_error(&path, &e)))?;
         let root = if root.is_object() {
             root
         } else {
@@ -234,6 +234,35 @@ impl Config {
     }
 }
 
+/// A JSON5 syntax error on one line: `<file>: line L column C: invalid JSON5: <what>`.
+/// The parser's own message is a multi-line source snippet; only its last `= …` line (what
+/// was expected) is kept.
+fn syntax_error(path: &Path, e: &json5::Error) -> String {
+    let json5::Error::Message { msg, location } = e;
+    let what = msg
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find_map(|l| l.strip_prefix("= "))
+        .map(str::to_owned)
+        .unwrap_or_else(|| {
+            msg.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+    match location {
+        Some(l) => format!(
+            "{}: line {} column {}: invalid JSON5: {what}",
+            path.display(),
+            l.line,
+            l.column
+        ),
+        None => format!("{}: invalid JSON5: {what}", path.display()),
+    }
+}
+
 /// OpenClaw's default agent id.
 pub const DEFAULT_AGENT_ID: &str = "main";
 
@@ -302,6 +331,28 @@ mod tests {
         assert_eq!(c.default_agent_id(), "ops");
         assert_eq!(Config::default().agent_ids(), vec!["main"]);
         assert_eq!(Config::default().default_agent_id(), "main");
+    }
+
+    #[test]
+    fn syntax_errors_are_one_line_with_file_line_and_column() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("openclaw.json");
+        for (text, line, col) in [
+            ("{\n  session: {\n    store: \"x\",,\n  }\n}\n", 3, 16),
+            ("{\"a\": [1,}", 1, 10),
+            ("{\n", 2, 1),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = Config::load(Some(&path), &Env::default()).unwrap_err();
+            let msg = format!("{err:#}");
+            assert!(!msg.contains('\n'), "{msg}");
+            let want = format!(
+                "{}: line {line} column {col}: invalid JSON5: ",
+                path.display()
+            );
+            assert!(msg.starts_with(&want), "{msg:?} should start with {want:?}");
+            assert!(msg.len() > want.len() + 3, "{msg}");
+        }
     }
 
     #[test]

@@ -17,8 +17,11 @@
 //! private scratch mirror of the sessions directory (`fsutil::scratch`: hard links, removed
 //! afterwards), so the figure is what `cleanup --enforce` frees, including the rewritten
 //! `sessions.json`.
+//!
+//! `single` reports one transcript without a store (`inspect --transcript FILE`).
 
 pub mod scan;
+pub mod single;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -68,8 +71,8 @@ pub struct Filters {
     /// Only sessions whose transcript is larger than this many bytes.
     pub larger_than: Option<u64>,
     pub kind: Option<SessionKind>,
-    /// Only this session key.
-    pub session: Option<String>,
+    /// Only this session key (matched as every command matches `--session`).
+    pub session: Option<keys::SessionSelector>,
 }
 
 /// The command code `inspect` runs to predict, handed in by the command layer.
@@ -179,6 +182,8 @@ pub struct StoreReport {
     pub store_fields: Vec<(String, u64)>,
     /// Sessions that pass the filters, in store order.
     pub sessions: Vec<SessionRow>,
+    /// Whether `--session` names an entry of this store (false without `--session`).
+    pub session_matched: bool,
     pub reclaimable: Reclaimable,
     pub damage: Damage,
     pub notes: Vec<String>,
@@ -235,6 +240,9 @@ pub fn inspect_store(
             facts: None,
         });
     }
+    if let Some(sel) = &filters.session {
+        r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
+    }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
     let mut unique: Vec<PathBuf> = Vec::new();
     let mut listed: HashSet<PathBuf> = HashSet::new();
@@ -246,7 +254,10 @@ pub fn inspect_store(
                 }
                 continue;
             }
-            _ if row.session_id.is_some() => r.damage.missing_transcripts.push(row.key.clone()),
+            // A missing transcript has no size: it never passes `--larger-than`.
+            _ if row.session_id.is_some() && filters.larger_than.is_none() => {
+                r.damage.missing_transcripts.push(row.key.clone())
+            }
             _ => {}
         }
     }
@@ -300,7 +311,7 @@ pub fn inspect_store(
 }
 
 fn passes_before_scan(row: &SessionRow, f: &Filters, now_ms: f64) -> bool {
-    if f.session.as_deref().is_some_and(|k| k != row.key) {
+    if f.session.as_ref().is_some_and(|sel| !sel.matches(&row.key)) {
         return false;
     }
     if f.kind.is_some_and(|k| k != row.kind) {

@@ -13,6 +13,32 @@ use crate::config::normalize_agent_id;
 mod kind;
 pub use kind::{SessionKind, classify};
 
+/// A `--session KEY` as every command matches it against store keys: the key as written, or
+/// any key with the same [`normalize_key`] form (`Agent:Main:Main` finds `agent:main:main`).
+#[derive(Debug, Clone)]
+pub struct SessionSelector {
+    raw: String,
+    normalized: String,
+}
+
+impl SessionSelector {
+    pub fn new(key: &str) -> SessionSelector {
+        SessionSelector {
+            raw: key.to_owned(),
+            normalized: normalize_key(key),
+        }
+    }
+
+    /// The key as given on the command line.
+    pub fn as_str(&self) -> &str {
+        &self.raw
+    }
+
+    pub fn matches(&self, store_key: &str) -> bool {
+        store_key == self.raw || normalize_key(store_key) == self.normalized
+    }
+}
+
 /// A parsed `agent:<agentId>:<rest>` key (both parts normalised).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentKey {
@@ -366,6 +392,18 @@ pub fn is_stale_direct_key(key: &str, target_agent: &str, active_key: Option<&st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_selectors_match_exact_and_normalised_keys() {
+        let sel = SessionSelector::new(" Agent:Main:Telegram:Direct:42 ");
+        assert!(sel.matches("agent:main:telegram:direct:42"));
+        assert!(sel.matches(" Agent:Main:Telegram:Direct:42 "));
+        assert!(!sel.matches("agent:main:telegram:direct:43"));
+        // The case of a Signal group id is part of the key.
+        let sel = SessionSelector::new("agent:main:signal:group:AbC");
+        assert!(sel.matches("AGENT:main:signal:group:AbC"));
+        assert!(!sel.matches("agent:main:signal:group:abc"));
+    }
     use serde_json::json;
 
     #[test]

@@ -1,15 +1,14 @@
-//! The `inspect` report: the JSON document (`--json`) and the human tables, which fit an
-//! 80-column terminal (long keys are shortened in the middle, tables are capped at 80).
+//! The human `inspect` report: tables and lines that fit 80 columns wherever the output goes
+//! (long keys are shortened in the middle, tables are capped at 80, free text is wrapped).
+//! The `--json` documents are in `inspect_json`.
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
 
-use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
-use humansize::{BINARY, format_size};
-use serde_json::{Map, Value, json};
-
 use super::cleanup_text::format_time_ago;
-use crate::inspect::{SessionRow, StoreReport};
+use super::text::{WIDTH, middle, right, short_size, signed, size, table, wrap, write_wrapped};
+use crate::inspect::single::TranscriptReport;
+use crate::inspect::{Damage, Reclaimable, SessionRow, StoreReport, TranscriptFacts};
 
 /// Sort order of the session table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,18 +29,11 @@ pub struct View {
     pub now_ms: f64,
 }
 
-const WIDTH: u16 = 80;
-
-/// Columns of the session table.
-const HEADER: [&str; 8] = [
-    "key", "kind", "age", "size", "msgs", "imgs", "silent", "tokens",
-];
-
 fn bytes_of(r: &SessionRow) -> u64 {
     r.facts.as_ref().map_or(0, |f| f.counts.bytes)
 }
 
-fn sorted<'a>(rows: &'a [SessionRow], view: &View) -> Vec<&'a SessionRow> {
+pub(crate) fn sorted<'a>(rows: &'a [SessionRow], view: &View) -> Vec<&'a SessionRow> {
     let mut v: Vec<&SessionRow> = rows.iter().collect();
     let tokens = |r: &SessionRow| r.facts.as_ref().and_then(|f| f.context_tokens).unwrap_or(0);
     let images = |r: &SessionRow| r.facts.as_ref().map_or(0, |f| f.counts.images);
@@ -62,198 +54,6 @@ fn sorted<'a>(rows: &'a [SessionRow], view: &View) -> Vec<&'a SessionRow> {
     v
 }
 
-fn opt_num(v: Option<f64>) -> Value {
-    v.map_or(Value::Null, |x| {
-        serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
-    })
-}
-
-fn session_json(r: &SessionRow) -> Value {
-    let f = r.facts.clone().unwrap_or_default();
-    let c = &f.counts;
-    json!({
-        "key": r.key,
-        "sessionId": r.session_id,
-        "kind": r.kind.as_str(),
-        "updatedAt": opt_num(r.updated_at),
-        "transcript": r.transcript.as_ref().map(|p| p.display().to_string()),
-        "missing": r.facts.is_none(),
-        "transcriptBytes": c.bytes,
-        "entries": c.entries,
-        "messages": c.messages,
-        "images": c.images,
-        "imageBytes": c.image_bytes,
-        "silentReplies": c.silent_replies,
-        "toolOutputBytes": c.tool_output_bytes,
-        "thinkingBytes": c.thinking_bytes,
-        "estimatedContextTokens": f.context_tokens.unwrap_or(0),
-        "compacted": c.compacted,
-        "unparsableLines": c.unparsable_lines,
-        "reclaimable": {
-            "strip-images": f.strip_bytes,
-            "prune-noreply": f.prune_bytes,
-            "compactTokens": f.compact_tokens,
-        },
-    })
-}
-
-fn store_json(r: &StoreReport, view: &View) -> Value {
-    let mut files = Map::new();
-    for (cat, st) in &r.files {
-        files.insert((*cat).into(), json!({"count": st.count, "bytes": st.bytes}));
-    }
-    let mut kinds = Map::new();
-    for (k, st) in &r.kinds {
-        kinds.insert(
-            k.as_str().into(),
-            json!({"entries": st.entries, "oldest": opt_num(st.oldest), "newest": opt_num(st.newest)}),
-        );
-    }
-    let mut fields = Map::new();
-    for (k, n) in &r.store_fields {
-        fields.insert(k.clone(), json!(n));
-    }
-    let d = &r.damage;
-    let path_list = |v: &[(std::path::PathBuf, usize)]| -> Value {
-        v.iter()
-            .map(|(p, n)| json!({"transcript": p.display().to_string(), "count": n}))
-            .collect()
-    };
-    json!({
-        "agentId": r.agent_id,
-        "storePath": r.store_path.display().to_string(),
-        "sqlite": r.sqlite.as_ref().map(|p| p.display().to_string()),
-        "entries": r.entries,
-        "diskBytes": r.disk_bytes,
-        "storeBytes": r.store_bytes,
-        "storeFields": fields,
-        "files": files,
-        "kinds": kinds,
-        "sessionsMatched": r.sessions.len(),
-        "sessions": sorted(&r.sessions, view).into_iter().map(session_json).collect::<Vec<_>>(),
-        "reclaimable": {
-            "cleanup": r.reclaimable.cleanup,
-            "strip-images": r.reclaimable.strip_images,
-            "prune-noreply": r.reclaimable.prune_noreply,
-            "compactTokens": r.reclaimable.compact_tokens,
-        },
-        "damage": {
-            "missingTranscripts": d.missing_transcripts,
-            "unparsableLines": d.unparsable_lines.iter()
-                .map(|(p, l)| json!({"transcript": p.display().to_string(), "lines": l}))
-                .collect::<Vec<_>>(),
-            "danglingParents": path_list(&d.dangling_parents),
-            "orphanedToolResults": path_list(&d.orphan_tool_results),
-            "locks": d.locks.iter().map(|h| json!({
-                "path": h.lock_path.display().to_string(),
-                "pid": h.pid,
-                "alive": h.alive,
-                "stale": h.stale_reasons,
-            })).collect::<Vec<_>>(),
-            "unreadable": d.unreadable.iter()
-                .map(|(p, e)| json!({"transcript": p.display().to_string(), "error": e}))
-                .collect::<Vec<_>>(),
-        },
-        "notes": r.notes,
-    })
-}
-
-/// The `--json` document.
-pub fn json(reports: &[StoreReport], view: &View) -> Value {
-    let sum = |f: &dyn Fn(&StoreReport) -> u64| reports.iter().map(f).sum::<u64>();
-    json!({
-        "stores": reports.iter().map(|r| store_json(r, view)).collect::<Vec<_>>(),
-        "totals": {
-            "stores": reports.len(),
-            "entries": sum(&|r| r.entries),
-            "diskBytes": sum(&|r| r.disk_bytes),
-            "reclaimable": {
-                "cleanup": reports.iter().filter_map(|r| r.reclaimable.cleanup).sum::<i64>(),
-                "strip-images": reports.iter().map(|r| r.reclaimable.strip_images).sum::<i64>(),
-                "prune-noreply": reports.iter().map(|r| r.reclaimable.prune_noreply).sum::<i64>(),
-                "compactTokens": sum(&|r| r.reclaimable.compact_tokens),
-            },
-        },
-    })
-}
-
-fn size(n: u64) -> String {
-    format_size(n, BINARY)
-}
-
-/// A size without decimals, for narrow columns.
-fn short_size(n: u64) -> String {
-    format_size(n, BINARY.decimal_places(0).space_after_value(false))
-}
-
-/// A size that may be negative (the files would grow).
-fn signed(n: i64) -> String {
-    if n < 0 {
-        format!("{} more", size(n.unsigned_abs()))
-    } else {
-        size(n as u64)
-    }
-}
-
-fn table(header: Vec<&str>) -> Table {
-    let mut t = Table::new();
-    t.load_preset(presets::UTF8_FULL_CONDENSED)
-        .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(WIDTH)
-        .set_header(header);
-    t
-}
-
-fn right(t: &mut Table, from: usize) {
-    let n = t.column_count();
-    for i in from..n {
-        if let Some(c) = t.column_mut(i) {
-            c.set_cell_alignment(CellAlignment::Right);
-        }
-    }
-}
-
-/// Break `text` into lines of at most `width` characters, at spaces where possible;
-/// continuation lines are indented by two spaces.
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let chunk = width.saturating_sub(2).max(1);
-    let mut pieces: Vec<String> = Vec::new();
-    for word in text.split(' ').filter(|w| !w.is_empty()) {
-        let chars: Vec<char> = word.chars().collect();
-        pieces.extend(chars.chunks(chunk).map(|c| c.iter().collect::<String>()));
-    }
-    let mut lines: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    for p in pieces {
-        let fresh = cur.trim().is_empty();
-        if fresh {
-            cur.push_str(&p);
-        } else if cur.chars().count() + 1 + p.chars().count() <= width {
-            cur.push(' ');
-            cur.push_str(&p);
-        } else {
-            lines.push(std::mem::replace(&mut cur, format!("  {p}")));
-        }
-    }
-    if !cur.trim().is_empty() {
-        lines.push(cur);
-    }
-    lines
-}
-
-/// Shorten `s` to at most `max` characters, keeping both ends.
-fn middle(s: &str, max: usize) -> String {
-    let n = s.chars().count();
-    if n <= max {
-        return s.to_owned();
-    }
-    let head = (max - 1) / 2;
-    let tail = max - 1 - head;
-    let h: String = s.chars().take(head).collect();
-    let t: String = s.chars().skip(n - tail).collect();
-    format!("{h}…{t}")
-}
-
 fn age(now: f64, t: Option<f64>) -> String {
     t.map_or_else(
         || "-".into(),
@@ -261,29 +61,151 @@ fn age(now: f64, t: Option<f64>) -> String {
     )
 }
 
+/// A table of sessions: the key column gets what the other columns leave of the width (each
+/// column costs its widest cell, two spaces of padding and one border).
+fn session_table(header: &[&str], rows: Vec<(String, Vec<String>)>, right_from: usize) -> String {
+    let others: usize = (1..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|(_, r)| r[i - 1].chars().count())
+                .chain(header[i].lines().map(|l| l.chars().count()))
+                .max()
+                .unwrap_or(0)
+                + 3
+        })
+        .sum();
+    let key_width = (WIDTH as usize).saturating_sub(others + 4).clamp(8, 40);
+    let mut t = table(header.to_vec());
+    for (key, rest) in rows {
+        let mut row = vec![middle(&key, key_width)];
+        row.extend(rest);
+        t.add_row(row);
+    }
+    right(&mut t, right_from);
+    t.to_string()
+}
+
+fn dash_or<T: ToString>(x: Option<T>) -> String {
+    x.map_or_else(|| "-".into(), |x| x.to_string())
+}
+
+/// The two session tables: what each session is (kind, age, size, entries, messages, context
+/// tokens), then what is in it (silent replies, images and their bytes, tool output,
+/// thinking) and whether it was compacted. Same rows, same order.
+fn render_sessions(out: &mut String, r: &StoreReport, view: &View) {
+    let rows = sorted(&r.sessions, view);
+    let prefix = format!("agent:{}:", r.agent_id);
+    write_wrapped(
+        out,
+        &format!(
+            "Sessions: {} shown of {} matching",
+            rows.len(),
+            r.sessions.len()
+        ),
+    );
+    if rows.is_empty() {
+        return;
+    }
+    if rows.iter().any(|s| s.key.starts_with(&prefix)) {
+        write_wrapped(out, &format!("(keys shown without \"{prefix}\")"));
+    }
+    let key = |s: &SessionRow| s.key.strip_prefix(&prefix).unwrap_or(&s.key).to_owned();
+    let what: Vec<(String, Vec<String>)> = rows
+        .iter()
+        .map(|s| {
+            let f = s.facts.as_ref();
+            let c = f.map(|f| &f.counts);
+            let rest = vec![
+                s.kind.as_str().to_string(),
+                age(view.now_ms, s.updated_at),
+                c.map_or_else(|| "missing".into(), |c| short_size(c.bytes)),
+                dash_or(c.map(|c| c.entries)),
+                dash_or(c.map(|c| c.messages)),
+                dash_or(f.and_then(|f| f.context_tokens)),
+            ];
+            (key(s), rest)
+        })
+        .collect();
+    let header = ["key", "kind", "age", "size", "entries", "msgs", "tokens"];
+    let _ = writeln!(out, "{}", session_table(&header, what, 3));
+    let bytes: Vec<(String, Vec<String>)> = rows
+        .iter()
+        .map(|s| {
+            let c = s.facts.as_ref().map(|f| &f.counts);
+            let rest = vec![
+                dash_or(c.map(|c| c.silent_replies)),
+                dash_or(c.map(|c| c.images)),
+                c.map_or_else(|| "-".into(), |c| short_size(c.image_bytes)),
+                c.map_or_else(|| "-".into(), |c| short_size(c.tool_output_bytes)),
+                c.map_or_else(|| "-".into(), |c| short_size(c.thinking_bytes)),
+                c.map_or_else(|| "-".into(), |c| yes_no(c.compacted)),
+            ];
+            (key(s), rest)
+        })
+        .collect();
+    let header = [
+        "key",
+        "silent",
+        "images",
+        "image\nbytes",
+        "tool\noutput",
+        "thinking",
+        "compacted",
+    ];
+    let _ = writeln!(out, "{}", session_table(&header, bytes, 1));
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.into()
+}
+
+fn render_reclaimable(out: &mut String, rc: &Reclaimable, cleanup_na: Option<&str>) {
+    let mut t = table(vec!["if you ran", "it would reclaim"]);
+    let cleanup = match (cleanup_na, rc.cleanup) {
+        (Some(why), _) => why.to_string(),
+        (None, Some(n)) => signed(n),
+        (None, None) => "not computed (--no-cleanup)".into(),
+    };
+    t.add_row(vec!["cleanup --enforce".to_string(), cleanup]);
+    t.add_row(vec![
+        "strip-images --enforce".into(),
+        signed(rc.strip_images),
+    ]);
+    t.add_row(vec![
+        "prune-noreply --enforce".into(),
+        signed(rc.prune_noreply),
+    ]);
+    t.add_row(vec![
+        "compact --enforce".into(),
+        format!("~{} context tokens", rc.compact_tokens),
+    ]);
+    right(&mut t, 1);
+    let _ = writeln!(out, "{t}");
+}
+
 fn render_store(out: &mut String, r: &StoreReport, view: &View) {
     let head = format!("Agent {}: {}", r.agent_id, r.store_path.display());
     let _ = writeln!(out, "{}", middle(&head, WIDTH as usize));
-    let _ = writeln!(
+    write_wrapped(
         out,
-        "{} entries, {} on disk, sessions.json {}",
-        r.entries,
-        size(r.disk_bytes),
-        size(r.store_bytes)
+        &format!(
+            "{}, {} on disk, sessions.json {}",
+            super::count(r.entries as usize, "entry", "entries"),
+            size(r.disk_bytes),
+            size(r.store_bytes)
+        ),
     );
-    if r.store_bytes > 0 {
+    if r.store_bytes > 0 && !r.store_fields.is_empty() {
         let top: Vec<String> = r
             .store_fields
             .iter()
             .take(3)
-            .map(|(k, n)| format!("{k} {}%", n * 100 / r.store_bytes))
+            .map(|(k, n)| format!("{} {}%", middle(k, 20), n * 100 / r.store_bytes))
             .collect();
-        let _ = writeln!(out, "Largest entry fields: {}", top.join(", "));
+        write_wrapped(out, &format!("Largest entry fields: {}", top.join(", ")));
     }
     for n in &r.notes {
-        for line in wrap(&format!("Note: {n}"), WIDTH as usize) {
-            let _ = writeln!(out, "{line}");
-        }
+        write_wrapped(out, &format!("Note: {n}"));
     }
     let mut t = table(vec!["kind", "entries", "oldest", "newest"]);
     for (k, st) in &r.kinds {
@@ -302,83 +224,12 @@ fn render_store(out: &mut String, r: &StoreReport, view: &View) {
     }
     right(&mut t, 1);
     let _ = writeln!(out, "{t}");
-    let rows = sorted(&r.sessions, view);
-    let _ = writeln!(
-        out,
-        "Sessions: {} shown of {} matching (keys without \"agent:{}:\")",
-        rows.len(),
-        r.sessions.len(),
-        r.agent_id
-    );
-    if !rows.is_empty() {
-        let mut t = table(HEADER.to_vec());
-        let prefix = format!("agent:{}:", r.agent_id);
-        let cells: Vec<(String, Vec<String>)> = rows
-            .iter()
-            .map(|s| {
-                let f = s.facts.as_ref();
-                let c = f.map(|f| &f.counts);
-                let n = |x: Option<u64>| x.map_or_else(|| "-".into(), |x| x.to_string());
-                let key = s.key.strip_prefix(&prefix).unwrap_or(&s.key).to_owned();
-                let rest = vec![
-                    s.kind.as_str().to_string(),
-                    age(view.now_ms, s.updated_at),
-                    c.map_or_else(|| "missing".into(), |c| short_size(c.bytes)),
-                    n(c.map(|c| c.messages)),
-                    n(c.map(|c| c.images)),
-                    n(c.map(|c| c.silent_replies)),
-                    n(f.and_then(|f| f.context_tokens)),
-                ];
-                (key, rest)
-            })
-            .collect();
-        // The key column gets what the other columns leave of the width (each column costs
-        // its widest cell, two spaces of padding and one border).
-        let others: usize = (0..7)
-            .map(|i| {
-                cells
-                    .iter()
-                    .map(|(_, r)| r[i].chars().count())
-                    .chain([HEADER[i + 1].len()])
-                    .max()
-                    .unwrap_or(0)
-                    + 3
-            })
-            .sum();
-        let key_width = (WIDTH as usize).saturating_sub(others + 4).clamp(8, 40);
-        for (key, rest) in cells {
-            let mut row = vec![middle(&key, key_width)];
-            row.extend(rest);
-            t.add_row(row);
-        }
-        right(&mut t, 3);
-        let _ = writeln!(out, "{t}");
-    }
-    let mut t = table(vec!["if you ran", "it would reclaim"]);
-    let rc = &r.reclaimable;
-    t.add_row(vec![
-        "cleanup --enforce".to_string(),
-        rc.cleanup.map_or_else(|| "not predicted".into(), signed),
-    ]);
-    t.add_row(vec![
-        "strip-images --enforce".into(),
-        signed(rc.strip_images),
-    ]);
-    t.add_row(vec![
-        "prune-noreply --enforce".into(),
-        signed(rc.prune_noreply),
-    ]);
-    t.add_row(vec![
-        "compact --enforce".into(),
-        format!("~{} context tokens", rc.compact_tokens),
-    ]);
-    right(&mut t, 1);
-    let _ = writeln!(out, "{t}");
-    render_damage(out, r);
+    render_sessions(out, r, view);
+    render_reclaimable(out, &r.reclaimable, None);
+    render_damage(out, &r.damage);
 }
 
-fn render_damage(out: &mut String, r: &StoreReport) {
-    let d = &r.damage;
+fn render_damage(out: &mut String, d: &Damage) {
     let mut lines: Vec<String> = Vec::new();
     if !d.missing_transcripts.is_empty() {
         let n = d.missing_transcripts.len();
@@ -436,7 +287,7 @@ fn name(p: &std::path::Path) -> String {
     )
 }
 
-/// The human report.
+/// The human report of a store run.
 pub fn render(out: &mut String, reports: &[StoreReport], view: &View) {
     for (i, r) in reports.iter().enumerate() {
         if i > 0 {
@@ -445,42 +296,122 @@ pub fn render(out: &mut String, reports: &[StoreReport], view: &View) {
         render_store(out, r, view);
     }
     if reports.len() > 1 {
-        let total: u64 = reports.iter().map(|r| r.disk_bytes).sum();
-        let mut t = table(vec!["agent", "entries", "on disk", "cleanup frees"]);
-        for r in reports {
-            t.add_row(vec![
-                middle(&r.agent_id, 20),
-                r.entries.to_string(),
-                size(r.disk_bytes),
-                r.reclaimable
-                    .cleanup
-                    .map_or_else(|| "-".into(), |n| size(n.max(0) as u64)),
-            ]);
-        }
-        right(&mut t, 1);
-        let _ = writeln!(out, "\nAll agents: {} on disk", size(total));
-        let _ = writeln!(out, "{t}");
+        render_summary(out, reports);
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wrapping_and_shortening_respect_the_width() {
-        let long = format!(
-            "Note: {} and /a/{}/b end",
-            "word ".repeat(30),
-            "x".repeat(200)
+/// The `--all-agents` summary: per agent and in total, entries, disk, and what each command
+/// would reclaim.
+fn render_summary(out: &mut String, reports: &[StoreReport]) {
+    let header = vec![
+        "agent",
+        "entries",
+        "on\ndisk",
+        "cleanup\nfrees",
+        "strip-\nimages",
+        "prune-\nnoreply",
+        "compact\ntokens",
+    ];
+    let mut t = table(header);
+    let cleanup = |c: Option<i64>| c.map_or_else(|| "-".into(), short_signed);
+    let mut row = |agent: String, entries: u64, disk: u64, rc: &Reclaimable| {
+        t.add_row(vec![
+            agent,
+            entries.to_string(),
+            short_size(disk),
+            cleanup(rc.cleanup),
+            short_signed(rc.strip_images),
+            short_signed(rc.prune_noreply),
+            rc.compact_tokens.to_string(),
+        ]);
+    };
+    let mut total = Reclaimable::default();
+    let (mut entries, mut disk) = (0, 0);
+    for r in reports {
+        row(
+            middle(&r.agent_id, 16),
+            r.entries,
+            r.disk_bytes,
+            &r.reclaimable,
         );
-        let lines = wrap(&long, 80);
-        assert!(lines.len() > 3);
-        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{lines:#?}");
-        let joined: String = lines.concat().split_whitespace().collect();
-        let original: String = long.split_whitespace().collect();
-        assert_eq!(joined, original);
-        assert_eq!(middle("abcdefghij", 5), "ab…ij");
-        assert_eq!(middle("abc", 5), "abc");
+        let rc = &r.reclaimable;
+        entries += r.entries;
+        disk += r.disk_bytes;
+        total.cleanup = match (total.cleanup, rc.cleanup) {
+            (None, c) | (c, None) => c,
+            (Some(a), Some(b)) => Some(a + b),
+        };
+        total.strip_images += rc.strip_images;
+        total.prune_noreply += rc.prune_noreply;
+        total.compact_tokens += rc.compact_tokens;
     }
+    row("all".into(), entries, disk, &total);
+    right(&mut t, 1);
+    let _ = writeln!(
+        out,
+        "\nAll agents: {} on disk",
+        size(reports.iter().map(|r| r.disk_bytes).sum())
+    );
+    let _ = writeln!(out, "{t}");
+}
+
+/// A short size that may be negative (`-12B`: the files would grow).
+fn short_signed(n: i64) -> String {
+    if n < 0 {
+        format!("-{}", short_size(n.unsigned_abs()))
+    } else {
+        short_size(n as u64)
+    }
+}
+
+/// The human report of `inspect --transcript FILE`.
+pub fn render_transcript(out: &mut String, t: &TranscriptReport) {
+    for line in wrap(&format!("Transcript {}", t.path.display()), WIDTH as usize) {
+        let _ = writeln!(out, "{line}");
+    }
+    let f: &TranscriptFacts = &t.facts;
+    let c = &f.counts;
+    let mut tb = table(vec!["transcript", ""]);
+    let rows: Vec<(&str, String)> = vec![
+        (
+            "session id",
+            t.session_id.clone().unwrap_or_else(|| "-".into()),
+        ),
+        ("size", size(c.bytes)),
+        ("entries", c.entries.to_string()),
+        ("messages", c.messages.to_string()),
+        ("images", format!("{} ({})", c.images, size(c.image_bytes))),
+        ("silent replies", c.silent_replies.to_string()),
+        ("tool output", size(c.tool_output_bytes)),
+        ("thinking", size(c.thinking_bytes)),
+        ("context tokens (estimate)", dash_or(f.context_tokens)),
+        ("compacted", yes_no(c.compacted)),
+    ];
+    for (k, v) in rows {
+        tb.add_row(vec![k.to_string(), middle(&v, 40)]);
+    }
+    right(&mut tb, 1);
+    let _ = writeln!(out, "{tb}");
+    let rc = Reclaimable {
+        cleanup: None,
+        strip_images: f.strip_bytes,
+        prune_noreply: f.prune_bytes,
+        compact_tokens: f.compact_tokens,
+    };
+    render_reclaimable(out, &rc, Some("not applicable (no store)"));
+    let p = &t.path;
+    let mut d = Damage::default();
+    if !c.unparsable_lines.is_empty() {
+        d.unparsable_lines
+            .push((p.clone(), c.unparsable_lines.clone()));
+    }
+    if f.dangling_parents > 0 {
+        d.dangling_parents.push((p.clone(), f.dangling_parents));
+    }
+    if f.orphan_tool_results > 0 {
+        d.orphan_tool_results
+            .push((p.clone(), f.orphan_tool_results));
+    }
+    d.locks.extend(t.lock.clone());
+    render_damage(out, &d);
 }

@@ -29,7 +29,7 @@ fn parse_utc(s: &str) -> i64 {
 }
 
 /// Copy the demo into a temp dir and restore the mtimes listed in `mtimes.tsv`.
-fn demo_copy(env: &TestEnv) -> PathBuf {
+pub fn demo_copy(env: &TestEnv) -> PathBuf {
     let dst = env.dir().join("demo");
     copy_dir(&demo_dir(), &dst);
     let sessions = dst.join("agents/main/sessions");

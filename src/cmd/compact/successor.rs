@@ -26,6 +26,7 @@ use crate::compact::{context_of, rotate};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Acquire};
+use crate::progress::{self, Progress};
 use crate::store;
 use crate::transcript::job::{self, Outcome, Status};
 use crate::transcript::tree::{self, ContextItem};
@@ -48,18 +49,28 @@ pub(super) fn run(
     run: &Run,
 ) -> Result<Exit> {
     let resolved = transcript_targets::resolve(targets)?;
+    let size = |p: &std::path::Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());
+    let sizes: Vec<u64> = resolved.targets.iter().map(|t| size(&t.path)).collect();
+    let progress = Progress::bytes(
+        sizes.iter().sum(),
+        labels.command,
+        progress::wanted(mode.json, mode.quiet),
+    );
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
-        .map(|t| {
+        .zip(&sizes)
+        .map(|(t, bytes)| {
             let mut out = Outcome::new(&t.path, Status::Unchanged);
             if let Err(status) = one(t, run, &mut out) {
                 out.status = status;
                 out.bytes_after = out.bytes_before;
             }
+            progress.inc(*bytes);
             (out, t.session_key.clone())
         })
         .collect();
+    progress.finish();
     results.extend(resolved.skipped);
     transcripts::report(mode, labels, count, &results)
 }

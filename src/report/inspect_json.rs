@@ -1,0 +1,178 @@
+//! The `inspect --json` documents: `{"stores": [...], "totals": {...}}` for stores and
+//! `{"transcript": {...}}` for `--transcript FILE`. Field names are a stable contract (the
+//! README documents them); sessions are sorted like the tables and cut only by an explicit
+//! `--limit`.
+
+use serde_json::{Map, Value, json};
+
+use super::inspect_text::{View, sorted};
+use crate::fsutil::lock::Holder;
+use crate::inspect::single::TranscriptReport;
+use crate::inspect::{SessionRow, StoreReport, TranscriptFacts};
+
+fn opt_num(v: Option<f64>) -> Value {
+    v.map_or(Value::Null, |x| {
+        serde_json::Number::from_f64(x).map_or(Value::Null, Value::Number)
+    })
+}
+
+/// The per-transcript figures shared by a store's sessions and `--transcript`.
+fn facts_fields(m: &mut Map<String, Value>, facts: Option<&TranscriptFacts>) {
+    let f = facts.cloned().unwrap_or_default();
+    let c = &f.counts;
+    let fields = json!({
+        "transcriptBytes": c.bytes,
+        "entries": c.entries,
+        "messages": c.messages,
+        "images": c.images,
+        "imageBytes": c.image_bytes,
+        "silentReplies": c.silent_replies,
+        "toolOutputBytes": c.tool_output_bytes,
+        "thinkingBytes": c.thinking_bytes,
+        "estimatedContextTokens": f.context_tokens.unwrap_or(0),
+        "compacted": c.compacted,
+        "unparsableLines": c.unparsable_lines,
+    });
+    if let Value::Object(o) = fields {
+        m.extend(o);
+    }
+}
+
+fn session_json(r: &SessionRow) -> Value {
+    let f = r.facts.clone().unwrap_or_default();
+    let mut m = Map::new();
+    m.insert("key".into(), json!(r.key));
+    m.insert("sessionId".into(), json!(r.session_id));
+    m.insert("kind".into(), json!(r.kind.as_str()));
+    m.insert("updatedAt".into(), opt_num(r.updated_at));
+    m.insert(
+        "transcript".into(),
+        json!(r.transcript.as_ref().map(|p| p.display().to_string())),
+    );
+    m.insert("missing".into(), json!(r.facts.is_none()));
+    facts_fields(&mut m, r.facts.as_ref());
+    m.insert(
+        "reclaimable".into(),
+        json!({
+            "strip-images": f.strip_bytes,
+            "prune-noreply": f.prune_bytes,
+            "compactTokens": f.compact_tokens,
+        }),
+    );
+    Value::Object(m)
+}
+
+fn lock_json(h: &Holder) -> Value {
+    json!({
+        "path": h.lock_path.display().to_string(),
+        "pid": h.pid,
+        "alive": h.alive,
+        "stale": h.stale_reasons,
+    })
+}
+
+fn store_json(r: &StoreReport, view: &View) -> Value {
+    let mut files = Map::new();
+    for (cat, st) in &r.files {
+        files.insert((*cat).into(), json!({"count": st.count, "bytes": st.bytes}));
+    }
+    let mut kinds = Map::new();
+    for (k, st) in &r.kinds {
+        kinds.insert(
+            k.as_str().into(),
+            json!({"entries": st.entries, "oldest": opt_num(st.oldest), "newest": opt_num(st.newest)}),
+        );
+    }
+    let mut fields = Map::new();
+    for (k, n) in &r.store_fields {
+        fields.insert(k.clone(), json!(n));
+    }
+    let d = &r.damage;
+    let path_list = |v: &[(std::path::PathBuf, usize)]| -> Value {
+        v.iter()
+            .map(|(p, n)| json!({"transcript": p.display().to_string(), "count": n}))
+            .collect()
+    };
+    json!({
+        "agentId": r.agent_id,
+        "storePath": r.store_path.display().to_string(),
+        "sqlite": r.sqlite.as_ref().map(|p| p.display().to_string()),
+        "entries": r.entries,
+        "diskBytes": r.disk_bytes,
+        "storeBytes": r.store_bytes,
+        "storeFields": fields,
+        "files": files,
+        "kinds": kinds,
+        "sessionsMatched": r.sessions.len(),
+        "sessions": sorted(&r.sessions, view).into_iter().map(session_json).collect::<Vec<_>>(),
+        "reclaimable": {
+            "cleanup": r.reclaimable.cleanup,
+            "strip-images": r.reclaimable.strip_images,
+            "prune-noreply": r.reclaimable.prune_noreply,
+            "compactTokens": r.reclaimable.compact_tokens,
+        },
+        "damage": {
+            "missingTranscripts": d.missing_transcripts,
+            "unparsableLines": d.unparsable_lines.iter()
+                .map(|(p, l)| json!({"transcript": p.display().to_string(), "lines": l}))
+                .collect::<Vec<_>>(),
+            "danglingParents": path_list(&d.dangling_parents),
+            "orphanedToolResults": path_list(&d.orphan_tool_results),
+            "locks": d.locks.iter().map(lock_json).collect::<Vec<_>>(),
+            "unreadable": d.unreadable.iter()
+                .map(|(p, e)| json!({"transcript": p.display().to_string(), "error": e}))
+                .collect::<Vec<_>>(),
+        },
+        "notes": r.notes,
+    })
+}
+
+/// The `--json` document of a store run. `reclaimable.cleanup` is `null` when it was not
+/// computed (`--no-cleanup`); the total is `null` when no store computed it.
+pub fn json(reports: &[StoreReport], view: &View) -> Value {
+    let sum = |f: &dyn Fn(&StoreReport) -> u64| reports.iter().map(f).sum::<u64>();
+    let cleanup: Vec<i64> = reports
+        .iter()
+        .filter_map(|r| r.reclaimable.cleanup)
+        .collect();
+    json!({
+        "stores": reports.iter().map(|r| store_json(r, view)).collect::<Vec<_>>(),
+        "totals": {
+            "stores": reports.len(),
+            "entries": sum(&|r| r.entries),
+            "diskBytes": sum(&|r| r.disk_bytes),
+            "reclaimable": {
+                "cleanup": (!cleanup.is_empty()).then(|| cleanup.iter().sum::<i64>()),
+                "strip-images": reports.iter().map(|r| r.reclaimable.strip_images).sum::<i64>(),
+                "prune-noreply": reports.iter().map(|r| r.reclaimable.prune_noreply).sum::<i64>(),
+                "compactTokens": sum(&|r| r.reclaimable.compact_tokens),
+            },
+        },
+    })
+}
+
+/// The `--json` document of `inspect --transcript FILE`. `reclaimable.cleanup` is always
+/// `null`: cleanup works on stores, not on single transcripts.
+pub fn transcript_json(t: &TranscriptReport) -> Value {
+    let f = &t.facts;
+    let mut m = Map::new();
+    m.insert("path".into(), json!(t.path.display().to_string()));
+    m.insert("sessionId".into(), json!(t.session_id));
+    facts_fields(&mut m, Some(f));
+    m.insert("danglingParents".into(), json!(f.dangling_parents));
+    m.insert("orphanedToolResults".into(), json!(f.orphan_tool_results));
+    m.insert(
+        "lock".into(),
+        t.lock.as_ref().map_or(Value::Null, lock_json),
+    );
+    m.insert(
+        "reclaimable".into(),
+        json!({
+            "cleanup": Value::Null,
+            "strip-images": f.strip_bytes,
+            "prune-noreply": f.prune_bytes,
+            "compactTokens": f.compact_tokens,
+        }),
+    );
+    json!({ "transcript": Value::Object(m) })
+}

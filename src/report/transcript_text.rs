@@ -1,0 +1,225 @@
+//! The human report of the transcript commands (`prune-noreply`, `strip-images`, `compact`):
+//! the directories the files are in, one table row per transcript (session key and file name,
+//! status, count, size before and after), the reasons and notes under the table, and the
+//! totals. Everything fits 80 columns wherever the output goes; full paths are in `--json`.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::text::{WIDTH, middle, right, size, table, wrap};
+use crate::transcript::job::{Outcome, Status};
+
+/// The status word of an outcome and its reason, as the report and `--json` give them.
+pub fn status_name(s: &Status) -> (&'static str, Option<&str>) {
+    match s {
+        Status::Unchanged => ("unchanged", None),
+        Status::WouldChange => ("would-change", None),
+        Status::Changed => ("changed", None),
+        Status::Skipped(r) => ("skipped", Some(r)),
+        Status::Refused(r) => ("refused", Some(r)),
+        Status::Locked(r) => ("locked", Some(r)),
+        Status::Failed(r) => ("failed", Some(r)),
+    }
+}
+
+fn file_name(p: &Path) -> String {
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// What a run did, per transcript: `(outcome, session key, count)`.
+pub type Row<'a> = (&'a Outcome, Option<&'a str>, usize);
+
+/// Write the report of a run.
+pub fn render(out: &mut String, command: &str, mode: &str, count_header: &str, rows: &[Row]) {
+    let _ = writeln!(out, "{command}: {mode}");
+    let mut dirs: Vec<&Path> = Vec::new();
+    for (o, _, _) in rows {
+        if let Some(d) = o.path.parent().filter(|d| !d.as_os_str().is_empty())
+            && !dirs.contains(&d)
+        {
+            dirs.push(d);
+        }
+    }
+    for d in &dirs {
+        write_indented(out, "", &format!("Transcripts in {}", d.display()));
+    }
+    let prefix = agent_prefix(rows);
+    if let Some(p) = &prefix {
+        write_indented(out, "", &format!("(session keys shown without \"{p}\")"));
+    }
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|(o, _, n)| {
+            vec![
+                status_name(&o.status).0.to_string(),
+                n.to_string(),
+                size(o.bytes_before),
+                size(o.bytes_after),
+            ]
+        })
+        .collect();
+    let count_cell = count_header.replace(' ', "\n");
+    let header = ["transcript", "status", &count_cell, "before", "after"];
+    // The first column gets what the others leave (each: widest cell + padding + border).
+    let others: usize = (1..header.len())
+        .map(|i| {
+            cells
+                .iter()
+                .map(|c| c[i - 1].chars().count())
+                .chain(header[i].lines().map(|l| l.chars().count()))
+                .max()
+                .unwrap_or(0)
+                + 3
+        })
+        .sum();
+    let first = (WIDTH as usize).saturating_sub(others + 4).clamp(12, 60);
+    let mut t = table(header.to_vec());
+    let (mut total, mut before, mut after) = (0usize, 0u64, 0u64);
+    let mut notes: Vec<(String, String)> = Vec::new();
+    for ((o, key, n), rest) in rows.iter().zip(cells) {
+        let name = file_name(&o.path);
+        let label = match key {
+            Some(k) => {
+                let k = prefix
+                    .as_deref()
+                    .and_then(|p| k.strip_prefix(p))
+                    .unwrap_or(k);
+                format!("{}\n{}", middle(k, first), middle(&name, first))
+            }
+            None => middle(&name, first),
+        };
+        let mut row = vec![label];
+        row.extend(rest);
+        t.add_row(row);
+        total += n;
+        before += o.bytes_before;
+        after += o.bytes_after;
+        if let Some(reason) = status_name(&o.status).1 {
+            notes.push((name.clone(), reason.to_string()));
+        }
+        if !o.unparsable_lines.is_empty() {
+            let lines: Vec<String> = o
+                .unparsable_lines
+                .iter()
+                .map(|l| format!("{name}:{l}"))
+                .collect();
+            notes.push((
+                name.clone(),
+                format!(
+                    "kept unparsable {} as {}: {}",
+                    if lines.len() == 1 { "line" } else { "lines" },
+                    if lines.len() == 1 {
+                        "it is"
+                    } else {
+                        "they are"
+                    },
+                    lines.join(", ")
+                ),
+            ));
+        }
+        notes.extend(o.notes.iter().map(|n| (name.clone(), n.clone())));
+    }
+    right(&mut t, 2);
+    let _ = writeln!(out, "{t}");
+    if !notes.is_empty() {
+        let _ = writeln!(out, "Notes:");
+        for (name, note) in notes {
+            write_indented(out, "  ", &format!("{}: {note}", middle(&name, 70)));
+        }
+    }
+    write_indented(
+        out,
+        "",
+        &format!(
+            "Total: {}, {total} {count_header}, {} → {} ({} freed)",
+            super::count(rows.len(), "transcript", "transcripts"),
+            size(before),
+            size(after),
+            size(before.saturating_sub(after))
+        ),
+    );
+}
+
+/// `agent:<id>:` when every row with a session key has that same prefix.
+fn agent_prefix(rows: &[Row]) -> Option<String> {
+    let mut prefix: Option<String> = None;
+    for (_, key, _) in rows {
+        let Some(k) = key else { continue };
+        let p = crate::keys::parse_agent_key(k)
+            .filter(|a| k.starts_with(&format!("agent:{}:", a.agent_id)))
+            .map(|a| format!("agent:{}:", a.agent_id))?;
+        match &prefix {
+            Some(q) if *q != p => return None,
+            _ => prefix = Some(p),
+        }
+    }
+    prefix
+}
+
+/// Write `text` wrapped to 80 columns, every line after `indent`.
+pub fn write_indented(out: &mut String, indent: &str, text: &str) {
+    for line in wrap(text, WIDTH as usize - indent.len()) {
+        let _ = writeln!(out, "{indent}{line}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    #[test]
+    fn every_line_fits_80_columns_with_long_paths_keys_and_notes() {
+        let dir = format!(
+            "/{}/agents/{}/sessions",
+            "very-long-dir".repeat(8),
+            "a".repeat(60)
+        );
+        let mut o = Outcome::new(
+            &PathBuf::from(format!("{dir}/{}.jsonl", "f".repeat(70))),
+            Status::Refused("the rewrite failed validation: ".repeat(6)),
+        );
+        o.unparsable_lines = (1..60).collect();
+        o.notes
+            .push(format!("summarises 1000 messages; {}", "z".repeat(200)));
+        o.bytes_before = 123_456_789_012;
+        o.bytes_after = 1_234_567;
+        let key = format!(
+            "agent:{}:telegram:direct:{}",
+            "b".repeat(64),
+            "9".repeat(40)
+        );
+        let mut o2 = Outcome::new(&PathBuf::from("short.jsonl"), Status::WouldChange);
+        o2.unparsable_lines = vec![7];
+        let rows: Vec<Row> = vec![(&o, Some(key.as_str()), 123_456), (&o2, None, 0)];
+        let mut out = String::new();
+        render(
+            &mut out,
+            "strip-images",
+            "preview",
+            "images replaced",
+            &rows,
+        );
+        for line in out.lines() {
+            assert!(
+                line.chars().count() <= 80,
+                "{} cols: {line}",
+                line.chars().count()
+            );
+        }
+        assert!(out.contains("Transcripts in\n  /very-long-dir"), "{out}");
+        let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains("refused"), "{out}");
+        assert!(
+            flat.contains("short.jsonl: kept unparsable line as it is: short.jsonl:7"),
+            "{out}"
+        );
+        assert!(
+            flat.contains("Total: 2 transcripts, 123456 images replaced"),
+            "{out}"
+        );
+    }
+}

@@ -1,0 +1,375 @@
+//! The README is checked against the program: every `clawkeeper …` line in it parses, the cron
+//! line and the systemd units are valid (`systemd-analyze verify` where installed) and their
+//! commands run on a copy of the demo, and each `--json` example has the fields the command
+//! prints.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use clap::Parser;
+use serde_json::Value;
+
+use crate::demo::demo_copy;
+use crate::generator::generate_long;
+use crate::util::{DAY, TestEnv, clawkeeper_bin, now_ms, stderr};
+
+fn readme() -> String {
+    fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap()
+}
+
+/// Fenced code blocks as `(language, body)`.
+fn blocks(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut cur: Option<(String, String)> = None;
+    for line in text.lines() {
+        match (&mut cur, line.strip_prefix("```")) {
+            (None, Some(lang)) => cur = Some((lang.trim().to_owned(), String::new())),
+            (Some(_), Some(_)) => out.push(cur.take().unwrap()),
+            (Some((_, body)), None) => {
+                body.push_str(line);
+                body.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+/// Split a command line into words the way `sh` would for these simple cases: quotes group,
+/// `#` starts a comment, and a redirection or pipe ends the command.
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut has = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '\'' | '"') => {
+                quote = Some(c);
+                has = true;
+            }
+            (None, '#' | '>' | '|' | ';') => break,
+            (None, c) if c.is_whitespace() => {
+                if has || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                has = false;
+            }
+            (None, c) => cur.push(c),
+        }
+    }
+    if has || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[test]
+fn every_command_line_in_the_readme_parses() {
+    let mut n = 0;
+    for (lang, body) in blocks(&readme()) {
+        if lang != "sh" {
+            continue;
+        }
+        for line in body.lines().filter(|l| l.starts_with("clawkeeper ")) {
+            let w = words(line);
+            if let Err(e) = clawkeeper::cli::Cli::try_parse_from(&w) {
+                panic!("README line does not parse: {line}\n{e}");
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 15, "only {n} command lines found");
+    // Every subcommand has an example.
+    let text = readme();
+    for sub in [
+        "cleanup",
+        "prune-noreply",
+        "strip-images",
+        "compact",
+        "inspect",
+        "completions",
+    ] {
+        assert!(
+            text.contains(&format!("clawkeeper {sub} ")),
+            "no example of {sub}"
+        );
+    }
+}
+
+/// A state dir for the nightly jobs: agent `main` with 12 entries and generated transcripts
+/// (silent replies and images to remove), two of them older than the default `pruneAfter`,
+/// so `cleanup` removes fewer than 20% of the entries. Returns the state dir.
+fn nightly_state(env: &TestEnv) -> PathBuf {
+    let dir = env.sessions_dir("main");
+    let mut store = serde_json::Map::new();
+    for i in 0..12u64 {
+        let id = format!("night-{i}");
+        let age = if i < 2 { 60 * DAY } else { i as i64 * 1000 };
+        store.insert(
+            format!("agent:main:telegram:direct:{}", 500 + i),
+            serde_json::json!({"sessionId": id, "updatedAt": now_ms() - age}),
+        );
+        fs::write(
+            dir.join(format!("{id}.jsonl")),
+            generate_long(300 + i, 60).bytes,
+        )
+        .unwrap();
+    }
+    fs::write(
+        dir.join("sessions.json"),
+        serde_json::to_string_pretty(&Value::Object(store)).unwrap(),
+    )
+    .unwrap();
+    env.state()
+}
+
+/// What `inspect` says about the nightly state afterwards: (entries, prune-noreply bytes left).
+fn after_nightly(env: &TestEnv) -> (u64, i64) {
+    let (code, v) = env.run_json(&["inspect", "--no-cleanup"]);
+    assert_eq!(code, 0, "{v}");
+    let s = &v["stores"][0];
+    (
+        s["entries"].as_u64().unwrap(),
+        s["reclaimable"]["prune-noreply"].as_i64().unwrap(),
+    )
+}
+
+/// Run a README command (its words after `clawkeeper`) on a copy of the demo.
+fn run_on_demo(env: &TestEnv, demo: &Path, args: &[String]) -> std::process::Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let config = demo.join("openclaw.json");
+    env.run_with_env(
+        &args,
+        &[
+            ("OPENCLAW_STATE_DIR", demo.to_str().unwrap()),
+            ("OPENCLAW_CONFIG_PATH", config.to_str().unwrap()),
+        ],
+    )
+}
+
+fn unit(kind: &str) -> String {
+    blocks(&readme())
+        .into_iter()
+        .find(|(lang, body)| lang == "ini" && body.contains(&format!("[{kind}]")))
+        .unwrap_or_else(|| panic!("no unit with [{kind}] in the README"))
+        .1
+}
+
+#[test]
+fn systemd_units_verify_and_their_commands_run() {
+    let service = unit("Service");
+    let timer = unit("Timer");
+    let env = TestEnv::new();
+    nightly_state(&env);
+    let (_, prunable) = after_nightly(&env);
+    assert!(prunable > 0);
+    // The commands, as systemd would run them (%% is a literal %), with exit 4 a success.
+    let mut ran = 0;
+    for line in service.lines() {
+        let Some(cmd) = line.strip_prefix("ExecStart=") else {
+            continue;
+        };
+        let w = words(&cmd.replace("%%", "%"));
+        assert_eq!(w[0], "/usr/local/bin/clawkeeper");
+        let args: Vec<&str> = w[1..].iter().map(String::as_str).collect();
+        let out = env.run(&args);
+        assert!(
+            matches!(out.status.code(), Some(0 | 4)),
+            "{cmd}: {:?}\n{}",
+            out.status,
+            stderr(&out)
+        );
+        ran += 1;
+    }
+    assert_eq!(ran, 3);
+    assert!(service.contains("SuccessExitStatus=4"));
+    assert_eq!(
+        after_nightly(&env),
+        (10, 0),
+        "two stale entries and every silent run gone"
+    );
+    // systemd's own check, with the binary and the man pages where the units expect them.
+    let dir = tempfile::tempdir().unwrap();
+    let man = dir.path().join("man/man1");
+    fs::create_dir_all(&man).unwrap();
+    for e in fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("man")).unwrap() {
+        let e = e.unwrap();
+        fs::copy(e.path(), man.join(e.file_name())).unwrap();
+    }
+    let units: Vec<PathBuf> = [
+        (
+            "clawkeeper-maintenance.service",
+            service.replace("/usr/local/bin/clawkeeper", clawkeeper_bin()),
+        ),
+        ("clawkeeper-maintenance.timer", timer),
+    ]
+    .iter()
+    .map(|(name, text)| {
+        let p = dir.path().join(name);
+        fs::write(&p, text).unwrap();
+        p
+    })
+    .collect();
+    match Command::new("systemd-analyze")
+        .arg("verify")
+        .args(&units)
+        .env("MANPATH", dir.path().join("man"))
+        .output()
+    {
+        Ok(out) => assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "systemd-analyze verify: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            stderr(&out)
+        ),
+        Err(_) => eprintln!("systemd-analyze not installed: units not verified"),
+    }
+}
+
+/// Whether a cron field is `*` or numbers in `lo..=hi` (with `,`, `-` and `/`).
+fn cron_field_ok(f: &str, lo: u32, hi: u32) -> bool {
+    f.split(',').all(|part| {
+        let (range, step) = part.split_once('/').unwrap_or((part, "1"));
+        let step_ok = step.parse::<u32>().is_ok_and(|s| s > 0);
+        let in_range = |s: &str| s.parse::<u32>().is_ok_and(|n| (lo..=hi).contains(&n));
+        let range_ok = range == "*"
+            || match range.split_once('-') {
+                Some((a, b)) => in_range(a) && in_range(b),
+                None => in_range(range),
+            };
+        step_ok && range_ok
+    })
+}
+
+#[test]
+fn the_cron_line_is_valid_and_runs() {
+    let block = blocks(&readme())
+        .into_iter()
+        .find(|(lang, _)| lang == "crontab")
+        .expect("a crontab block")
+        .1;
+    let lines: Vec<&str> = block
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .collect();
+    assert_eq!(lines.len(), 1, "{block}");
+    let fields: Vec<&str> = lines[0].splitn(6, ' ').collect();
+    let limits = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)];
+    for (f, (lo, hi)) in fields[..5].iter().zip(limits) {
+        assert!(cron_field_ok(f, lo, hi), "bad cron field {f:?}");
+    }
+    // cron passes `\%` as `%`; a bare `%` would end the command.
+    let command = fields[5];
+    assert!(
+        !command.replace("\\%", "").contains('%'),
+        "unescaped % in {command}"
+    );
+    let command = command.replace("\\%", "%");
+    let env = TestEnv::new();
+    let state = nightly_state(&env);
+    let bin_dir = env.home().join(".cargo/bin");
+    fs::create_dir_all(&bin_dir).unwrap();
+    std::os::unix::fs::symlink(clawkeeper_bin(), bin_dir.join("clawkeeper")).unwrap();
+    let out = Command::new("sh")
+        .args(["-c", &command])
+        .env_clear()
+        .env("HOME", env.home())
+        .env("PATH", "/usr/bin:/bin")
+        .env("OPENCLAW_STATE_DIR", &state)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
+    assert_eq!(
+        after_nightly(&env),
+        (10, 0),
+        "two stale entries and every silent run gone"
+    );
+}
+
+/// Every object path (`a.b[].c`) in a JSON value; maps whose keys are data are not descended.
+fn paths(v: &Value, at: &str, out: &mut BTreeSet<String>) {
+    const DATA_KEYED: [&str; 3] = ["storeFields", "files", "kinds"];
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                let p = format!("{at}.{k}");
+                out.insert(p.clone());
+                if !DATA_KEYED.contains(&k.as_str()) {
+                    paths(x, &p, out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                paths(x, &format!("{at}[]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn json_examples_have_the_fields_the_commands_print() {
+    let env = TestEnv::new();
+    let demo = demo_copy(&env);
+    let store = demo.join("agents/main/sessions/sessions.json");
+    let store = store.to_str().unwrap().to_owned();
+    let transcript = demo
+        .join("agents/main/sessions/0b4c1d6e-3f5a-4b7c-8d9e-1f2a3b4c5d6e.jsonl")
+        .display()
+        .to_string();
+    let mut seen = 0;
+    for (lang, body) in blocks(&readme()) {
+        if lang != "json" {
+            continue;
+        }
+        let example: Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("README JSON example does not parse: {e}\n{body}"));
+        let args: Vec<String> = if example.get("command").is_some() {
+            let cmd = example["command"].as_str().unwrap();
+            vec![
+                cmd.into(),
+                "--store".into(),
+                store.clone(),
+                "--session".into(),
+                "agent:main:main".into(),
+            ]
+        } else if example.get("stores").is_some() {
+            vec!["inspect".into(), "--store".into(), store.clone()]
+        } else if example.get("transcript").is_some() {
+            vec!["inspect".into(), "--transcript".into(), transcript.clone()]
+        } else {
+            vec![
+                "cleanup".into(),
+                "--dry-run".into(),
+                "--store".into(),
+                store.clone(),
+            ]
+        };
+        let mut all = args.clone();
+        all.push("--json".into());
+        let out = run_on_demo(&env, &demo, &all);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        let real: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (mut want, mut got) = (BTreeSet::new(), BTreeSet::new());
+        paths(&example, "", &mut want);
+        paths(&real, "", &mut got);
+        // Status counts in `totals` depend on the run.
+        let status = |p: &String| {
+            ["would-change", "unchanged", "skipped", "changed"]
+                .iter()
+                .any(|s| p.ends_with(&format!("totals.{s}")))
+        };
+        want.retain(|p| !status(p));
+        got.retain(|p| !status(p));
+        assert_eq!(want, got, "README example vs `{}`", args.join(" "));
+        seen += 1;
+    }
+    assert_eq!(seen, 4, "one example per document");
+}
