@@ -60,7 +60,7 @@ impl StripPlan {
     }
 }
 
-static NO_ROLE: Role = Role::Other(None);
+static NO_ROLE: Role = Role::Other;
 
 /// Index into `messages` of the first protected message, or `None` when nothing may be
 /// stripped (the runtime's `resolvePruneBeforeIndex`, with a configurable turn count).
@@ -89,7 +89,7 @@ pub fn prune_before(roles: &[&Role], keep_turns: usize) -> Option<usize> {
                     replied = true;
                 }
             }
-            Role::Other(_) => {}
+            Role::Other => {}
         }
     }
     if let Some(s) = current
@@ -150,7 +150,7 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
         if protected.contains(&i) {
             out.protected += e.image_blocks.len();
         } else {
-            out.replace.insert(i, e.image_blocks.clone());
+            out.replace.insert(i, e.image_blocks.to_vec());
         }
     }
     out
@@ -196,7 +196,7 @@ fn count_completed(roles: &[&Role]) -> usize {
             }
             Role::ToolResult => open = true,
             Role::Assistant => replied |= open,
-            Role::Other(_) => {}
+            Role::Other => {}
         }
     }
     n + usize::from(open && replied)

@@ -161,7 +161,7 @@ fn effect(index: &Index, i: usize) -> Effect {
 /// span, so removing it would change how later results pair with their calls (spec §13).
 pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
     let mut out = PrunePlan::default();
-    let last_line_entry = index.lines.last().and_then(|l| l.entry);
+    let last_line_entry = index.lines.last().and_then(|l| l.entry());
     let pinned = crate::transcript::tree::kept_across_unparsable(index, tree);
     // (entry, run length before it, inside an open tool-call span)
     let mut stack: Vec<(usize, usize, bool)> = tree
@@ -200,7 +200,7 @@ pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
         } else {
             span_open
         };
-        stack.extend(tree.children[i].iter().map(|&c| (c, run, span_after)));
+        stack.extend(tree.children(i).map(|c| (c, run, span_after)));
     }
     out
 }

@@ -214,7 +214,7 @@ pub fn check_editable(index: &Index, out: &mut Outcome) -> Result<Tree, Status> 
                 "the first line is not a session header; not editing".into(),
             ));
         }
-        Some(h) if h.version.is_none_or(|v| v < 2) => {
+        Some(h) if h.version().is_none_or(|v| v < 2) => {
             return Err(Status::Skipped(
                 "version 1 transcript (entries have no ids); the runtime migrates it on open"
                     .into(),

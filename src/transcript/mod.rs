@@ -78,8 +78,16 @@ pub struct Line {
     /// Whether the line ends with `\n` (only the last line may not).
     pub terminated: bool,
     pub kind: LineKind,
+    /// Index into [`Index::entries`] when `kind` is `Entry` (see [`Line::entry`]); `u32`
+    /// keeps a big transcript's line table small.
+    entry: Option<u32>,
+}
+
+impl Line {
     /// Index into [`Index::entries`] when `kind` is `Entry`.
-    pub entry: Option<usize>,
+    pub fn entry(&self) -> Option<usize> {
+        self.entry.map(|e| e as usize)
+    }
 }
 
 /// The `type` of an entry.
@@ -98,7 +106,7 @@ pub enum EntryType {
     /// `leaf` control records of newer runtimes.
     Leaf,
     /// Any other type (or a non-string `type`), preserved and treated as transparent.
-    Other(Option<String>),
+    Other,
 }
 
 impl EntryType {
@@ -115,7 +123,7 @@ impl EntryType {
             Some("session_info") => EntryType::SessionInfo,
             Some("custom") => EntryType::Custom,
             Some("leaf") => EntryType::Leaf,
-            other => EntryType::Other(other.map(str::to_owned)),
+            _ => EntryType::Other,
         }
     }
 
@@ -123,7 +131,7 @@ impl EntryType {
     pub fn is_runtime_indexed(&self) -> bool {
         !matches!(
             self,
-            EntryType::Session | EntryType::Leaf | EntryType::Other(_)
+            EntryType::Session | EntryType::Leaf | EntryType::Other
         )
     }
 }
@@ -134,7 +142,7 @@ pub enum Role {
     User,
     Assistant,
     ToolResult,
-    Other(Option<String>),
+    Other,
 }
 
 /// The `parentId` field.
@@ -143,7 +151,7 @@ pub enum Parent {
     /// Field absent.
     Absent,
     Null,
-    Id(String),
+    Id(Box<str>),
     /// Present but neither a string nor null.
     Invalid,
 }
@@ -158,13 +166,18 @@ impl Parent {
 }
 
 /// What the index keeps of one JSON-object line.
+///
+/// Kept small on purpose (about 112 bytes plus its strings): a big transcript has hundreds of
+/// thousands of entries and a rewrite holds two indexes at once. Strings are boxed to their
+/// exact length, the id is shared with the [`tree::Tree`] built on the index, and fields that
+/// few entries have live in [`Rare`].
 #[derive(Debug, Clone)]
 pub struct Entry {
     /// Index into [`Index::lines`].
     pub line: usize,
     pub kind: EntryType,
     /// The `id`, when it is a non-empty string.
-    pub id: Option<String>,
+    pub id: Option<std::sync::Arc<str>>,
     pub parent: Parent,
     /// For messages.
     pub role: Option<Role>,
@@ -172,24 +185,27 @@ pub struct Entry {
     pub error_or_aborted: bool,
     /// A silent `NO_REPLY` assistant reply (see `crate::noreply::is_silent_reply`).
     pub silent: bool,
-    /// Positions of `{"type":"image"}` blocks in an array `content` of a user or toolResult
-    /// message.
-    pub image_blocks: Vec<u32>,
-    /// Ids of tool-call blocks of an assistant message (blocks without a string id count as
-    /// `None`).
-    pub tool_calls: Vec<Option<String>>,
-    /// The tool call a toolResult answers.
-    pub tool_result_id: Option<String>,
-    /// `compaction.firstKeptEntryId`.
-    pub first_kept: Option<String>,
-    /// `label.targetId` / `leaf.targetId`.
-    pub target: Option<String>,
     /// `branch_summary` / `compaction` with a non-empty string summary.
     pub has_summary: bool,
-    /// Header `version` when it is a number (header only).
-    pub version: Option<u64>,
     /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
     pub side_append: bool,
+    /// Positions of `{"type":"image"}` blocks in an array `content` of a user or toolResult
+    /// message.
+    pub image_blocks: Box<[u32]>,
+    /// Ids of tool-call blocks of an assistant message (blocks without a string id count as
+    /// `None`).
+    pub tool_calls: Box<[Option<Box<str>>]>,
+    /// The tool call a toolResult answers.
+    pub tool_result_id: Option<Box<str>>,
+    rare: Option<Box<Rare>>,
+}
+
+/// Fields only a few entries have.
+#[derive(Debug, Clone, Default)]
+struct Rare {
+    first_kept: Option<Box<str>>,
+    target: Option<Box<str>>,
+    version: Option<u64>,
 }
 
 /// Content block types that are tool calls, under every alias the runtime accepts.
@@ -208,24 +224,35 @@ impl Entry {
         let parent = match &p.parent_id {
             Lenient::Absent => Parent::Absent,
             Lenient::Null => Parent::Null,
-            Lenient::Str(s) => Parent::Id(s.to_string()),
+            Lenient::Str(s) => Parent::Id(s.as_ref().into()),
             Lenient::Other => Parent::Invalid,
         };
+        let first_kept = p.first_kept_entry_id.as_str().map(Box::from);
+        let target = p.target_id.as_str().map(Box::from);
+        let rare = (first_kept.is_some() || target.is_some()).then(|| {
+            Box::new(Rare {
+                first_kept,
+                target,
+                version: None,
+            })
+        });
         let mut e = Entry {
             line,
-            id: p.id.as_str().filter(|s| !s.is_empty()).map(str::to_owned),
+            id: p
+                .id
+                .as_str()
+                .filter(|s| !s.is_empty())
+                .map(std::sync::Arc::from),
             parent,
             role: None,
             error_or_aborted: false,
             silent: false,
-            image_blocks: Vec::new(),
-            tool_calls: Vec::new(),
+            image_blocks: Box::default(),
+            tool_calls: Box::default(),
             tool_result_id: None,
-            first_kept: p.first_kept_entry_id.as_str().map(str::to_owned),
-            target: p.target_id.as_str().map(str::to_owned),
             has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
-            version: None,
             side_append: p.append_mode.as_str() == Some("side"),
+            rare,
             kind,
         };
         if e.kind == EntryType::Message
@@ -235,31 +262,56 @@ impl Entry {
                 Some("user") => Role::User,
                 Some("assistant") => Role::Assistant,
                 Some("toolResult") => Role::ToolResult,
-                other => Role::Other(other.map(str::to_owned)),
+                _ => Role::Other,
             };
             e.error_or_aborted = matches!(m.stop_reason.as_str(), Some("error" | "aborted"));
             if let Content::Blocks(blocks) = &m.content {
+                let mut images = Vec::new();
+                let mut calls = Vec::new();
                 for (i, b) in blocks.iter().enumerate() {
                     match b.kind.as_str() {
                         Some("image") if matches!(role, Role::User | Role::ToolResult) => {
-                            e.image_blocks.push(i as u32)
+                            images.push(i as u32)
                         }
                         Some(t) if role == Role::Assistant && TOOL_CALL_TYPES.contains(&t) => {
-                            e.tool_calls.push(b.id.as_str().map(str::to_owned))
+                            calls.push(b.id.as_str().map(Box::from))
                         }
                         _ => {}
                     }
                 }
+                e.image_blocks = images.into();
+                e.tool_calls = calls.into();
             }
             if role == Role::Assistant {
                 e.silent = !e.error_or_aborted && noreply::is_silent_content(&m.content);
             }
             if role == Role::ToolResult {
-                e.tool_result_id = m.tool_result_id.as_deref().map(str::to_owned);
+                e.tool_result_id = m.tool_result_id.as_deref().map(Box::from);
             }
             e.role = Some(role);
         }
         e
+    }
+
+    /// `compaction.firstKeptEntryId`.
+    pub fn first_kept(&self) -> Option<&str> {
+        self.rare.as_ref()?.first_kept.as_deref()
+    }
+
+    /// `label.targetId` / `leaf.targetId`.
+    pub fn target(&self) -> Option<&str> {
+        self.rare.as_ref()?.target.as_deref()
+    }
+
+    /// Header `version` when it is a number (header only).
+    pub fn version(&self) -> Option<u64> {
+        self.rare.as_ref()?.version
+    }
+
+    fn set_version(&mut self, version: Option<u64>) {
+        if version.is_some() || self.rare.is_some() {
+            self.rare.get_or_insert_default().version = version;
+        }
     }
 
     /// A `message` entry with this role.
@@ -314,7 +366,7 @@ impl Index {
     /// The header entry, when the first line is a `session` object with a string id.
     pub fn header(&self) -> Option<&Entry> {
         let first = self.lines.first()?;
-        let e = &self.entries[first.entry?];
+        let e = &self.entries[first.entry()?];
         (e.kind == EntryType::Session && e.id.is_some()).then_some(e)
     }
 
@@ -339,7 +391,7 @@ impl Index {
 
     /// The entry on a line.
     pub fn entry_of_line(&self, line: usize) -> Option<&Entry> {
-        self.lines.get(line)?.entry.map(|e| &self.entries[e])
+        self.lines.get(line)?.entry().map(|e| &self.entries[e])
     }
 }
 
@@ -377,13 +429,13 @@ impl IndexBuilder {
         match probe::probe_line(body) {
             Ok(p) => {
                 line.kind = LineKind::Entry;
-                line.entry = Some(idx.entries.len());
+                line.entry = Some(idx.entries.len() as u32);
                 if std::str::from_utf8(body).is_err() {
                     idx.invalid_utf8.push(line_no);
                 }
                 let mut e = Entry::from_probe(line_no, &p);
                 if e.kind == EntryType::Session {
-                    e.version = header_version(body);
+                    e.set_version(header_version(body));
                 }
                 idx.entries.push(e);
             }
@@ -421,12 +473,12 @@ mod tests {
         let idx = Index::from_reader(&text[..]).unwrap();
         assert_eq!(idx.lines.len(), 5);
         assert_eq!(idx.size, text.len() as u64);
-        assert_eq!(idx.header().unwrap().version, Some(3));
+        assert_eq!(idx.header().unwrap().version(), Some(3));
         assert_eq!(idx.lines[2].kind, LineKind::Blank);
         assert_eq!(idx.unparsable_line_numbers(), vec![5]);
         assert!(!idx.lines[4].terminated);
         let a = idx.entry_of_line(1).unwrap();
-        assert_eq!(a.image_blocks, vec![1]);
+        assert_eq!(&*a.image_blocks, &[1]);
         assert_eq!(a.parent, Parent::Null);
         let b = idx.entry_of_line(3).unwrap();
         assert!(b.silent);

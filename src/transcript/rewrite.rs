@@ -59,7 +59,8 @@ pub struct Patch {
 pub enum LineAction {
     Keep,
     Drop,
-    Patch(Patch),
+    /// Boxed: most lines are kept, and a big transcript has one action per line.
+    Patch(Box<Patch>),
 }
 
 /// Edits resolved against an index: one action per line, plus what the validator should
@@ -88,7 +89,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
     {
         bail!("refusing to remove the leaf entry");
     }
-    if let Some(last) = index.lines.last().and_then(|l| l.entry)
+    if let Some(last) = index.lines.last().and_then(|l| l.entry())
         && removed.contains(&last)
     {
         bail!("refusing to remove the last line");
@@ -100,14 +101,14 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
     }
     let mut removed_ids: HashSet<String> = removed
         .iter()
-        .filter_map(|&i| entries[i].id.clone())
+        .filter_map(|&i| entries[i].id.as_deref().map(str::to_owned))
         .collect();
     // Labels of removed targets go too (their own removal cannot cascade further: nothing
     // targets a label, and their children are re-parented below).
     let pinned = tree::kept_across_unparsable(index, tree);
     for (i, e) in entries.iter().enumerate() {
         if e.kind == EntryType::Label
-            && e.target.as_ref().is_some_and(|t| removed_ids.contains(t))
+            && e.target().is_some_and(|t| removed_ids.contains(t))
             && Some(i) != tree.leaf
             && !pinned.contains(&i)
             && e.id
@@ -119,7 +120,11 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             removed.insert(i);
         }
     }
-    removed_ids.extend(removed.iter().filter_map(|&i| entries[i].id.clone()));
+    removed_ids.extend(
+        removed
+            .iter()
+            .filter_map(|&i| entries[i].id.as_deref().map(str::to_owned)),
+    );
     for id in &removed_ids {
         if index.mentioned_by_unparsable(id) {
             bail!("an unparsable line mentions entry {id}; it cannot be removed safely");
@@ -133,9 +138,9 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         let mut i = start;
         for _ in 0..=removed.len() {
             if !removed.contains(&i) {
-                return entries[i].id.clone();
+                return entries[i].id.as_deref().map(str::to_owned);
             }
-            match tree.parent[i] {
+            match tree.parent(i) {
                 Some(p) => i = p,
                 None => return entries[i].parent.id().map(str::to_owned),
             }
@@ -151,13 +156,13 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             continue;
         }
         let mut patch = Patch::default();
-        if let Some(p) = tree.parent[i]
+        if let Some(p) = tree.parent(i)
             && removed.contains(&p)
         {
             patch.parent = Some(nearest_kept(p));
         }
         if e.kind == EntryType::Compaction {
-            let literal = e.first_kept.as_deref().and_then(|fk| tree.by_id.get(fk));
+            let literal = e.first_kept().and_then(|fk| tree.by_id.get(fk));
             let effective = tree::effective_first_kept(index, tree, i);
             let target = match (literal, effective) {
                 (Some(l), _) if removed.contains(l) => Some(*l),
@@ -173,7 +178,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             patch.blocks = blocks.clone();
         }
         if patch.parent.is_some() || patch.first_kept.is_some() || !patch.blocks.is_empty() {
-            actions[e.line] = LineAction::Patch(patch);
+            actions[e.line] = LineAction::Patch(Box::new(patch));
         }
     }
     for &l in &index.invalid_utf8 {
@@ -223,7 +228,13 @@ fn retarget_first_kept(
     removed: &BTreeSet<usize>,
 ) -> Result<String> {
     let path = tree.path_to(c);
-    let own = || index.entries[c].id.clone().unwrap_or_default();
+    let own = || {
+        index.entries[c]
+            .id
+            .as_deref()
+            .unwrap_or_default()
+            .to_owned()
+    };
     let Some(pos) = path.iter().position(|&i| i == gone) else {
         if tree::is_truncated(index, tree, &path) {
             // The runtime may see the rest of this path (through a line we cannot parse).
@@ -237,7 +248,7 @@ fn retarget_first_kept(
     Ok(path[pos + 1..path.len() - 1]
         .iter()
         .find(|&&i| !removed.contains(&i) && index.entries[i].kind.is_runtime_indexed())
-        .and_then(|&i| index.entries[i].id.clone())
+        .and_then(|&i| index.entries[i].id.as_deref().map(str::to_owned))
         .unwrap_or_else(own))
 }
 

@@ -17,6 +17,7 @@
 //! non-empty summary.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use super::{Entry, EntryType, Index, Parent, Role};
 
@@ -24,18 +25,24 @@ use super::{Entry, EntryType, Index, Parent, Role};
 #[derive(Debug, Clone)]
 pub struct Tree {
     /// Entry index by id (first occurrence).
-    pub by_id: HashMap<String, usize>,
+    pub by_id: HashMap<Arc<str>, usize>,
     /// Ids that occur more than once.
     pub duplicate_ids: Vec<String>,
-    /// Resolved parent of each entry (`None`: root, missing parent, or not a tree node).
-    pub parent: Vec<Option<usize>>,
-    /// Children of each entry, in file order.
-    pub children: Vec<Vec<usize>>,
+    /// Resolved parent of each entry ([`NONE`]: root, missing parent, or not a tree node);
+    /// see [`Tree::parent`]. Positions are `u32` to keep a big transcript's tree small.
+    parents: Vec<u32>,
+    /// Children of entry `i` are `child_list[child_start[i]..child_start[i + 1]]`, in file
+    /// order; see [`Tree::children`].
+    child_start: Vec<u32>,
+    child_list: Vec<u32>,
     /// Tree nodes whose `parentId` names an id that is not in the file.
     pub dangling: Vec<usize>,
     /// The leaf entry.
     pub leaf: Option<usize>,
 }
+
+/// No parent, in [`Tree`]'s compact parent table.
+const NONE: u32 = u32::MAX;
 
 /// One element of the rebuilt context.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,7 +76,7 @@ impl Pairing {
 impl Tree {
     pub fn build(index: &Index) -> Tree {
         let n = index.entries.len();
-        let mut by_id: HashMap<String, usize> = HashMap::with_capacity(n);
+        let mut by_id: HashMap<Arc<str>, usize> = HashMap::with_capacity(n);
         let mut duplicate_ids = Vec::new();
         for (i, e) in index.entries.iter().enumerate() {
             if !is_node(e) {
@@ -77,13 +84,12 @@ impl Tree {
             }
             let id = e.id.as_ref().expect("nodes have ids");
             if by_id.contains_key(id) {
-                duplicate_ids.push(id.clone());
+                duplicate_ids.push(id.to_string());
             } else {
                 by_id.insert(id.clone(), i);
             }
         }
-        let mut parent = vec![None; n];
-        let mut children = vec![Vec::new(); n];
+        let mut parent: Vec<Option<usize>> = vec![None; n];
         let mut dangling = Vec::new();
         // The last runtime-indexed node so far: the runtime's parent for an entry that has no
         // `parentId` field at all.
@@ -93,15 +99,12 @@ impl Tree {
                 continue;
             }
             match &e.parent {
-                Parent::Id(pid) => match by_id.get(pid) {
+                Parent::Id(pid) => match by_id.get(&**pid) {
                     Some(&p) => parent[i] = Some(p),
                     None => dangling.push(i),
                 },
                 Parent::Absent if e.kind.is_runtime_indexed() => parent[i] = last_indexed,
                 _ => {}
-            }
-            if let Some(p) = parent[i] {
-                children[p].push(i);
             }
             if e.kind.is_runtime_indexed() {
                 last_indexed = Some(i);
@@ -111,14 +114,50 @@ impl Tree {
             .entries
             .iter()
             .rposition(|e| is_node(e) && e.kind.is_runtime_indexed());
+        // Children in compressed rows: count per parent, then fill in file order.
+        let mut child_start = vec![0u32; n + 1];
+        for p in parent.iter().flatten() {
+            child_start[p + 1] += 1;
+        }
+        for i in 0..n {
+            child_start[i + 1] += child_start[i];
+        }
+        let mut fill: Vec<u32> = child_start[..n].to_vec();
+        let mut child_list = vec![0u32; child_start[n] as usize];
+        for (i, p) in parent.iter().enumerate() {
+            if let Some(p) = *p {
+                child_list[fill[p] as usize] = i as u32;
+                fill[p] += 1;
+            }
+        }
+        let parents = parent
+            .iter()
+            .map(|p| p.map_or(NONE, |p| p as u32))
+            .collect();
         Tree {
             by_id,
             duplicate_ids,
-            parent,
-            children,
+            parents,
+            child_start,
+            child_list,
             dangling,
             leaf,
         }
+    }
+
+    /// The resolved parent of entry `i` (`None`: a root, a missing parent, or not a tree node).
+    pub fn parent(&self, i: usize) -> Option<usize> {
+        let p = self.parents[i];
+        (p != NONE).then_some(p as usize)
+    }
+
+    /// The children of entry `i`, in file order.
+    pub fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let (a, b) = (
+            self.child_start[i] as usize,
+            self.child_start[i + 1] as usize,
+        );
+        self.child_list[a..b].iter().map(|&c| c as usize)
     }
 
     /// The id of the leaf entry.
@@ -136,7 +175,7 @@ impl Tree {
                 break;
             }
             path.push(c);
-            cur = self.parent[c];
+            cur = self.parent(c);
         }
         path.reverse();
         path
@@ -150,7 +189,7 @@ impl Tree {
     /// Roots: nodes with no resolved parent (a null, absent or missing `parentId`).
     pub fn roots(&self, index: &Index) -> Vec<usize> {
         (0..index.entries.len())
-            .filter(|&i| is_node(&index.entries[i]) && self.parent[i].is_none())
+            .filter(|&i| is_node(&index.entries[i]) && self.parent(i).is_none())
             .collect()
     }
 
@@ -162,7 +201,7 @@ impl Tree {
             if std::mem::replace(&mut reached[i], true) {
                 continue;
             }
-            stack.extend(self.children[i].iter().copied());
+            stack.extend(self.children(i));
         }
         (0..index.entries.len())
             .filter(|&i| is_node(&index.entries[i]) && !reached[i])
@@ -189,7 +228,7 @@ pub fn contributes(e: &Entry) -> bool {
 /// indexed ancestor; so do we. `None` when the id is not in the file (or has no such
 /// ancestor).
 pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Option<usize> {
-    let id = index.entries[compaction].first_kept.as_deref()?;
+    let id = index.entries[compaction].first_kept()?;
     let mut cur = tree.by_id.get(id).copied();
     let mut seen = HashSet::new();
     while let Some(i) = cur {
@@ -199,7 +238,7 @@ pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Op
         if !seen.insert(i) {
             return None;
         }
-        cur = tree.parent[i];
+        cur = tree.parent(i);
     }
     None
 }
@@ -229,10 +268,7 @@ pub fn kept_across_unparsable(index: &Index, tree: &Tree) -> HashSet<usize> {
         if !is_truncated(index, tree, &path) {
             continue;
         }
-        let literal = e
-            .first_kept
-            .as_deref()
-            .and_then(|id| tree.by_id.get(id).copied());
+        let literal = e.first_kept().and_then(|id| tree.by_id.get(id).copied());
         let effective = effective_first_kept(index, tree, c);
         for k in literal.into_iter().chain(effective) {
             if !path.contains(&k) {
@@ -282,15 +318,15 @@ pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem
 /// Pairing statistics over a context.
 pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
     let mut p = Pairing::default();
-    let mut open: Option<Vec<Option<String>>> = None;
-    let mut answered: HashSet<String> = HashSet::new();
-    let mut seen_results: HashSet<String> = HashSet::new();
+    let mut open: Option<&[Option<Box<str>>]> = None;
+    let mut answered: HashSet<&str> = HashSet::new();
+    let mut seen_results: HashSet<&str> = HashSet::new();
     let close =
-        |open: &mut Option<Vec<Option<String>>>, answered: &HashSet<String>, p: &mut Pairing| {
+        |open: &mut Option<&[Option<Box<str>>]>, answered: &HashSet<&str>, p: &mut Pairing| {
             if let Some(calls) = open.take() {
                 p.missing += calls
                     .iter()
-                    .filter(|c| c.as_ref().is_none_or(|id| !answered.contains(id)))
+                    .filter(|c| c.as_deref().is_none_or(|id| !answered.contains(id)))
                     .count();
             }
         };
@@ -303,10 +339,10 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
             close(&mut open, &answered, &mut p);
             answered.clear();
             if !e.tool_calls.is_empty() && !e.error_or_aborted {
-                open = Some(e.tool_calls.clone());
+                open = Some(&e.tool_calls);
             }
         } else if e.is_role(&Role::ToolResult) {
-            let Some(id) = e.tool_result_id.as_ref() else {
+            let Some(id) = e.tool_result_id.as_deref() else {
                 p.orphans += 1;
                 continue;
             };
@@ -314,10 +350,10 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
                 p.duplicates += 1;
             } else if open
                 .as_ref()
-                .is_some_and(|calls| calls.iter().any(|c| c.as_ref() == Some(id)))
+                .is_some_and(|calls| calls.iter().any(|c| c.as_deref() == Some(id)))
             {
-                seen_results.insert(id.clone());
-                answered.insert(id.clone());
+                seen_results.insert(id);
+                answered.insert(id);
             } else {
                 p.orphans += 1;
             }
@@ -365,7 +401,7 @@ mod tests {
                 ContextItem::CompactionSummary(i) => {
                     format!("C{}", idx.entries[*i].id.as_ref().unwrap())
                 }
-                ContextItem::Entry(i) => idx.entries[*i].id.clone().unwrap(),
+                ContextItem::Entry(i) => idx.entries[*i].id.as_deref().unwrap().to_owned(),
             })
             .collect();
         assert_eq!(ids, ["Cc", "b", "e"]);

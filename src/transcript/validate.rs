@@ -118,11 +118,11 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
         ));
     }
     // New ids = old ids - removed + appended (old and new ids are each unique by now).
-    let appended: HashSet<&str> = expect.appended_ids.iter().map(String::as_str).collect();
+    let appended: HashSet<&str> = expect.appended_ids.iter().map(|k| &**k).collect();
     let lost = old_tree
         .by_id
         .keys()
-        .map(String::as_str)
+        .map(|k| &**k)
         .find(|id| !expect.removed_ids.contains(*id) && !new_tree.by_id.contains_key(*id))
         .or_else(|| {
             appended
@@ -130,7 +130,7 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
                 .copied()
                 .find(|id| !new_tree.by_id.contains_key(*id))
         });
-    let extra = new_tree.by_id.keys().map(String::as_str).find(|id| {
+    let extra = new_tree.by_id.keys().map(|k| &**k).find(|id| {
         !appended.contains(id)
             && (expect.removed_ids.contains(*id) || !old_tree.by_id.contains_key(*id))
     });

@@ -259,7 +259,7 @@ pub enum Verdict {
 pub fn editable(index: &Index, tree: &Tree) -> bool {
     index
         .header()
-        .is_some_and(|h| h.version.is_some_and(|v| v >= 2))
+        .is_some_and(|h| h.version().is_some_and(|v| v >= 2))
         && tree.duplicate_ids.is_empty()
         && !index.entries.iter().any(|e| e.kind == EntryType::Leaf)
 }
@@ -452,7 +452,7 @@ pub fn check_index(text: &[u8], index: &Index) {
             assert!(line.terminated, "only the last line may lack a newline");
         }
         if line.kind == LineKind::Entry {
-            assert_eq!(index.entries[line.entry.unwrap()].line, n);
+            assert_eq!(index.entries[line.entry().unwrap()].line, n);
         }
         pos += line.len;
     }

@@ -105,9 +105,9 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
     // successor is written in another order, so give them that parent explicitly.
     for (v, &i) in all.iter_mut().zip(&nodes) {
         if v.get("parentId").is_none()
-            && let (Some(obj), Some(p)) = (v.as_object_mut(), tree.parent[i])
+            && let (Some(obj), Some(p)) = (v.as_object_mut(), tree.parent(i))
         {
-            let id = index.entries[p].id.clone().unwrap_or_default();
+            let id = index.entries[p].id.as_deref().unwrap_or_default();
             obj.insert("parentId".into(), json!(id));
         }
     }
@@ -141,7 +141,7 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
     let kept_tail: Vec<String> = tree::context_of(&index, &tree, &active)
         .into_iter()
         .filter_map(|item| match item {
-            ContextItem::Entry(i) => index.entries[i].id.clone(),
+            ContextItem::Entry(i) => index.entries[i].id.as_deref().map(str::to_owned),
             ContextItem::CompactionSummary(_) => None,
         })
         .skip_while(|id| *id != c.cut.first_kept_id)
