@@ -207,14 +207,18 @@ impl<W: Write> Writer<W> {
             "stop",
         );
     }
-    /// A run of heartbeat prompts answered by silent replies.
+    /// A heartbeat prompt answered by a run of 1 to 6 silent replies, the later ones each
+    /// woken by a `custom` event entry (transparent to runs, so `prune-noreply` has work).
     fn silent_run(&mut self) {
-        for _ in 0..1 + self.rng.below(6) {
-            let body = format!(
-                "{{\"role\":\"user\",\"content\":\"Read HEARTBEAT.md if it exists. If nothing needs attention, reply HEARTBEAT_OK.\",\"timestamp\":{}}}",
-                self.t
-            );
-            self.entry(&body);
+        let body = format!(
+            "{{\"role\":\"user\",\"content\":\"Read HEARTBEAT.md if it exists. If nothing needs attention, reply HEARTBEAT_OK.\",\"timestamp\":{}}}",
+            self.t
+        );
+        self.entry(&body);
+        for k in 0..1 + self.rng.below(6) {
+            if k > 0 {
+                self.custom("openclaw:system-event", "{\"event\":\"wake\"}");
+            }
             let token =
                 ["NO_REPLY", "no_reply", "**NO_REPLY**", "`NO_REPLY`"][self.rng.below(4) as usize];
             self.assistant(
@@ -222,6 +226,21 @@ impl<W: Write> Writer<W> {
                 "stop",
             );
         }
+    }
+    /// A `custom` entry (extension state, not part of the model's context).
+    fn custom(&mut self, custom_type: &str, data: &str) {
+        let id = self.rng.hex(8);
+        let parent = self
+            .parent
+            .as_ref()
+            .map_or("null".to_string(), |p| format!("\"{p}\""));
+        self.t += 1000 + self.rng.below(60_000);
+        let line = format!(
+            "{{\"type\":\"custom\",\"id\":\"{id}\",\"parentId\":{parent},\"timestamp\":\"{}\",\"customType\":\"{custom_type}\",\"data\":{data}}}",
+            iso(self.t)
+        );
+        self.line(&line);
+        self.parent = Some(id);
     }
 }
 
