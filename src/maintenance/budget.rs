@@ -50,9 +50,42 @@ pub struct Dir<'a> {
     pub store_path: &'a Path,
     /// `Some` applies for real; `None` simulates.
     pub confined: Option<&'a Confined>,
+    /// A simulation changes nothing on disk, so the budget and the sweep share one scan.
+    pub snapshot: std::cell::OnceCell<Scanned>,
 }
 
-impl Dir<'_> {
+/// The directory's regular files and its prompt blob files.
+pub type Scanned = (Vec<FileInfo>, Vec<FileInfo>);
+
+impl<'a> Dir<'a> {
+    pub fn new(
+        sessions_dir: &'a Path,
+        store_path: &'a Path,
+        confined: Option<&'a Confined>,
+    ) -> Self {
+        Dir {
+            sessions_dir,
+            store_path,
+            confined,
+            snapshot: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The files as they are now: scanned afresh when applying for real (earlier steps
+    /// removed files), once per run when simulating.
+    fn files(&self) -> std::borrow::Cow<'_, Scanned> {
+        let scan = || {
+            (
+                files::scan(self.sessions_dir),
+                files::scan_blobs(self.sessions_dir),
+            )
+        };
+        match self.confined {
+            Some(_) => std::borrow::Cow::Owned(scan()),
+            None => std::borrow::Cow::Borrowed(self.snapshot.get_or_init(scan)),
+        }
+    }
+
     fn store_basename(&self) -> String {
         self.store_path
             .file_name()
@@ -81,8 +114,8 @@ pub fn enforce(
     let (Some(max), Some(high)) = (max, high_water) else {
         return Ok(None);
     };
-    let scanned = files::scan(d.sessions_dir);
-    let blob_files = files::scan_blobs(d.sessions_dir);
+    let files = d.files();
+    let (scanned, blob_files) = &*files;
     let store_canonical = crate::store::paths::canonical(d.store_path);
     let store_size = scanned
         .iter()
@@ -103,7 +136,7 @@ pub fn enforce(
     let mut refs = files::blob_refcounts(&projected_store);
     let mut total: i64 = scanned
         .iter()
-        .chain(&blob_files)
+        .chain(blob_files)
         .map(|f| f.size as i64)
         .sum::<i64>()
         - store_size
@@ -130,7 +163,7 @@ pub fn enforce(
     let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
     let blob_cutoff = super::now_ms() - TEMP_STALE_MS;
     let basename = d.store_basename();
-    let all: Vec<FileInfo> = scanned.iter().chain(&blob_files).cloned().collect();
+    let all: Vec<FileInfo> = scanned.iter().chain(blob_files).cloned().collect();
     let mut remover = Remover::new(d.confined, &all);
     let (mut removed_files, mut removed_entries, mut freed) = (0u64, 0u64, 0i64);
     let mut blob_queue: Vec<&FileInfo> = blob_files
@@ -295,8 +328,8 @@ pub fn sweep(
     exclude: &HashSet<PathBuf>,
 ) -> Result<SweepReport> {
     let older = older_than_ms.max(0);
-    let scanned = files::scan(d.sessions_dir);
-    let blob_files = files::scan_blobs(d.sessions_dir);
+    let files = d.files();
+    let (scanned, blob_files) = &*files;
     let referenced = files::referenced_paths(s, d.sessions_dir)?;
     let (projected, _) = blobs::project(s);
     let refs = files::blob_refcounts(&projected);
@@ -328,7 +361,7 @@ pub fn sweep(
             .partial_cmp(&b.1.mtime_ms)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let all: Vec<FileInfo> = scanned.iter().chain(&blob_files).cloned().collect();
+    let all: Vec<FileInfo> = scanned.iter().chain(blob_files).cloned().collect();
     let mut remover = Remover::new(d.confined, &all);
     let mut rep = SweepReport {
         scanned_files: (scanned.len() + blob_files.len()) as u64,
@@ -390,22 +423,14 @@ mod tests {
         let Value::Object(s) = json!({"k": {"sessionId": "kept"}}) else {
             panic!()
         };
-        let dir = Dir {
-            sessions_dir: &d,
-            store_path: &store_path,
-            confined: None,
-        };
+        let dir = Dir::new(&d, &store_path, None);
         let rep = sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
         assert_eq!(
             (rep.scanned_files, rep.removed_files, rep.freed_bytes),
             (7, 2, 2)
         );
         let c = Confined::new(&d).unwrap();
-        let dir = Dir {
-            sessions_dir: &d,
-            store_path: &store_path,
-            confined: Some(&c),
-        };
+        let dir = Dir::new(&d, &store_path, Some(&c));
         sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
         assert!(!d.join("old.jsonl").exists());
         assert!(
@@ -437,11 +462,7 @@ mod tests {
         }) else {
             panic!()
         };
-        let dir = Dir {
-            sessions_dir: &d,
-            store_path: &store_path,
-            confined: None,
-        };
+        let dir = Dir::new(&d, &store_path, None);
         let mut removed = Vec::new();
         let r = enforce(
             &dir,

@@ -36,32 +36,31 @@ pub fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
 }
 
 /// `readSessionsDirFiles`: regular files (not symlinks) directly in `dir`, in readdir order.
+/// The names come from one listing; the stats run in parallel (a big store has thousands).
 pub fn scan(dir: &Path) -> Vec<FileInfo> {
+    use rayon::prelude::*;
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for ent in rd.flatten() {
-        let Ok(ft) = ent.file_type() else { continue };
-        if !ft.is_file() {
-            continue;
-        }
-        let path = dir.join(ent.file_name());
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if !meta.is_file() {
-            continue;
-        }
-        out.push(FileInfo {
-            canonical: paths::canonical(&path),
-            name: ent.file_name().to_string_lossy().into_owned(),
-            size: meta.len(),
-            mtime_ms: mtime_ms(&meta),
-            path,
-        });
-    }
-    out
+    let names: Vec<std::ffi::OsString> = rd
+        .flatten()
+        .filter(|ent| ent.file_type().is_ok_and(|ft| ft.is_file()))
+        .map(|ent| ent.file_name())
+        .collect();
+    names
+        .par_iter()
+        .filter_map(|name| {
+            let path = dir.join(name);
+            let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
+            Some(FileInfo {
+                canonical: paths::canonical(&path),
+                name: name.to_string_lossy().into_owned(),
+                size: meta.len(),
+                mtime_ms: mtime_ms(&meta),
+                path,
+            })
+        })
+        .collect()
 }
 
 /// `readSessionPromptBlobFiles`: blob files and blob temps under

@@ -208,11 +208,7 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         }
     }
     let before_budget: Vec<String> = s.keys().cloned().collect();
-    let d = Dir {
-        sessions_dir: &dir,
-        store_path,
-        confined: None,
-    };
+    let d = Dir::new(&dir, store_path, None);
     let mut budget_removed = Vec::new();
     let disk_budget = budget::enforce(
         &d,
@@ -362,11 +358,7 @@ pub fn apply(
     if !dir.is_dir() {
         // Nothing on disk: OpenClaw would create the directory and write `{}`; clawkeeper
         // creates nothing and reports the (empty) result.
-        let d = Dir {
-            sessions_dir: &dir,
-            store_path,
-            confined: None,
-        };
+        let d = Dir::new(&dir, store_path, None);
         let mut ignored = Vec::new();
         let disk_budget = budget::enforce(
             &d,
@@ -401,11 +393,7 @@ pub fn apply(
         });
     }
     let confined = Confined::new(&dir)?;
-    let d = Dir {
-        sessions_dir: &dir,
-        store_path,
-        confined: Some(&confined),
-    };
+    let d = Dir::new(&dir, store_path, Some(&confined));
     let mut budget_removed = Vec::new();
     let (model_runs, stale, capped, disk_budget);
     if o.is_warn() {
