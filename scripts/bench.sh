@@ -3,7 +3,9 @@
 # same bytes. Generates its inputs deterministically (examples/gen_bench.rs):
 #   (a) a store of $SESSIONS sessions (default 3000, about 1.5 GB),
 #   (b) one transcript of about $BIG_MB MB (default 500);
-# then prints a Markdown table of ratios and peak memory. Needs ~6 GB free in WORKDIR.
+# then prints a Markdown report: times (best of $RUNS), ratios against the baselines, and the
+# peak resident memory of every command on the big transcript. Needs ~7 GB free in WORKDIR.
+# Nothing here is a test: run it on a quiet machine and paste the report into BENCHMARKS.md.
 #
 #   usage: scripts/bench.sh [WORKDIR]        (default: /tmp/clawkeeper-bench)
 #   env:   SESSIONS, MEAN_KB, BIG_MB, RUNS (repetitions, best time kept; default 3),
@@ -16,109 +18,112 @@ MEAN_KB="${MEAN_KB:-500}"
 BIG_MB="${BIG_MB:-500}"
 RUNS="${RUNS:-3}"
 ORACLE="${CLAWKEEPER_ORACLE:-$HOME/.cache/openclaw-oracle/openclaw}"
+GEN_VERSION=2 # bump when examples/gen_bench.rs changes what it writes
 
 cargo build --release --quiet --example gen_bench
 cargo build --release --quiet
 BIN="$PWD/target/release/clawkeeper"
 GEN="$PWD/target/release/examples/gen_bench"
+for tool in bc /usr/bin/time; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is needed" >&2; exit 1; }
+done
 
 mkdir -p "$W"
-if [ ! -f "$W/store/.done-$SESSIONS-$MEAN_KB" ]; then
+if [ ! -f "$W/store/.done-$GEN_VERSION-$SESSIONS-$MEAN_KB" ]; then
   rm -rf "$W/store"
-  "$GEN" store "$W/store" "$SESSIONS" "$MEAN_KB"
-  touch "$W/store/.done-$SESSIONS-$MEAN_KB"
+  "$GEN" store "$W/store" "$SESSIONS" "$MEAN_KB" >&2
+  touch "$W/store/.done-$GEN_VERSION-$SESSIONS-$MEAN_KB"
 fi
-if [ ! -f "$W/big/.done-$BIG_MB" ]; then
+SID=0b16f11e-0000-4000-8000-000000000500
+if [ ! -f "$W/big/.done-$GEN_VERSION-$BIG_MB" ]; then
   rm -rf "$W/big"
-  sid=0b16f11e-0000-4000-8000-000000000500
-  "$GEN" transcript "$W/big/agents/main/sessions/$sid.jsonl" "$BIG_MB"
+  "$GEN" transcript "$W/big/agents/main/sessions/$SID.jsonl" "$BIG_MB" >&2
   now=$(date +%s%3N)
-  printf '{\n  "agent:main:main": {\n    "sessionId": "%s",\n    "updatedAt": %s\n  }\n}' "$sid" "$now" \
+  printf '{\n  "agent:main:main": {\n    "sessionId": "%s",\n    "updatedAt": %s\n  }\n}' "$SID" "$now" \
     > "$W/big/agents/main/sessions/sessions.json"
-  touch "$W/big/.done-$BIG_MB"
+  touch "$W/big/.done-$GEN_VERSION-$BIG_MB"
 fi
-STORE="$W/store/agents/main/sessions/sessions.json"
-BIGSTORE="$W/big/agents/main/sessions/sessions.json"
+SESS="$W/store/agents/main/sessions"
+STORE="$SESS/sessions.json"
+BIGDIR="$W/big/agents/main/sessions"
 export OPENCLAW_CONFIG_PATH="$W/store/openclaw.json" OPENCLAW_STATE_DIR="$W/store"
 
-# best_of CMD...: the lowest wall time over $RUNS runs, in seconds.
-best_of() {
-  local best="" t0 t1 d
-  for _ in $(seq "$RUNS"); do
-    t0=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; t1=$(date +%s.%N)
-    d=$(echo "$t1 - $t0" | bc -l)
-    if [ -z "$best" ] || [ "$(echo "$d < $best" | bc -l)" = 1 ]; then best=$d; fi
-  done
-  printf '%.3f' "$best"
+# secs CMD...: wall time of one run, in seconds (output discarded).
+secs() {
+  local t0 t1
+  t0=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; t1=$(date +%s.%N)
+  echo "$t1 - $t0" | bc -l
 }
-# best_of_fresh CMD...: like best_of, but each run works on a fresh copy of the store in
-# $W/work (the copy is not timed); "$WORK_STORE" names the copy's sessions.json.
-best_of_fresh() {
-  local best="" t0 t1 d
+# best_of [PREP] -- CMD...: the lowest wall time over $RUNS runs; PREP (a shell function name,
+# or "-") runs untimed before each run.
+best_of() {
+  local prep=$1 best="" d
+  shift
   for _ in $(seq "$RUNS"); do
-    rm -rf "$W/work"; cp -r "$W/store" "$W/work"; sync
-    t0=$(date +%s.%N); "$@" >/dev/null 2>&1 || true; sync; t1=$(date +%s.%N)
-    d=$(echo "$t1 - $t0" | bc -l)
+    [ "$prep" = - ] || "$prep"
+    d=$(secs "$@")
     if [ -z "$best" ] || [ "$(echo "$d < $best" | bc -l)" = 1 ]; then best=$d; fi
   done
   printf '%.3f' "$best"
 }
 ratio() { printf '%.2f' "$(echo "$1 / $2" | bc -l)"; }
+fresh_work() { rm -rf "$W/work"; cp -r "$W/store" "$W/work"; sync; }
+fresh_big() { rm -rf "$W/bigwork"; cp -r "$W/big" "$W/bigwork"; sync; }
 durable_copy() { rm -rf "$W/copy"; cp -r "$W/store" "$W/copy"; sync; }
-cat_all() { find "$W/store/agents/main/sessions" -maxdepth 1 -type f -exec cat {} + >/dev/null; }
+cat_all() { find "$SESS" -maxdepth 1 -type f -exec cat {} + >/dev/null; }
+# then_sync CMD...: the command, then sync, so that its result is on disk like the copy's.
+then_sync() { "$@"; sync; }
+# peak_mb CMD...: peak resident memory of one run, in MB.
 peak_mb() { /usr/bin/time -f '%M' "$@" 2>&1 >/dev/null | tail -n 1 | awk '{printf "%.1f", $1/1024}'; }
-supported() { "$BIN" "$1" --help >/dev/null 2>&1 && ! "$BIN" "$1" --dry-run --store "$BIGSTORE" 2>&1 | grep -q 'not available yet'; }
 
 WORK_STORE="$W/work/agents/main/sessions/sessions.json"
-store_mb=$(du -sm "$W/store/agents/main/sessions" | cut -f1)
-big_mb=$(du -sm "$W/big/agents/main/sessions" | cut -f1)
+BIGWORK="$W/bigwork/agents/main/sessions"
+store_mb=$(du -sm "$SESS" | cut -f1)
+big_mb=$(du -sm "$BIGDIR/$SID.jsonl" | cut -f1)
+files=$(find "$SESS" -maxdepth 1 -type f | wc -l)
 cat_all # warm the page cache for every contender alike
 
-echo "## Run of $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "## Run of $(date -u +%Y-%m-%dT%H:%MZ), clawkeeper $(git rev-parse --short HEAD)$(git diff --quiet || echo '+changes')"
 echo
-echo "Machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -n1)), $(free -g | awk '/Mem:/{print $2}') GiB RAM; store $SESSIONS sessions, $store_mb MB; big transcript $big_mb MB; best of $RUNS runs, warm page cache."
+echo "- Machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -n1)), $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(uname -sr), $(df -T "$W" | awk 'NR==2{print $2}') on $(df "$W" | awk 'NR==2{print $1}')"
+echo "- Inputs: store of $SESSIONS sessions, $files files, $store_mb MB; one transcript of $big_mb MB ($(wc -l < "$BIGDIR/$SID.jsonl") lines)"
+echo "- Method: best wall time of $RUNS runs, warm page cache; writers work on a fresh copy each run (copy not timed) and are followed by sync"
 echo
 echo "| measurement | clawkeeper | baseline | ratio | target |"
 echo "|---|---|---|---|---|"
-
-ck=$(best_of "$BIN" cleanup --dry-run --json --store "$STORE")
+ck=$(best_of - "$BIN" cleanup --dry-run --json --store "$STORE")
 if [ -x "$ORACLE" ]; then
-  ref=$(RUNS=1 best_of "$ORACLE" sessions cleanup --dry-run --json --store "$STORE")
-  echo "| cleanup --dry-run --json | ${ck}s | reference ${ref}s | $(ratio "$ref" "$ck")× faster | ≥ 50× faster |"
+  "$ORACLE" sessions cleanup --dry-run --json --store "$STORE" > "$W/ref.json" 2>/dev/null || true
+  "$BIN" cleanup --dry-run --json --store "$STORE" > "$W/ck.json" 2>/dev/null || true
+  same=$(cmp -s "$W/ref.json" "$W/ck.json" && echo "identical output" || echo "OUTPUT DIFFERS")
+  ref=$(best_of - "$ORACLE" sessions cleanup --dry-run --json --store "$STORE")
+  echo "| cleanup --dry-run --json ($same) | ${ck}s | reference ${ref}s | $(ratio "$ref" "$ck")× faster | ≥ 50× faster |"
 else
   echo "| cleanup --dry-run --json | ${ck}s | reference not installed | – | ≥ 50× faster |"
 fi
-copy=$(best_of durable_copy)
+copy=$(best_of - durable_copy)
 for sub in strip-images prune-noreply; do
-  if supported "$sub"; then
-    t=$(best_of_fresh "$BIN" "$sub" --enforce --json --store "$WORK_STORE")
-    echo "| $sub --enforce | ${t}s | cp -r + sync ${copy}s | $(ratio "$t" "$copy")× the copy | ≤ 1.5× |"
-  else
-    echo "| $sub --enforce | not available yet | cp -r + sync ${copy}s | – | ≤ 1.5× |"
-  fi
+  t=$(best_of fresh_work then_sync "$BIN" "$sub" --enforce --json --store "$WORK_STORE")
+  echo "| $sub --enforce (store) | ${t}s | cp -r + sync ${copy}s | $(ratio "$t" "$copy")× the copy | ≤ 1.5× |"
 done
-c=$(best_of cat_all)
-if supported inspect; then
-  t=$(best_of "$BIN" inspect --json --store "$STORE")
-  echo "| inspect --json | ${t}s | cat ${c}s | $(ratio "$t" "$c")× cat | ≤ 3× |"
-else
-  echo "| inspect --json | not available yet | cat ${c}s | – | ≤ 3× |"
-fi
+c=$(best_of - cat_all)
+t=$(best_of - "$BIN" inspect --json --store "$STORE")
+echo "| inspect --json (store) | ${t}s | cat ${c}s | $(ratio "$t" "$c")× cat | ≤ 3× |"
+t=$(best_of - "$BIN" inspect --json --no-cleanup --store "$STORE")
+echo "| inspect --json --no-cleanup (store) | ${t}s | cat ${c}s | $(ratio "$t" "$c")× cat | – |"
 echo
-echo "Peak resident memory on the ${big_mb} MB transcript (target ≤ 64 MB):"
+echo "Peak resident memory on the $big_mb MB transcript (target ≤ 64 MB for every command):"
 echo
 echo "| command | peak RSS |"
 echo "|---|---|"
+BIGSTORE="$BIGDIR/sessions.json"
 echo "| cleanup --dry-run | $(peak_mb "$BIN" cleanup --dry-run --json --store "$BIGSTORE") MB |"
-for sub in strip-images prune-noreply compact inspect; do
-  if supported "$sub"; then
-    if [ "$sub" = inspect ]; then
-      echo "| inspect | $(peak_mb "$BIN" inspect --json --store "$BIGSTORE") MB |"
-    else
-      echo "| $sub --dry-run | $(peak_mb "$BIN" "$sub" --dry-run --json --store "$BIGSTORE") MB |"
-    fi
-  else
-    echo "| $sub | not available yet |"
-  fi
+for sub in strip-images prune-noreply compact; do
+  echo "| $sub --dry-run | $(peak_mb "$BIN" "$sub" --dry-run --json --store "$BIGSTORE") MB |"
+  fresh_big
+  echo "| $sub --enforce | $(peak_mb "$BIN" "$sub" --enforce --json --store "$BIGWORK/sessions.json") MB |"
 done
-rm -rf "$W/work" "$W/copy"
+fresh_big
+echo "| compact --successor --enforce | $(peak_mb "$BIN" compact --successor --enforce --json --store "$BIGWORK/sessions.json") MB |"
+echo "| inspect | $(peak_mb "$BIN" inspect --json --store "$BIGSTORE") MB |"
+rm -rf "$W/work" "$W/copy" "$W/bigwork"
