@@ -15,6 +15,7 @@ use crate::config::maintenance::{Maintenance, Overrides};
 use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
 use crate::fsutil::lock;
+use crate::maintenance::log::{Level, LogLine};
 use crate::maintenance::run::{self, Options, Preview};
 use crate::report::cleanup_text;
 use crate::store;
@@ -139,6 +140,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         }
     }
     let mut applied = Vec::new();
+    let console = ConsoleLog::new(&cfg, args.mode.json);
     for (t, p) in &runnable {
         let dir = run::sessions_dir_of(&t.store_path);
         if !dir.is_dir() && !args.mode.quiet {
@@ -147,12 +149,9 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
                 dir.display()
             );
         }
-        applied.push(run::apply(
-            &t.agent_id,
-            &t.store_path,
-            &opts,
-            Some(p.stamp),
-        )?);
+        let summary = run::apply(&t.agent_id, &t.store_path, &opts, Some(p.stamp))?;
+        console.write(&summary.logs)?;
+        applied.push(summary);
     }
     if applied.is_empty() && locked {
         return Ok(Exit::Locked);
@@ -165,6 +164,58 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     }
     let done = print(&out)?;
     Ok(if locked { Exit::Locked } else { done })
+}
+
+/// Where the `sessions/store` log lines of an applied run go, as OpenClaw's console logger
+/// sends them: lines below the console level (`$OPENCLAW_LOG_LEVEL`, else
+/// `logging.consoleLevel`, else `info`) are dropped; warnings go to stderr, other lines to
+/// stdout, or to stderr as well with `--json` (stdout then holds only the document).
+/// Always the plain compact style: no colours, no timestamps.
+struct ConsoleLog {
+    level: Level,
+    json: bool,
+    /// An `OPENCLAW_LOG_LEVEL` that is not a level: noted once, with the first line logged.
+    invalid_env: std::cell::Cell<Option<String>>,
+}
+
+impl ConsoleLog {
+    fn new(cfg: &crate::config::Config, json: bool) -> ConsoleLog {
+        let from_env = std::env::var("OPENCLAW_LOG_LEVEL")
+            .ok()
+            .map(|v| crate::config::grammar::js_trim(&v).to_string())
+            .filter(|v| !v.is_empty());
+        let env_level = from_env.as_deref().and_then(Level::parse);
+        let configured = match cfg.get(&["logging", "consoleLevel"]) {
+            Some(serde_json::Value::String(s)) => Level::parse(s),
+            _ => None,
+        };
+        ConsoleLog {
+            level: env_level.or(configured).unwrap_or(Level::Info),
+            json,
+            invalid_env: std::cell::Cell::new(from_env.filter(|_| env_level.is_none())),
+        }
+    }
+
+    fn write(&self, lines: &[LogLine]) -> Result<()> {
+        if !lines.is_empty()
+            && let Some(v) = self.invalid_env.take()
+        {
+            eprintln!(
+                "[openclaw] Ignoring invalid OPENCLAW_LOG_LEVEL=\"{v}\" (allowed: silent|fatal|error|warn|info|debug|trace)."
+            );
+        }
+        for line in lines.iter().filter(|l| l.level >= self.level) {
+            let text = format!("{}\n", line.console_text());
+            if self.json || line.level >= Level::Warn {
+                std::io::stderr().lock().write_all(text.as_bytes())?;
+            } else {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())?;
+                out.flush()?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The first transcript of an entry the plan removes that a live process has locked.
