@@ -2,11 +2,14 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 use clawkeeper::{cli::Cli, cmd, exit};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     match cmd::run(&cli) {
         Ok(code) => code.into(),
         Err(err) => {
@@ -16,6 +19,24 @@ fn main() -> ExitCode {
             eprintln!("clawkeeper: {err:#}");
             exit::exit_for_error(&err).into()
         }
+    }
+}
+
+/// Help and version go to stdout (exit 0). Other parse errors exit 2, except for `cleanup`,
+/// whose usage errors exit 1 as `openclaw sessions cleanup`'s do, so cron lines that check
+/// the exit code behave the same after the switch.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    if !e.use_stderr() {
+        return ExitCode::SUCCESS;
+    }
+    let subcommand = std::env::args_os()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'));
+    if subcommand.is_some_and(|s| s == "cleanup") {
+        exit::Exit::Error.into()
+    } else {
+        ExitCode::from(2)
     }
 }
 

@@ -43,6 +43,13 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         maintenance.mode.clone()
     };
     let dry_run = args.mode.dry_run;
+    // OpenClaw sends all console output to stderr whenever a `--json` word is on its command
+    // line, even as the value of another option (`--active-key --json`), so that stdout holds
+    // only JSON. The human report then goes to stderr too.
+    let json_on_command_line = std::env::args_os()
+        .skip(1)
+        .any(|a| a == "--json" || a.to_string_lossy().starts_with("--json="));
+    let to_stderr = json_on_command_line && !args.mode.json;
     let opts = Options {
         maintenance,
         mode: mode.clone(),
@@ -94,7 +101,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
                 cleanup_text::render_plan(&mut out, &cfg, p, previews.len() > 1);
             }
         }
-        return print(&out);
+        return print(&out, to_stderr);
     }
     // A removed entry whose transcript a live process has locked is in use: leave that
     // whole store alone and say so (exit 4), rather than clean it around a running session.
@@ -140,7 +147,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         }
     }
     let mut applied = Vec::new();
-    let console = ConsoleLog::new(&cfg, args.mode.json);
+    let console = ConsoleLog::new(&cfg, json_on_command_line);
     for (t, p) in &runnable {
         let dir = run::sessions_dir_of(&t.store_path);
         if !dir.is_dir() && !args.mode.quiet {
@@ -162,14 +169,15 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     } else {
         cleanup_text::render_applied(&mut out, &applied);
     }
-    let done = print(&out)?;
+    let done = print(&out, to_stderr)?;
     Ok(if locked { Exit::Locked } else { done })
 }
 
 /// Where the `sessions/store` log lines of an applied run go, as OpenClaw's console logger
 /// sends them: lines below the console level (`$OPENCLAW_LOG_LEVEL`, else
 /// `logging.consoleLevel`, else `info`) are dropped; warnings go to stderr, other lines to
-/// stdout, or to stderr as well with `--json` (stdout then holds only the document).
+/// stdout, or to stderr as well when `--json` is on the command line (stdout then holds only
+/// the document).
 /// Always the plain compact style: no colours, no timestamps.
 struct ConsoleLog {
     level: Level,
@@ -271,7 +279,11 @@ fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::V
     s
 }
 
-fn print(out: &str) -> Result<Exit> {
+fn print(out: &str, to_stderr: bool) -> Result<Exit> {
+    if to_stderr {
+        std::io::stderr().lock().write_all(out.as_bytes())?;
+        return Ok(Exit::Success);
+    }
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes())?;
     stdout.flush()?;
