@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::Value;
 
 use crate::storegen::{self, Case, ConfigVia};
-use crate::util::{Snap, TestEnv, clawkeeper_bin, line_diff, oracle_path, snapshot};
+use crate::util::{Snap, TestEnv, clawkeeper_bin, line_diff, oracle_node, oracle_path, snapshot};
 
 /// Output of one program run.
 struct Run {
@@ -128,28 +128,56 @@ fn clawkeeper_has_cleanup() -> bool {
     !String::from_utf8_lossy(&out.stderr).contains("not available yet")
 }
 
-fn cmd_args(case: &Case, root: &Path, mode: Option<&str>) -> Vec<String> {
-    let mut args = vec![
-        "--store".to_string(),
-        root.join(&case.store_rel).display().to_string(),
-    ];
+/// The arguments after `cleanup`, placeholders replaced by `root`; `ours` adds clawkeeper's
+/// own override flags.
+fn cmd_args(case: &Case, root: &Path, mode: Option<&str>, ours: bool) -> Vec<String> {
+    let root_str = root.to_str().unwrap();
+    let mut args: Vec<String> = case
+        .target
+        .iter()
+        .map(|a| a.replace(storegen::ROOT, root_str))
+        .collect();
     if let Some(m) = mode {
         args.push(m.to_string());
     }
-    args.push("--json".to_string());
+    if !case.text {
+        args.push("--json".to_string());
+    }
     args.extend(case.flags.iter().cloned());
+    if ours {
+        args.extend(case.ours_flags.iter().cloned());
+    }
     args
 }
 
-fn run_reference(oracle: &Path, case: &Case, root: &Path, mode: Option<&str>) -> Run {
-    let mut cmd = Command::new(oracle);
-    cmd.args(["sessions", "cleanup"])
-        .args(cmd_args(case, root, mode));
-    cmd.env("OPENCLAW_CONFIG_PATH", root.join(&case.config_rel))
-        .env("OPENCLAW_STATE_DIR", root.join("state"))
-        .env_remove("OPENCLAW_TRAJECTORY_DIR")
+/// The environment both programs share: state dir, `HOME`, `OPENCLAW_HOME`, no colours,
+/// nothing inherited that changes what they do.
+fn common_env(cmd: &mut Command, case: &Case, root: &Path) {
+    cmd.env("OPENCLAW_STATE_DIR", root.join("state"))
+        .env("HOME", root.join("home"))
         .env("NO_COLOR", "1")
+        .env_remove("OPENCLAW_TRAJECTORY_DIR")
+        .env_remove("OPENCLAW_LOG_LEVEL")
+        .env_remove("OPENCLAW_HOME")
+        .env_remove("USERPROFILE")
         .current_dir(root.join(&case.cwd_rel));
+    if let Some(h) = &case.openclaw_home {
+        cmd.env(
+            "OPENCLAW_HOME",
+            h.replace(storegen::ROOT, root.to_str().unwrap()),
+        );
+    }
+}
+
+/// The reference, started with its own Node directly (its wrapper would set `HOME`).
+fn run_reference(oracle: &Path, case: &Case, root: &Path, mode: Option<&str>) -> Run {
+    let dir = oracle.parent().unwrap();
+    let mut cmd = Command::new(oracle_node(oracle));
+    cmd.arg(dir.join("node_modules/openclaw/openclaw.mjs"))
+        .args(["sessions", "cleanup"])
+        .args(cmd_args(case, root, mode, false));
+    common_env(&mut cmd, case, root);
+    cmd.env("OPENCLAW_CONFIG_PATH", root.join(&case.config_rel));
     output(cmd)
 }
 
@@ -177,13 +205,9 @@ fn binary_under_test() -> std::path::PathBuf {
 
 fn run_clawkeeper(case: &Case, root: &Path, mode: Option<&str>) -> Run {
     let mut cmd = Command::new(binary_under_test());
-    cmd.arg("cleanup").args(cmd_args(case, root, mode));
-    cmd.env("OPENCLAW_STATE_DIR", root.join("state"))
-        .env("HOME", root.join("home"))
-        .env_remove("OPENCLAW_CONFIG_PATH")
-        .env_remove("OPENCLAW_TRAJECTORY_DIR")
-        .env("NO_COLOR", "1")
-        .current_dir(root.join(&case.cwd_rel));
+    cmd.arg("cleanup").args(cmd_args(case, root, mode, true));
+    common_env(&mut cmd, case, root);
+    cmd.env_remove("OPENCLAW_CONFIG_PATH");
     match case.config_via {
         ConfigVia::Env => {
             cmd.env("OPENCLAW_CONFIG_PATH", root.join(&case.config_rel));
@@ -207,15 +231,20 @@ fn output(mut cmd: Command) -> Run {
 
 fn describe_args(case: &Case) -> String {
     let mut s = format!(
-        "seed {}: cleanup --store <ROOT>/{} {{--dry-run | {}}} --json {}  (config {} via {:?}, cwd <ROOT>/{})",
+        "seed {}: cleanup {} {{--dry-run | {}}}{} {}  (config {} via {:?}, cwd <ROOT>/{}, ~ = <ROOT>/{})",
         case.seed,
-        case.store_rel,
+        case.target.join(" "),
         case.apply_flag.unwrap_or("<no mode flag>"),
+        if case.text { "" } else { " --json" },
         case.flags.join(" "),
         case.config_rel,
         case.config_via,
-        case.cwd_rel
+        case.cwd_rel,
+        case.home_rel,
     );
+    if !case.ours_flags.is_empty() {
+        s += &format!("\n    clawkeeper also gets: {}", case.ours_flags.join(" "));
+    }
     for note in &case.notes {
         s += &format!("\n    {note}");
     }
@@ -227,32 +256,49 @@ fn run_case(oracle: &Path, seed: u64, compare: bool) -> CaseResult {
     let env = TestEnv::new();
     let (r, k) = (env.dir().join("r"), env.dir().join("k"));
     let now = storegen::now_ms();
-    for root in [&r, &k] {
+    for (root, ours) in [(&r, false), (&k, true)] {
         std::fs::create_dir_all(root.join("home")).unwrap();
-        storegen::materialize(&case, root, now);
+        storegen::materialize(&case, root, now, ours);
     }
     let initial: BTreeSet<String> = snapshot(&r, &skip_runtime_state).into_keys().collect();
     let mut mismatches = Vec::new();
 
     let ref_dry = run_reference(oracle, &case, &r, Some("--dry-run"));
-    let reference_dry = serde_json::from_str(&ref_dry.stdout).ok();
+    let reference_dry = dry_run_report(&ref_dry.stdout);
     let reference_note = reference_dry
         .is_none()
         .then(|| format!("exit {}: {}", ref_dry.code, tail(&ref_dry.stderr, 600)));
     if compare {
         let ck_dry = run_ours(oracle, &case, &k, Some("--dry-run"));
-        compare_runs("--dry-run", &ref_dry, &ck_dry, &r, &k, &mut mismatches);
+        compare_runs(
+            "--dry-run",
+            &ref_dry,
+            &ck_dry,
+            &r,
+            &k,
+            case.text,
+            &mut mismatches,
+        );
     }
     let ref_apply = run_reference(oracle, &case, &r, case.apply_flag);
     if compare {
         let ck_apply = run_ours(oracle, &case, &k, case.apply_flag);
         let label = case.apply_flag.unwrap_or("apply (configured mode)");
-        compare_runs(label, &ref_apply, &ck_apply, &r, &k, &mut mismatches);
-        compare_trees(&r, &k, &initial, &mut mismatches);
+        compare_runs(
+            label,
+            &ref_apply,
+            &ck_apply,
+            &r,
+            &k,
+            case.text,
+            &mut mismatches,
+        );
+        let ours_config = case.ours_config.as_ref().map(|_| case.config_rel.as_str());
+        compare_trees(&r, &k, &initial, ours_config, &mut mismatches);
     }
     if !mismatches.is_empty() && std::env::var_os("CLAWKEEPER_PARITY_KEEP").is_some() {
         let orig = env.dir().join("orig");
-        storegen::materialize(&case, &orig, now);
+        storegen::materialize(&case, &orig, now, false);
         let kept = env.tmp.keep();
         mismatches.push(format!(
             "kept for inspection: {} (orig = input, r = after the reference, k = after clawkeeper)",
@@ -295,6 +341,7 @@ fn compare_runs(
     ours: &Run,
     r: &Path,
     k: &Path,
+    text: bool,
     out: &mut Vec<String>,
 ) {
     let (want, got) = (normalize(&reference.stdout, r), normalize(&ours.stdout, k));
@@ -306,11 +353,157 @@ fn compare_runs(
             first_line(&ours.stderr)
         ));
     }
-    if want != got {
+    let same = if text {
+        same_text(&want, &got)
+    } else {
+        want == got
+    };
+    if !same {
+        let what = if text { "text" } else { "--json" };
         out.push(format!(
-            "{label}: --json output differs:\n{}",
+            "{label}: {what} output differs:\n{}",
             line_diff(&want, &got)
         ));
+    }
+    let (want_log, got_log) = (log_lines(&reference.stderr), log_lines(&ours.stderr));
+    if want_log != got_log {
+        out.push(format!(
+            "{label}: sessions/store log lines on stderr differ:\n{}",
+            line_diff(&want_log, &got_log)
+        ));
+    }
+}
+
+/// The `[sessions/store]` lines of a program's stderr.
+fn log_lines(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("[sessions/store]"))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The dry-run report as JSON: parsed `--json` output, or the counters of the text plan.
+fn dry_run_report(stdout: &str) -> Option<Value> {
+    if let Ok(v) = serde_json::from_str::<Value>(stdout) {
+        return Some(v);
+    }
+    // Text plan (one store): `Would prune stale: 3` and friends.
+    let mut m = serde_json::Map::new();
+    let mut budget = serde_json::Map::new();
+    let mut unreferenced = serde_json::Map::new();
+    for line in stdout.lines() {
+        let num = |s: &str| s.trim().parse::<u64>().ok().map(Value::from);
+        let key = match line.split_once(": ") {
+            Some(("Would repair sessionFile metadata", v)) => ("repaired", num(v)),
+            Some(("Would prune missing transcripts", v)) => ("missing", num(v)),
+            Some(("Would retire stale direct DM sessions", v)) => ("dmScopeRetired", num(v)),
+            Some(("Would prune stale model-run probes", v)) => ("modelRunPruned", num(v)),
+            Some(("Would prune stale", v)) => ("pruned", num(v)),
+            Some(("Would cap overflow", v)) => ("capped", num(v)),
+            Some(("Would prune unreferenced artifacts", v)) => {
+                unreferenced.insert("removedFiles".into(), num(v)?);
+                continue;
+            }
+            Some(("Would enforce disk budget", v)) => {
+                // `<B> -> <A> bytes (files <f>, entries <e>)`
+                let f = v.split("files ").nth(1)?.split(',').next()?;
+                let e = v.split("entries ").nth(1)?.trim_end_matches(')');
+                budget.insert("removedFiles".into(), num(f)?);
+                budget.insert("removedEntries".into(), num(e)?);
+                continue;
+            }
+            _ => continue,
+        };
+        m.insert(key.0.into(), key.1?);
+    }
+    if m.is_empty() {
+        return None;
+    }
+    m.insert("unreferencedArtifacts".into(), Value::Object(unreferenced));
+    m.insert("diskBudget".into(), Value::Object(budget));
+    Some(Value::Object(m))
+}
+
+/// One `formatTimeAgo` cell: `just now`, `<n>m ago`, `<n>h ago`, `<n>d ago`.
+fn age_of(cell: &str) -> Option<(char, i64)> {
+    if cell == "just now" {
+        return Some(('m', 0));
+    }
+    let n = cell.strip_suffix(" ago")?;
+    let unit = n.chars().last()?;
+    let v = n[..n.len() - 1].parse().ok()?;
+    "mhd".contains(unit).then_some((unit, v))
+}
+
+/// Two ages a few seconds of wall clock apart can round differently: equal, or one unit
+/// apart (59m/1h and 47h/2d included).
+fn ages_close(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let (Some(x), Some(y)) = (age_of(a), age_of(b)) else {
+        return false;
+    };
+    let minutes = |(u, v): (char, i64)| match u {
+        'm' => v,
+        'h' => v * 60,
+        _ => v * 1440,
+    };
+    let (x, y) = (minutes(x).min(minutes(y)), minutes(x).max(minutes(y)));
+    // One rounding step at the scale of the larger value.
+    let step = if y < 60 {
+        1
+    } else if y < 48 * 60 {
+        60
+    } else {
+        1440
+    };
+    y - x <= step + 30
+}
+
+/// OpenClaw filters everything it prints through its secret redaction; of its patterns, the
+/// one generated data can hit is `fc-` followed by 10+ letters or digits (inside a UUID session
+/// id), which it prints as `***`. clawkeeper prints ids as they are (a deliberate difference,
+/// see the README), so the comparison masks those spans on both sides.
+fn mask_redaction(s: &str) -> String {
+    static RE: OnceLock<regex::Regex> = OnceLock::new();
+    RE.get_or_init(|| regex::Regex::new("fc-[A-Za-z0-9]{10,}").unwrap())
+        .replace_all(s, "***")
+        .into_owned()
+}
+
+/// Text reports compared line by line; in the action table the Age cells (which depend on
+/// when each program ran) may differ by one rounding step.
+pub(crate) fn same_text(want: &str, got: &str) -> bool {
+    if want == got {
+        return true;
+    }
+    let (want, got) = (&mask_redaction(want), &mask_redaction(got));
+    let (a, b): (Vec<&str>, Vec<&str>) = (want.lines().collect(), got.lines().collect());
+    if a.len() != b.len() || want.ends_with('\n') != got.ends_with('\n') {
+        return false;
+    }
+    a.iter().zip(&b).all(|(x, y)| x == y || same_row(x, y))
+}
+
+/// An action-table row: Action (19) Key (26) Age (9) Model (14) Flags, space-joined.
+fn same_row(a: &str, b: &str) -> bool {
+    let split = |l: &str| -> Option<(String, String, String)> {
+        let head: String = l.chars().take(47).collect();
+        let rest: String = l.chars().skip(47).collect();
+        let age_end = rest.find(" ago").map(|i| i + 4).or_else(|| {
+            rest.starts_with("just now")
+                .then_some(8)
+                .or_else(|| rest.starts_with("unknown").then_some(7))
+        })?;
+        let age = rest[..age_end].to_string();
+        let tail = rest[age_end..].trim_start().to_string();
+        Some((head, age, tail))
+    };
+    match (split(a), split(b)) {
+        (Some((h1, a1, t1)), Some((h2, a2, t2))) => h1 == h2 && t1 == t2 && ages_close(&a1, &a2),
+        _ => false,
     }
 }
 
@@ -364,8 +557,20 @@ fn show(snaps: &[Snap]) -> String {
         .join(" + ")
 }
 
-fn compare_trees(r: &Path, k: &Path, initial: &BTreeSet<String>, out: &mut Vec<String>) {
-    let (want, got) = (tree(r, initial), tree(k, initial));
+/// Compare the resulting trees; `skip` is a file that differs by design (clawkeeper's own
+/// config, when the case gives it different text).
+fn compare_trees(
+    r: &Path,
+    k: &Path,
+    initial: &BTreeSet<String>,
+    skip: Option<&str>,
+    out: &mut Vec<String>,
+) {
+    let (mut want, mut got) = (tree(r, initial), tree(k, initial));
+    if let Some(s) = skip {
+        want.remove(s);
+        got.remove(s);
+    }
     let mut report = String::new();
     for (name, w) in &want {
         match got.get(name) {
@@ -499,18 +704,33 @@ fn dump_parity_case() {
     );
     let case = storegen::generate(seed, storegen::now_ms());
     std::fs::create_dir_all(dir.join("home")).unwrap();
-    storegen::materialize(&case, &dir, storegen::now_ms());
+    storegen::materialize(&case, &dir, storegen::now_ms(), false);
     println!(
         "{}",
         describe_args(&case).replace("<ROOT>", dir.to_str().unwrap())
     );
+    let d = dir.display();
+    let home = match &case.openclaw_home {
+        Some(h) => format!(
+            "HOME={d}/home OPENCLAW_HOME={}",
+            h.replace(storegen::ROOT, dir.to_str().unwrap())
+        ),
+        None => format!("HOME={d}/home"),
+    };
     println!(
-        "cd {}/{} && OPENCLAW_CONFIG_PATH={}/{} OPENCLAW_STATE_DIR={}/state openclaw sessions {}",
-        dir.display(),
+        "cd {d}/{} && {home} OPENCLAW_CONFIG_PATH={d}/{} OPENCLAW_STATE_DIR={d}/state NO_COLOR=1 \\\n  node openclaw.mjs sessions cleanup {}",
         case.cwd_rel,
-        dir.display(),
         case.config_rel,
-        dir.display(),
-        cmd_args(&case, &dir, Some("--dry-run")).join(" ")
+        cmd_args(&case, &dir, Some("--dry-run"), false).join(" ")
+    );
+    println!(
+        "clawkeeper: cleanup {} (config via {:?}{})",
+        cmd_args(&case, &dir, Some("--dry-run"), true).join(" "),
+        case.config_via,
+        if case.ours_config.is_some() {
+            "; its own config text differs: keys moved to flags"
+        } else {
+            ""
+        }
     );
 }
