@@ -20,6 +20,15 @@ Exit codes:
   4   something was skipped because its lock is held by a live process
   5   refused: the plan would remove more entries than --max-delete allows";
 
+/// [`EXIT_CODES_HELP`] for `cleanup`, whose usage errors exit 1 as OpenClaw's do.
+pub const CLEANUP_EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   success (a dry run that would change things is still a success)
+  1   error: bad arguments (usage errors too, as in OpenClaw), unreadable input, an I/O failure
+  3   refused: the input is unsafe to write (unparsable sessions.json, agent moved to SQLite, …)
+  4   something was skipped because its lock is held by a live process
+  5   refused: the plan would remove more entries than --max-delete allows";
+
 /// Offline maintenance for OpenClaw-style agent session stores.
 ///
 /// clawkeeper reads `~/.openclaw/agents/<agentId>/sessions/` (or any `--store` path) with no
@@ -46,7 +55,7 @@ pub enum Command {
     /// (mode `enforce`), a repeated option takes its last value, an option's value may start
     /// with `-`, and usage errors exit 1.
     #[command(
-        after_long_help = EXIT_CODES_HELP,
+        after_long_help = CLEANUP_EXIT_CODES_HELP,
         args_override_self = true,
         allow_hyphen_values = true
     )]

@@ -1,4 +1,5 @@
-//! Exit codes: the one place they are defined. `cli::EXIT_CODES_HELP` lists them for `--help`.
+//! Exit codes: the one place they are defined. `cli::EXIT_CODES_HELP` (and
+//! `cli::CLEANUP_EXIT_CODES_HELP`) list them for `--help`.
 
 use std::process::ExitCode;
 

@@ -46,6 +46,8 @@ struct CaseResult {
     /// Readable mismatch reports; empty when the programs agree (or clawkeeper was not run).
     mismatches: Vec<String>,
     args: String,
+    /// Which of the generator's less common shapes this case has (see [`features`]).
+    features: Vec<&'static str>,
 }
 
 struct Suite {
@@ -311,7 +313,50 @@ fn run_case(oracle: &Path, seed: u64, compare: bool) -> CaseResult {
         reference_note,
         mismatches,
         args: describe_args(&case),
+        features: features(&case),
     }
+}
+
+/// The shapes of a case that exercise the rarer paths: how the target is named, where `~`
+/// points, overrides given as flags, human text, and message-less transcripts near 4 KiB
+/// with `--fix-missing`.
+fn features(case: &Case) -> Vec<&'static str> {
+    let mut f = Vec::new();
+    let t = &case.target;
+    match t.first().map(String::as_str) {
+        None => f.push("no target flag"),
+        Some("--agent") if t.len() == 2 => f.push("--agent"),
+        Some("--all-agents") if t.len() == 1 => f.push("--all-agents"),
+        Some("--store") if t.len() == 2 => {
+            let s = &t[1];
+            if s.starts_with('~') {
+                f.push("--store ~/…");
+            } else if !s.starts_with(storegen::ROOT) {
+                f.push("--store relative");
+            }
+            if s.contains("{agentId}") {
+                f.push("--store {agentId}");
+            }
+        }
+        _ => f.push("conflicting target flags"),
+    }
+    if case.notes.iter().any(|n| n.starts_with("session.store")) {
+        f.push("session.store");
+    }
+    if case.openclaw_home.is_some() {
+        f.push("OPENCLAW_HOME");
+    }
+    if !case.ours_flags.is_empty() {
+        f.push("override flags");
+    }
+    if case.text {
+        f.push("human text");
+    }
+    let fix_missing = case.flags.iter().any(|x| x == "--fix-missing");
+    if fix_missing && case.notes.iter().any(|n| n.starts_with("message-less")) {
+        f.push("--fix-missing with message-less transcripts");
+    }
+    f
 }
 
 fn tail(s: &str, n: usize) -> &str {
@@ -668,6 +713,35 @@ fn generator_reaches_every_cleanup_counter() {
         );
         if hits == 0 {
             missing.push(path.join("."));
+        }
+    }
+    // The rarer shapes, where the reference ran without error (checked on long runs only).
+    let mut shapes: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in suite.results.iter().filter(|r| r.reference_dry.is_some()) {
+        for f in &r.features {
+            *shapes.entry(f).or_default() += 1;
+        }
+    }
+    for f in [
+        "no target flag",
+        "--agent",
+        "--all-agents",
+        "--store ~/…",
+        "--store relative",
+        "--store {agentId}",
+        "session.store",
+        "OPENCLAW_HOME",
+        "override flags",
+        "human text",
+        "--fix-missing with message-less transcripts",
+    ] {
+        let hits = shapes.get(f).copied().unwrap_or(0);
+        eprintln!(
+            "coverage: {f:<44} in {hits} of {} seeds",
+            suite.results.len()
+        );
+        if hits == 0 && suite.results.len() >= 100 {
+            missing.push(f.to_string());
         }
     }
     let silent = suite

@@ -233,6 +233,10 @@ impl Gen {
             Presence::Empty => self.file(rel, Vec::new(), age),
             Presence::Messageless => {
                 let text = transcript::messageless(&mut self.rng, sid, start);
+                self.notes.push(format!(
+                    "message-less transcript {rel} ({} bytes)",
+                    text.len()
+                ));
                 self.file(rel, text, age);
             }
             Presence::Symlink => {
