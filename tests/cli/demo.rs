@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::parity::same_text;
+use crate::textcmp::same_text;
 use crate::util::{
     TestEnv, copy_dir, line_diff, oracle_node, oracle_path, session_context_script, snapshot,
 };

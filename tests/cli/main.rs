@@ -3,6 +3,7 @@
 //! helpers, every other module one topic.
 
 mod cleanup;
+mod cleanup_cli;
 mod cleanup_safety;
 mod compact;
 mod compact_successor;
@@ -15,6 +16,7 @@ mod parity;
 mod properties;
 mod safety;
 mod storegen;
+mod textcmp;
 mod transcript;
 mod transcript_safety;
 mod transcript_store;
