@@ -40,7 +40,15 @@ pub enum Command {
     /// as `.deleted.<timestamp>`, ages out old archives, deletes unreferenced artifacts and
     /// enforces the disk budget, in OpenClaw's order. With neither `--dry-run` nor `--enforce`
     /// it follows `session.maintenance.mode` from openclaw.json (default `enforce`).
-    #[command(after_long_help = EXIT_CODES_HELP)]
+    ///
+    /// The command line is read as OpenClaw reads it: `--dry-run` with `--enforce` previews
+    /// (mode `enforce`), a repeated option takes its last value, an option's value may start
+    /// with `-`, and usage errors exit 1.
+    #[command(
+        after_long_help = EXIT_CODES_HELP,
+        args_override_self = true,
+        allow_hyphen_values = true
+    )]
     Cleanup(CleanupArgs),
     /// Remove runs of silent `NO_REPLY` assistant replies from transcripts, on disk.
     ///
@@ -115,12 +123,36 @@ pub struct ModeArgs {
     pub wait_lock: Option<String>,
 }
 
+/// Preview or apply, for `cleanup`: [`ModeArgs`] without the conflict between `--dry-run` and
+/// `--enforce`. OpenClaw accepts both together: the dry run wins, and `--enforce` still makes
+/// the previewed mode `enforce`.
+#[derive(Debug, Clone, Args)]
+pub struct CleanupModeArgs {
+    /// Preview only: never write, rename or delete anything (also with `--enforce`, which
+    /// then only sets the previewed mode).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Apply the changes, in enforce mode even when `session.maintenance.mode` is `warn`.
+    #[arg(long)]
+    pub enforce: bool,
+    /// Print one JSON document on stdout instead of the human report.
+    #[arg(long)]
+    pub json: bool,
+    /// No notes of clawkeeper's own on stderr (OpenClaw's log lines still appear).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Wait up to this long (e.g. `30s`) for the locks of transcripts whose entries the plan
+    /// removes, when a live process holds them.
+    #[arg(long, value_name = "DURATION")]
+    pub wait_lock: Option<String>,
+}
+
 #[derive(Debug, Clone, Args)]
 pub struct CleanupArgs {
     #[command(flatten)]
     pub target: TargetArgs,
     #[command(flatten)]
-    pub mode: ModeArgs,
+    pub mode: CleanupModeArgs,
     /// Remove entries whose transcript file is missing.
     #[arg(long)]
     pub fix_missing: bool,

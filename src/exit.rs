@@ -38,8 +38,9 @@ exit_codes! {
     Success = 0, "success (also a preview or dry run that would change something)";
     /// An error: bad values, unreadable input, an unknown agent or session key, an I/O failure.
     Error = 1, "error: bad value, unreadable input, unknown agent or session key, I/O";
-    /// The command line did not parse (reported by the argument parser).
-    Usage = 2, "usage error: unknown flag, missing or malformed argument";
+    /// The command line did not parse (reported by the argument parser). `cleanup` exits 1
+    /// instead, as `openclaw sessions cleanup` does.
+    Usage = 2, "usage error: unknown flag, missing or bad argument (cleanup exits 1)";
     /// Refused: the input is unsafe to write (unparsable store, agent moved to SQLite, …).
     Refused = 3, "refused, nothing written: unsafe input or a rewrite that failed validation";
     /// Something was skipped because its lock is held by a live process.

@@ -1,12 +1,12 @@
 //! The `clawkeeper` binary: parse the command line, run, map the outcome to an exit code.
 //!
 //! Errors are printed as one line, `clawkeeper: …`; a usage error from the argument parser
-//! keeps clap's text (with its usage hint) under a `clawkeeper: ` first line and exits 2.
+//! keeps clap's text (with its usage hint) under a `clawkeeper: ` first line and exits 2 (1 for `cleanup`, as OpenClaw does).
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 use clawkeeper::{cli::Cli, cmd, exit};
 
 fn main() -> ExitCode {
@@ -41,7 +41,16 @@ fn parse_failure(e: &clap::Error) -> ExitCode {
         None => format!("a command is required\n\n{text}"),
     };
     let _ = write!(std::io::stderr().lock(), "clawkeeper: {text}");
-    exit::Exit::Usage.into()
+    // `cleanup`'s usage errors exit 1 as `openclaw sessions cleanup`'s do, so cron lines that
+    // check the exit code behave the same after the switch.
+    let subcommand = std::env::args_os()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'));
+    if subcommand.is_some_and(|s| s == "cleanup") {
+        exit::Exit::Error.into()
+    } else {
+        exit::Exit::Usage.into()
+    }
 }
 
 /// Error text on one line: line breaks inside a message become "; ".

@@ -15,6 +15,7 @@ use crate::config::maintenance::{Maintenance, Overrides};
 use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
 use crate::fsutil::lock;
+use crate::maintenance::log::{Level, LogLine};
 use crate::maintenance::run::{self, Options, Preview};
 use crate::progress::{self, Progress};
 use crate::report::cleanup_text;
@@ -43,6 +44,13 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         maintenance.mode.clone()
     };
     let dry_run = args.mode.dry_run;
+    // OpenClaw sends all console output to stderr whenever a `--json` word is on its command
+    // line, even as the value of another option (`--active-key --json`), so that stdout holds
+    // only JSON. The human report then goes to stderr too.
+    let json_on_command_line = std::env::args_os()
+        .skip(1)
+        .any(|a| a == "--json" || a.to_string_lossy().starts_with("--json="));
+    let to_stderr = json_on_command_line && !args.mode.json;
     let opts = Options {
         maintenance,
         mode: mode.clone(),
@@ -99,7 +107,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
             }
         }
         progress.finish();
-        return print(&out);
+        return print(&out, to_stderr);
     }
     // A removed entry whose transcript a live process has locked is in use: leave that
     // whole store alone and say so (exit 4), rather than clean it around a running session.
@@ -150,6 +158,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         }
     }
     let mut applied = Vec::new();
+    let console = ConsoleLog::new(&cfg, json_on_command_line);
     for (t, p) in &runnable {
         let dir = run::sessions_dir_of(&t.store_path);
         if !dir.is_dir() && !args.mode.quiet {
@@ -161,12 +170,9 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
             });
         }
         progress.message(&format!("cleaning {}", t.store_path.display()));
-        applied.push(run::apply(
-            &t.agent_id,
-            &t.store_path,
-            &opts,
-            Some(p.stamp),
-        )?);
+        let summary = run::apply(&t.agent_id, &t.store_path, &opts, Some(p.stamp))?;
+        progress.suspend(|| console.write(&summary.logs))?;
+        applied.push(summary);
     }
     progress.finish();
     if applied.is_empty() && locked {
@@ -178,8 +184,61 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     } else {
         cleanup_text::render_applied(&mut out, &applied);
     }
-    let done = print(&out)?;
+    let done = print(&out, to_stderr)?;
     Ok(if locked { Exit::Locked } else { done })
+}
+
+/// Where the `sessions/store` log lines of an applied run go, as OpenClaw's console logger
+/// sends them: lines below the console level (`$OPENCLAW_LOG_LEVEL`, else
+/// `logging.consoleLevel`, else `info`) are dropped; warnings go to stderr, other lines to
+/// stdout, or to stderr as well when `--json` is on the command line (stdout then holds only
+/// the document).
+/// Always the plain compact style: no colours, no timestamps.
+struct ConsoleLog {
+    level: Level,
+    json: bool,
+    /// An `OPENCLAW_LOG_LEVEL` that is not a level: noted once, with the first line logged.
+    invalid_env: std::cell::Cell<Option<String>>,
+}
+
+impl ConsoleLog {
+    fn new(cfg: &crate::config::Config, json: bool) -> ConsoleLog {
+        let from_env = std::env::var("OPENCLAW_LOG_LEVEL")
+            .ok()
+            .map(|v| crate::config::grammar::js_trim(&v).to_string())
+            .filter(|v| !v.is_empty());
+        let env_level = from_env.as_deref().and_then(Level::parse);
+        let configured = match cfg.get(&["logging", "consoleLevel"]) {
+            Some(serde_json::Value::String(s)) => Level::parse(s),
+            _ => None,
+        };
+        ConsoleLog {
+            level: env_level.or(configured).unwrap_or(Level::Info),
+            json,
+            invalid_env: std::cell::Cell::new(from_env.filter(|_| env_level.is_none())),
+        }
+    }
+
+    fn write(&self, lines: &[LogLine]) -> Result<()> {
+        if !lines.is_empty()
+            && let Some(v) = self.invalid_env.take()
+        {
+            eprintln!(
+                "[openclaw] Ignoring invalid OPENCLAW_LOG_LEVEL=\"{v}\" (allowed: silent|fatal|error|warn|info|debug|trace)."
+            );
+        }
+        for line in lines.iter().filter(|l| l.level >= self.level) {
+            let text = format!("{}\n", line.console_text());
+            if self.json || line.level >= Level::Warn {
+                std::io::stderr().lock().write_all(text.as_bytes())?;
+            } else {
+                let mut out = std::io::stdout().lock();
+                out.write_all(text.as_bytes())?;
+                out.flush()?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The first transcript of an entry the plan removes that a live process has locked.
@@ -235,7 +294,11 @@ fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::V
     s
 }
 
-fn print(out: &str) -> Result<Exit> {
+fn print(out: &str, to_stderr: bool) -> Result<Exit> {
+    if to_stderr {
+        std::io::stderr().lock().write_all(out.as_bytes())?;
+        return Ok(Exit::Success);
+    }
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes())?;
     stdout.flush()?;

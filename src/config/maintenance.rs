@@ -109,6 +109,13 @@ impl Maintenance {
             obj.insert("pruneAfter".into(), Value::String(p.clone()));
         }
         if let Some(n) = o.max_entries {
+            if n == 0 {
+                return Err(
+                    "invalid --max-entries 0: use a positive number of entries (OpenClaw's config \
+                     refuses session.maintenance.maxEntries 0 too)"
+                        .into(),
+                );
+            }
             obj.insert("maxEntries".into(), Value::from(n));
         }
         if let Some(r) = &o.reset_archive_retention {
@@ -206,5 +213,11 @@ mod tests {
             ..Default::default()
         };
         assert!(Maintenance::with_overrides(None, &bad).is_err());
+        let zero = Overrides {
+            max_entries: Some(0),
+            ..Default::default()
+        };
+        let e = Maintenance::with_overrides(None, &zero).unwrap_err();
+        assert!(e.contains("--max-entries 0"), "{e}");
     }
 }

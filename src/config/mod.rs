@@ -25,13 +25,42 @@ pub struct Env {
     pub home: Option<PathBuf>,
 }
 
+/// `normalize` of OpenClaw's home-dir module: trimmed; empty, `undefined` and `null` are unset.
+fn home_value(v: Option<std::ffi::OsString>) -> Option<String> {
+    let v = v?.to_string_lossy().into_owned();
+    let t = js_trim(&v);
+    (!t.is_empty() && t != "undefined" && t != "null").then(|| t.to_string())
+}
+
+/// Replace a leading `~` that is followed by nothing, `/` or `\` (`/^~(?=$|[\\/])/`).
+fn expand_tilde(input: &str, home: &str) -> Option<String> {
+    let rest = input.strip_prefix('~')?;
+    (rest.is_empty() || rest.starts_with('/') || rest.starts_with('\\'))
+        .then(|| format!("{home}{rest}"))
+}
+
 impl Env {
-    /// Read `OPENCLAW_STATE_DIR`, `OPENCLAW_CONFIG_PATH`, `OPENCLAW_HOME` and `HOME`.
+    /// Read `OPENCLAW_STATE_DIR`, `OPENCLAW_CONFIG_PATH`, `OPENCLAW_HOME` and `HOME`, as
+    /// OpenClaw's `resolveRequiredHomeDir` does: `OPENCLAW_HOME` first (a leading `~` in it is
+    /// the OS home), else `HOME`, else `USERPROFILE`, else the account's home directory,
+    /// else the working directory.
     pub fn from_process() -> Env {
-        let home = std::env::var_os("OPENCLAW_HOME")
-            .filter(|h| !h.is_empty())
-            .or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()))
-            .map(PathBuf::from);
+        let os_home = home_value(std::env::var_os("HOME"))
+            .or_else(|| home_value(std::env::var_os("USERPROFILE")))
+            .or_else(|| home_value(std::env::home_dir().map(Into::into)));
+        let home = match home_value(std::env::var_os("OPENCLAW_HOME")) {
+            Some(h) if h.starts_with('~') => match &os_home {
+                Some(os) => Some(expand_tilde(&h, os).unwrap_or(h)),
+                None if expand_tilde(&h, "").is_some() => None,
+                None => Some(h),
+            },
+            Some(h) => Some(h),
+            None => os_home,
+        };
+        let home = Some(match home {
+            Some(h) => crate::store::paths::resolve(Path::new(&h)),
+            None => crate::store::paths::resolve(Path::new(".")),
+        });
         Env {
             state_dir: std::env::var("OPENCLAW_STATE_DIR").ok(),
             config_path: std::env::var("OPENCLAW_CONFIG_PATH").ok(),
@@ -44,16 +73,12 @@ impl Env {
         self.home.clone().unwrap_or_else(|| PathBuf::from("/"))
     }
 
-    /// Expand a leading `~` and make the path absolute against the cwd, lexically.
+    /// Expand a leading `~` (alone, or before `/` or `\`) and make the path absolute against
+    /// the cwd, lexically.
     pub fn resolve_user_path(&self, input: &str) -> PathBuf {
-        let expanded = if input == "~" {
-            self.home()
-        } else if let Some(rest) = input.strip_prefix("~/") {
-            self.home().join(rest)
-        } else {
-            PathBuf::from(input)
-        };
-        crate::store::paths::resolve(&expanded)
+        let home = self.home();
+        let expanded = expand_tilde(input, &home.to_string_lossy());
+        crate::store::paths::resolve(Path::new(expanded.as_deref().unwrap_or(input)))
     }
 
     /// `$OPENCLAW_STATE_DIR` (trimmed, `~` expanded), else `~/.openclaw`.
@@ -353,6 +378,25 @@ mod tests {
             assert!(msg.starts_with(&want), "{msg:?} should start with {want:?}");
             assert!(msg.len() > want.len() + 3, "{msg}");
         }
+    }
+
+    #[test]
+    fn tilde_forms() {
+        let env = Env {
+            home: Some("/h".into()),
+            ..Default::default()
+        };
+        assert_eq!(env.resolve_user_path("~"), PathBuf::from("/h"));
+        assert_eq!(env.resolve_user_path("~/a/b"), PathBuf::from("/h/a/b"));
+        assert_eq!(env.resolve_user_path("~\\a"), PathBuf::from("/h\\a"));
+        assert!(env.resolve_user_path("~x/a").ends_with("~x/a"));
+        assert_eq!(
+            expand_tilde("~/oc", "/home/u").as_deref(),
+            Some("/home/u/oc")
+        );
+        assert_eq!(expand_tilde("~oc", "/home/u"), None);
+        assert_eq!(home_value(Some(" null ".into())), None);
+        assert_eq!(home_value(Some(" /h ".into())).as_deref(), Some("/h"));
     }
 
     #[test]

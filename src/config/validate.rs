@@ -1,6 +1,7 @@
 //! The part of OpenClaw's config schema that cleanup depends on: `session.dmScope`,
-//! `session.store` and the strict `session.maintenance` object (types, enums, positive
-//! integers, and the duration/size grammars). OpenClaw refuses to run on an invalid config
+//! `session.store`, `logging.consoleLevel` and `consoleStyle`, and the strict
+//! `session.maintenance` object (types, enums, positive integers, and the duration/size
+//! grammars). OpenClaw refuses to run on an invalid config
 //! (exit 1); so does clawkeeper, naming each problem the same way.
 
 use serde_json::Value;
@@ -24,9 +25,41 @@ fn stringified(v: &Value) -> String {
     }
 }
 
+/// `logging.consoleLevel` and `logging.consoleStyle`, which decide the console log lines.
+/// (The rest of `logging` is not checked.)
+fn logging_problems(root: &Value, out: &mut Vec<String>) {
+    let Some(logging) = root.get("logging") else {
+        return;
+    };
+    let Value::Object(logging) = logging else {
+        out.push("logging: Invalid input".into());
+        return;
+    };
+    if let Some(v) = logging.get("consoleLevel")
+        && !matches!(
+            v.as_str(),
+            Some("silent" | "fatal" | "error" | "warn" | "info" | "debug" | "trace")
+        )
+    {
+        out.push(
+            "logging.consoleLevel: Invalid input (allowed: \"silent\", \"fatal\", \"error\", \"warn\", \"info\", \"debug\", \"trace\")"
+                .into(),
+        );
+    }
+    if let Some(v) = logging.get("consoleStyle")
+        && !matches!(v.as_str(), Some("pretty" | "compact" | "json"))
+    {
+        out.push(
+            "logging.consoleStyle: Invalid input (allowed: \"pretty\", \"compact\", \"json\")"
+                .into(),
+        );
+    }
+}
+
 /// Problems in the config, as `path: message` lines (empty = valid).
 pub fn problems(root: &Value) -> Vec<String> {
     let mut out = Vec::new();
+    logging_problems(root, &mut out);
     let Some(session) = root.get("session") else {
         return out;
     };
@@ -102,5 +135,21 @@ mod tests {
         );
         assert_eq!(p.len(), 5, "{p:?}");
         assert!(!problems(&json!({"session": {"maintenance": {"maxEntries": 2.5}}})).is_empty());
+        assert!(
+            problems(&json!({"logging": {"consoleLevel": "warn", "consoleStyle": "json"}}))
+                .is_empty()
+        );
+        assert_eq!(
+            problems(&json!({"logging": {"consoleLevel": " warn "}})).len(),
+            1
+        );
+        assert_eq!(
+            problems(&json!({"logging": {"consoleStyle": "fancy"}})).len(),
+            1
+        );
+        assert_eq!(
+            problems(&json!({"logging": "loud"})),
+            ["logging: Invalid input"]
+        );
     }
 }

@@ -5,13 +5,15 @@
 //! steps for real, in OpenClaw's order: fix-missing and dm-scope removals, model-run probes,
 //! stale prune, cap, archiving of removed transcripts as `.deleted.<ts>`, archive retention,
 //! disk budget, store write, dm-scope archiving, unreferenced sweep. The step functions live in
-//! `entries` (store entries), `files` (the sessions directory) and `budget` (budget and sweep).
+//! `entries` (store entries), `files` (the sessions directory) and `budget` (budget and sweep);
+//! `log` decides the `sessions/store` lines an applied run logs.
 //!
 //! Like the reference, every step reads the clock itself (`now_ms`).
 
 pub mod budget;
 pub mod entries;
 pub mod files;
+pub mod log;
 pub mod run;
 
 /// `Date.now()`.

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, RemovedFiles};
+use super::log::{self, LogLine};
 use crate::config::maintenance::Maintenance;
 use crate::fsutil::Confined;
 use crate::keys;
@@ -57,6 +58,8 @@ pub struct Summary {
     pub would_mutate: bool,
     /// `appliedCount` for applied runs.
     pub applied_count: Option<u64>,
+    /// What the applied run logged (`sessions/store` lines), in order; empty for previews.
+    pub logs: Vec<LogLine>,
 }
 
 impl Summary {
@@ -271,6 +274,7 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         unreferenced,
         disk_budget,
         applied_count: None,
+        logs: Vec::new(),
     };
     Ok(Preview {
         summary,
@@ -370,6 +374,10 @@ pub fn apply(
             o.is_warn(),
             &mut ignored,
         )?;
+        let logs = warn_logs(&s, o)
+            .into_iter()
+            .chain(log::budget(disk_budget.as_ref(), o.is_warn()))
+            .collect();
         return Ok(Summary {
             agent_id: agent_id.to_string(),
             store_path: store_path.to_string_lossy().into_owned(),
@@ -390,14 +398,17 @@ pub fn apply(
             disk_budget,
             would_mutate: false,
             applied_count: Some(s.len() as u64),
+            logs,
         });
     }
     let confined = Confined::new(&dir)?;
     let d = Dir::new(&dir, store_path, Some(&confined));
     let mut budget_removed = Vec::new();
     let (model_runs, stale, capped, disk_budget);
+    let mut logs = Vec::new();
     if o.is_warn() {
         (model_runs, stale, capped) = (0, 0, 0);
+        logs.extend(warn_logs(&s, o));
         disk_budget = budget::enforce(
             &d,
             &mut s,
@@ -425,6 +436,7 @@ pub fn apply(
         for (_, e) in mr.iter().chain(&st).chain(&cp) {
             removed.remember(e);
         }
+        logs.extend(log::entry_steps(mr.len(), st.len(), cp.len()));
         let referenced = files::referenced_ids(&s);
         let dirs = files::archive_removed(&confined, &removed, &referenced, &dir, &o.home);
         if !removed.0.is_empty() {
@@ -455,6 +467,7 @@ pub fn apply(
         )?;
         (model_runs, stale, capped) = (mr.len() as u64, st.len() as u64, cp.len() as u64);
     }
+    logs.extend(log::budget(disk_budget.as_ref(), o.is_warn()));
     let after_count = s.len() as u64;
     store::save(
         &confined,
@@ -510,5 +523,21 @@ pub fn apply(
         unreferenced,
         disk_budget,
         applied_count: Some(after_count),
+        logs,
     })
+}
+
+/// Warn mode's warning about the `--active-key` entry (nothing in enforce mode).
+fn warn_logs(s: &Store, o: &Options) -> Option<LogLine> {
+    if !o.is_warn() {
+        return None;
+    }
+    let m = &o.maintenance;
+    log::active_session(
+        s,
+        o.active_key.as_deref(),
+        m.prune_after_ms,
+        m.max_entries,
+        super::now_ms(),
+    )
 }

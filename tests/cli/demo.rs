@@ -1,6 +1,7 @@
-//! The demo state dir (`fixtures/demo`): its transcripts load in the reference runtime, and the
-//! reference's cleanup finds work for every step on it, so the demo stays worth running. Every
-//! run happens on a copy; the committed fixture is checked to be untouched afterwards.
+//! The demo state dir (`fixtures/demo`): its transcripts load in the reference runtime, the
+//! reference's cleanup finds work for every step on it, so the demo stays worth running, and
+//! the README's first command, run as written on a fresh copy, prints what the reference
+//! prints. Every run happens on a copy; the committed fixture is checked to be untouched.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -8,7 +9,10 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::util::{TestEnv, copy_dir, oracle_node, oracle_path, session_context_script, snapshot};
+use crate::textcmp::same_text;
+use crate::util::{
+    TestEnv, copy_dir, line_diff, oracle_node, oracle_path, session_context_script, snapshot,
+};
 
 fn demo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo")
@@ -178,6 +182,124 @@ fn demo_gives_the_reference_work_for_every_step() {
     let kept = store.as_object().unwrap().len() as u64;
     assert_eq!(counter(&applied, &["appliedCount"]), kept);
     assert!(kept < counter(&applied, &["beforeCount"]), "{applied:#}");
+    assert_eq!(
+        snapshot(&demo_dir(), &|_| false),
+        before,
+        "the committed fixture changed"
+    );
+}
+
+/// The README's first command, as written: the arguments after `cargo run --release --`.
+fn readme_first_command() -> Vec<String> {
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let section = readme
+        .split("## First two commands")
+        .nth(1)
+        .expect("README has a \"First two commands\" section");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh code block");
+    let first = block.lines().next().expect("a first command");
+    let args = first
+        .strip_prefix("cargo run --release -- ")
+        .unwrap_or_else(|| panic!("first command is not `cargo run --release -- …`: {first}"));
+    args.split_whitespace().map(str::to_string).collect()
+}
+
+/// A fresh clone: the demo with every file's mtime set to now, as a checkout leaves it.
+fn fresh_checkout(env: &TestEnv) -> PathBuf {
+    let repo = env.dir().join("clone");
+    copy_dir(&demo_dir(), &repo.join("fixtures/demo"));
+    fn touch_all(dir: &Path) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                touch_all(&path);
+            } else {
+                let f = std::fs::File::options().write(true).open(&path).unwrap();
+                f.set_modified(std::time::SystemTime::now()).unwrap();
+            }
+        }
+    }
+    touch_all(&repo);
+    repo
+}
+
+#[test]
+fn readme_first_command_matches_the_reference_on_a_fresh_clone() {
+    let args = readme_first_command();
+    assert_eq!(&args[..2], ["cleanup", "--dry-run"], "{args:?}");
+    let config_at = args
+        .iter()
+        .position(|a| a == "--config")
+        .expect("the first command reads the demo's openclaw.json (--config)");
+    let Some(oracle) = oracle_path("readme_first_command_matches_the_reference_on_a_fresh_clone")
+    else {
+        return;
+    };
+    let before = snapshot(&demo_dir(), &|_| false);
+    let env = TestEnv::new();
+    let repo = fresh_checkout(&env);
+    let home = env.dir().join("newcomer-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let clean = |cmd: &mut Command| {
+        cmd.current_dir(&repo)
+            .env("HOME", &home)
+            .env("NO_COLOR", "1")
+            .env_remove("OPENCLAW_STATE_DIR")
+            .env_remove("OPENCLAW_CONFIG_PATH")
+            .env_remove("OPENCLAW_HOME")
+            .env_remove("OPENCLAW_LOG_LEVEL");
+    };
+    let mut ours = Command::new(crate::util::clawkeeper_bin());
+    ours.args(&args);
+    clean(&mut ours);
+    let ours = ours.output().unwrap();
+    // The reference has no --config: the same file goes in OPENCLAW_CONFIG_PATH.
+    let mut ref_args = args.clone();
+    let config = ref_args.remove(config_at + 1);
+    ref_args.remove(config_at);
+    let mut theirs = Command::new(oracle_node(&oracle));
+    theirs
+        .arg(
+            oracle
+                .parent()
+                .unwrap()
+                .join("node_modules/openclaw/openclaw.mjs"),
+        )
+        .arg("sessions")
+        .args(&ref_args);
+    clean(&mut theirs);
+    theirs.env("OPENCLAW_CONFIG_PATH", repo.join(&config));
+    let theirs = theirs.output().unwrap();
+    assert!(
+        theirs.status.success(),
+        "reference failed: {}",
+        String::from_utf8_lossy(&theirs.stderr)
+    );
+    assert_eq!(
+        ours.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&ours.stderr)
+    );
+    let (want, got) = (
+        String::from_utf8_lossy(&theirs.stdout).into_owned(),
+        String::from_utf8_lossy(&ours.stdout).into_owned(),
+    );
+    assert!(same_text(&want, &got), "{}", line_diff(&want, &got));
+    // The demo's own config is in effect: the plan prunes, caps and enforces the budget.
+    for line in [
+        "Would prune stale model-run probes: 1",
+        "Would prune stale: 2",
+        "Would cap overflow: 6",
+        "Would enforce disk budget: ",
+    ] {
+        assert!(got.contains(line), "{line:?} missing from:\n{got}");
+    }
     assert_eq!(
         snapshot(&demo_dir(), &|_| false),
         before,

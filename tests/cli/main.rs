@@ -3,6 +3,7 @@
 //! helpers, every other module one topic.
 
 mod cleanup;
+mod cleanup_cli;
 mod cleanup_safety;
 mod compact;
 mod compact_successor;
@@ -18,6 +19,7 @@ mod properties;
 mod readme;
 mod safety;
 mod storegen;
+mod textcmp;
 mod transcript;
 mod transcript_safety;
 mod transcript_store;

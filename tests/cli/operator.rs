@@ -147,14 +147,15 @@ fn a_closed_stdout_ends_every_command_quietly() {
 #[test]
 fn usage_errors_are_attributed_and_exit_2() {
     let env = TestEnv::new();
-    for args in [
-        &["cleanup", "--bogus"][..],
-        &["frobnicate"],
-        &["inspect", "--limit", "many"],
-        &["cleanup", "--dry-run", "--enforce"],
+    // `cleanup` exits 1 on usage errors, as `openclaw sessions cleanup` does.
+    for (args, code) in [
+        (&["cleanup", "--bogus"][..], 1),
+        (&["frobnicate"], 2),
+        (&["inspect", "--limit", "many"], 2),
+        (&["prune-noreply", "--keep"], 2),
     ] {
         let out = env.run(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+        assert_eq!(out.status.code(), Some(code), "{args:?}: {out:?}");
         let err = stderr(&out);
         assert!(err.starts_with("clawkeeper: "), "{args:?}: {err}");
         assert!(err.contains("--help"), "{args:?}: {err}");

@@ -27,7 +27,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use serde_json::Value;
 
 use crate::storegen::{self, Case, ConfigVia};
-use crate::util::{Snap, TestEnv, clawkeeper_bin, line_diff, oracle_path, snapshot};
+use crate::textcmp::{dry_run_report, log_lines, same_text};
+use crate::util::{Snap, TestEnv, clawkeeper_bin, line_diff, oracle_node, oracle_path, snapshot};
 
 /// Output of one program run.
 struct Run {
@@ -46,6 +47,8 @@ struct CaseResult {
     /// Readable mismatch reports; empty when the programs agree (or clawkeeper was not run).
     mismatches: Vec<String>,
     args: String,
+    /// Which of the generator's less common shapes this case has (see [`features`]).
+    features: Vec<&'static str>,
 }
 
 struct Suite {
@@ -128,28 +131,56 @@ fn clawkeeper_has_cleanup() -> bool {
     !String::from_utf8_lossy(&out.stderr).contains("not available yet")
 }
 
-fn cmd_args(case: &Case, root: &Path, mode: Option<&str>) -> Vec<String> {
-    let mut args = vec![
-        "--store".to_string(),
-        root.join(&case.store_rel).display().to_string(),
-    ];
+/// The arguments after `cleanup`, placeholders replaced by `root`; `ours` adds clawkeeper's
+/// own override flags.
+fn cmd_args(case: &Case, root: &Path, mode: Option<&str>, ours: bool) -> Vec<String> {
+    let root_str = root.to_str().unwrap();
+    let mut args: Vec<String> = case
+        .target
+        .iter()
+        .map(|a| a.replace(storegen::ROOT, root_str))
+        .collect();
     if let Some(m) = mode {
         args.push(m.to_string());
     }
-    args.push("--json".to_string());
+    if !case.text {
+        args.push("--json".to_string());
+    }
     args.extend(case.flags.iter().cloned());
+    if ours {
+        args.extend(case.ours_flags.iter().cloned());
+    }
     args
 }
 
-fn run_reference(oracle: &Path, case: &Case, root: &Path, mode: Option<&str>) -> Run {
-    let mut cmd = Command::new(oracle);
-    cmd.args(["sessions", "cleanup"])
-        .args(cmd_args(case, root, mode));
-    cmd.env("OPENCLAW_CONFIG_PATH", root.join(&case.config_rel))
-        .env("OPENCLAW_STATE_DIR", root.join("state"))
-        .env_remove("OPENCLAW_TRAJECTORY_DIR")
+/// The environment both programs share: state dir, `HOME`, `OPENCLAW_HOME`, no colours,
+/// nothing inherited that changes what they do.
+fn common_env(cmd: &mut Command, case: &Case, root: &Path) {
+    cmd.env("OPENCLAW_STATE_DIR", root.join("state"))
+        .env("HOME", root.join("home"))
         .env("NO_COLOR", "1")
+        .env_remove("OPENCLAW_TRAJECTORY_DIR")
+        .env_remove("OPENCLAW_LOG_LEVEL")
+        .env_remove("OPENCLAW_HOME")
+        .env_remove("USERPROFILE")
         .current_dir(root.join(&case.cwd_rel));
+    if let Some(h) = &case.openclaw_home {
+        cmd.env(
+            "OPENCLAW_HOME",
+            h.replace(storegen::ROOT, root.to_str().unwrap()),
+        );
+    }
+}
+
+/// The reference, started with its own Node directly (its wrapper would set `HOME`).
+fn run_reference(oracle: &Path, case: &Case, root: &Path, mode: Option<&str>) -> Run {
+    let dir = oracle.parent().unwrap();
+    let mut cmd = Command::new(oracle_node(oracle));
+    cmd.arg(dir.join("node_modules/openclaw/openclaw.mjs"))
+        .args(["sessions", "cleanup"])
+        .args(cmd_args(case, root, mode, false));
+    common_env(&mut cmd, case, root);
+    cmd.env("OPENCLAW_CONFIG_PATH", root.join(&case.config_rel));
     output(cmd)
 }
 
@@ -177,13 +208,9 @@ fn binary_under_test() -> std::path::PathBuf {
 
 fn run_clawkeeper(case: &Case, root: &Path, mode: Option<&str>) -> Run {
     let mut cmd = Command::new(binary_under_test());
-    cmd.arg("cleanup").args(cmd_args(case, root, mode));
-    cmd.env("OPENCLAW_STATE_DIR", root.join("state"))
-        .env("HOME", root.join("home"))
-        .env_remove("OPENCLAW_CONFIG_PATH")
-        .env_remove("OPENCLAW_TRAJECTORY_DIR")
-        .env("NO_COLOR", "1")
-        .current_dir(root.join(&case.cwd_rel));
+    cmd.arg("cleanup").args(cmd_args(case, root, mode, true));
+    common_env(&mut cmd, case, root);
+    cmd.env_remove("OPENCLAW_CONFIG_PATH");
     match case.config_via {
         ConfigVia::Env => {
             cmd.env("OPENCLAW_CONFIG_PATH", root.join(&case.config_rel));
@@ -207,15 +234,20 @@ fn output(mut cmd: Command) -> Run {
 
 fn describe_args(case: &Case) -> String {
     let mut s = format!(
-        "seed {}: cleanup --store <ROOT>/{} {{--dry-run | {}}} --json {}  (config {} via {:?}, cwd <ROOT>/{})",
+        "seed {}: cleanup {} {{--dry-run | {}}}{} {}  (config {} via {:?}, cwd <ROOT>/{}, ~ = <ROOT>/{})",
         case.seed,
-        case.store_rel,
+        case.target.join(" "),
         case.apply_flag.unwrap_or("<no mode flag>"),
+        if case.text { "" } else { " --json" },
         case.flags.join(" "),
         case.config_rel,
         case.config_via,
-        case.cwd_rel
+        case.cwd_rel,
+        case.home_rel,
     );
+    if !case.ours_flags.is_empty() {
+        s += &format!("\n    clawkeeper also gets: {}", case.ours_flags.join(" "));
+    }
     for note in &case.notes {
         s += &format!("\n    {note}");
     }
@@ -227,32 +259,49 @@ fn run_case(oracle: &Path, seed: u64, compare: bool) -> CaseResult {
     let env = TestEnv::new();
     let (r, k) = (env.dir().join("r"), env.dir().join("k"));
     let now = storegen::now_ms();
-    for root in [&r, &k] {
+    for (root, ours) in [(&r, false), (&k, true)] {
         std::fs::create_dir_all(root.join("home")).unwrap();
-        storegen::materialize(&case, root, now);
+        storegen::materialize(&case, root, now, ours);
     }
     let initial: BTreeSet<String> = snapshot(&r, &skip_runtime_state).into_keys().collect();
     let mut mismatches = Vec::new();
 
     let ref_dry = run_reference(oracle, &case, &r, Some("--dry-run"));
-    let reference_dry = serde_json::from_str(&ref_dry.stdout).ok();
+    let reference_dry = dry_run_report(&ref_dry.stdout);
     let reference_note = reference_dry
         .is_none()
         .then(|| format!("exit {}: {}", ref_dry.code, tail(&ref_dry.stderr, 600)));
     if compare {
         let ck_dry = run_ours(oracle, &case, &k, Some("--dry-run"));
-        compare_runs("--dry-run", &ref_dry, &ck_dry, &r, &k, &mut mismatches);
+        compare_runs(
+            "--dry-run",
+            &ref_dry,
+            &ck_dry,
+            &r,
+            &k,
+            case.text,
+            &mut mismatches,
+        );
     }
     let ref_apply = run_reference(oracle, &case, &r, case.apply_flag);
     if compare {
         let ck_apply = run_ours(oracle, &case, &k, case.apply_flag);
         let label = case.apply_flag.unwrap_or("apply (configured mode)");
-        compare_runs(label, &ref_apply, &ck_apply, &r, &k, &mut mismatches);
-        compare_trees(&r, &k, &initial, &mut mismatches);
+        compare_runs(
+            label,
+            &ref_apply,
+            &ck_apply,
+            &r,
+            &k,
+            case.text,
+            &mut mismatches,
+        );
+        let ours_config = case.ours_config.as_ref().map(|_| case.config_rel.as_str());
+        compare_trees(&r, &k, &initial, ours_config, &mut mismatches);
     }
     if !mismatches.is_empty() && std::env::var_os("CLAWKEEPER_PARITY_KEEP").is_some() {
         let orig = env.dir().join("orig");
-        storegen::materialize(&case, &orig, now);
+        storegen::materialize(&case, &orig, now, false);
         let kept = env.tmp.keep();
         mismatches.push(format!(
             "kept for inspection: {} (orig = input, r = after the reference, k = after clawkeeper)",
@@ -265,7 +314,50 @@ fn run_case(oracle: &Path, seed: u64, compare: bool) -> CaseResult {
         reference_note,
         mismatches,
         args: describe_args(&case),
+        features: features(&case),
     }
+}
+
+/// The shapes of a case that exercise the rarer paths: how the target is named, where `~`
+/// points, overrides given as flags, human text, and message-less transcripts near 4 KiB
+/// with `--fix-missing`.
+fn features(case: &Case) -> Vec<&'static str> {
+    let mut f = Vec::new();
+    let t = &case.target;
+    match t.first().map(String::as_str) {
+        None => f.push("no target flag"),
+        Some("--agent") if t.len() == 2 => f.push("--agent"),
+        Some("--all-agents") if t.len() == 1 => f.push("--all-agents"),
+        Some("--store") if t.len() == 2 => {
+            let s = &t[1];
+            if s.starts_with('~') {
+                f.push("--store ~/…");
+            } else if !s.starts_with(storegen::ROOT) {
+                f.push("--store relative");
+            }
+            if s.contains("{agentId}") {
+                f.push("--store {agentId}");
+            }
+        }
+        _ => f.push("conflicting target flags"),
+    }
+    if case.notes.iter().any(|n| n.starts_with("session.store")) {
+        f.push("session.store");
+    }
+    if case.openclaw_home.is_some() {
+        f.push("OPENCLAW_HOME");
+    }
+    if !case.ours_flags.is_empty() {
+        f.push("override flags");
+    }
+    if case.text {
+        f.push("human text");
+    }
+    let fix_missing = case.flags.iter().any(|x| x == "--fix-missing");
+    if fix_missing && case.notes.iter().any(|n| n.starts_with("message-less")) {
+        f.push("--fix-missing with message-less transcripts");
+    }
+    f
 }
 
 fn tail(s: &str, n: usize) -> &str {
@@ -295,6 +387,7 @@ fn compare_runs(
     ours: &Run,
     r: &Path,
     k: &Path,
+    text: bool,
     out: &mut Vec<String>,
 ) {
     let (want, got) = (normalize(&reference.stdout, r), normalize(&ours.stdout, k));
@@ -306,10 +399,23 @@ fn compare_runs(
             first_line(&ours.stderr)
         ));
     }
-    if want != got {
+    let same = if text {
+        same_text(&want, &got)
+    } else {
+        want == got
+    };
+    if !same {
+        let what = if text { "text" } else { "--json" };
         out.push(format!(
-            "{label}: --json output differs:\n{}",
+            "{label}: {what} output differs:\n{}",
             line_diff(&want, &got)
+        ));
+    }
+    let (want_log, got_log) = (log_lines(&reference.stderr), log_lines(&ours.stderr));
+    if want_log != got_log {
+        out.push(format!(
+            "{label}: sessions/store log lines on stderr differ:\n{}",
+            line_diff(&want_log, &got_log)
         ));
     }
 }
@@ -364,8 +470,20 @@ fn show(snaps: &[Snap]) -> String {
         .join(" + ")
 }
 
-fn compare_trees(r: &Path, k: &Path, initial: &BTreeSet<String>, out: &mut Vec<String>) {
-    let (want, got) = (tree(r, initial), tree(k, initial));
+/// Compare the resulting trees; `skip` is a file that differs by design (clawkeeper's own
+/// config, when the case gives it different text).
+fn compare_trees(
+    r: &Path,
+    k: &Path,
+    initial: &BTreeSet<String>,
+    skip: Option<&str>,
+    out: &mut Vec<String>,
+) {
+    let (mut want, mut got) = (tree(r, initial), tree(k, initial));
+    if let Some(s) = skip {
+        want.remove(s);
+        got.remove(s);
+    }
     let mut report = String::new();
     for (name, w) in &want {
         match got.get(name) {
@@ -465,6 +583,35 @@ fn generator_reaches_every_cleanup_counter() {
             missing.push(path.join("."));
         }
     }
+    // The rarer shapes, where the reference ran without error (checked on long runs only).
+    let mut shapes: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in suite.results.iter().filter(|r| r.reference_dry.is_some()) {
+        for f in &r.features {
+            *shapes.entry(f).or_default() += 1;
+        }
+    }
+    for f in [
+        "no target flag",
+        "--agent",
+        "--all-agents",
+        "--store ~/…",
+        "--store relative",
+        "--store {agentId}",
+        "session.store",
+        "OPENCLAW_HOME",
+        "override flags",
+        "human text",
+        "--fix-missing with message-less transcripts",
+    ] {
+        let hits = shapes.get(f).copied().unwrap_or(0);
+        eprintln!(
+            "coverage: {f:<44} in {hits} of {} seeds",
+            suite.results.len()
+        );
+        if hits == 0 && suite.results.len() >= 100 {
+            missing.push(f.to_string());
+        }
+    }
     let silent = suite
         .results
         .iter()
@@ -499,18 +646,33 @@ fn dump_parity_case() {
     );
     let case = storegen::generate(seed, storegen::now_ms());
     std::fs::create_dir_all(dir.join("home")).unwrap();
-    storegen::materialize(&case, &dir, storegen::now_ms());
+    storegen::materialize(&case, &dir, storegen::now_ms(), false);
     println!(
         "{}",
         describe_args(&case).replace("<ROOT>", dir.to_str().unwrap())
     );
+    let d = dir.display();
+    let home = match &case.openclaw_home {
+        Some(h) => format!(
+            "HOME={d}/home OPENCLAW_HOME={}",
+            h.replace(storegen::ROOT, dir.to_str().unwrap())
+        ),
+        None => format!("HOME={d}/home"),
+    };
     println!(
-        "cd {}/{} && OPENCLAW_CONFIG_PATH={}/{} OPENCLAW_STATE_DIR={}/state openclaw sessions {}",
-        dir.display(),
+        "cd {d}/{} && {home} OPENCLAW_CONFIG_PATH={d}/{} OPENCLAW_STATE_DIR={d}/state NO_COLOR=1 \\\n  node openclaw.mjs sessions cleanup {}",
         case.cwd_rel,
-        dir.display(),
         case.config_rel,
-        dir.display(),
-        cmd_args(&case, &dir, Some("--dry-run")).join(" ")
+        cmd_args(&case, &dir, Some("--dry-run"), false).join(" ")
+    );
+    println!(
+        "clawkeeper: cleanup {} (config via {:?}{})",
+        cmd_args(&case, &dir, Some("--dry-run"), true).join(" "),
+        case.config_via,
+        if case.ours_config.is_some() {
+            "; its own config text differs: keys moved to flags"
+        } else {
+            ""
+        }
     );
 }

@@ -2,6 +2,7 @@
 
 use serde_json::{Value, json};
 
+use super::layout::Layout;
 use super::{DAY, HOUR, MINUTE, Rng};
 
 /// The maintenance settings of one case and how they are spelled in the config.
@@ -69,56 +70,128 @@ impl MaintenanceChoice {
         )
     }
 
-    /// The JSON5 config text; the disk budget is sized from `budget_bytes`.
-    pub fn render(&self, rng: &mut Rng, budget_bytes: &i64) -> String {
-        let mut m = Vec::new();
+    /// The config texts (the reference's, and clawkeeper's when some maintenance keys move to
+    /// flags); the disk budget is sized from `budget_bytes`.
+    pub fn render(&self, rng: &mut Rng, budget_bytes: i64, layout: &Layout) -> Rendered {
+        let mut items: Vec<Item> = Vec::new();
         if let Some(mode) = self.mode {
-            m.push(format!("mode: \"{mode}\""));
+            items.push(Item::fixed(format!("mode: \"{mode}\"")));
         }
         if let Some(p) = &self.prune {
-            m.push(format!("pruneAfter: {p}"));
+            items.push(Item::movable("pruneAfter", p, "--prune-after", "\"999d\""));
         }
         if let Some(d) = self.prune_days {
-            m.push(format!("pruneDays: {d}"));
+            items.push(Item::movable("pruneDays", &json!(d), "--prune-after", "99"));
         }
         if let Some(r) = &self.reset {
-            m.push(format!("'resetArchiveRetention': {r}"));
+            let mut item = Item::movable(
+                "resetArchiveRetention",
+                r,
+                "--reset-archive-retention",
+                "\"1d\"",
+            );
+            item.text = format!("'resetArchiveRetention': {r}");
+            items.push(item);
         }
         if let Some(n) = self.max_entries {
-            m.push(format!("maxEntries: {n}"));
+            items.push(Item::movable(
+                "maxEntries",
+                &json!(n),
+                "--max-entries",
+                "777",
+            ));
         }
         if rng.chance(0.6) {
             let factor = *rng.pick(&[0.1, 0.2, 0.35, 0.5, 0.7, 0.9, 1.2, 3.0]);
-            let max = ((*budget_bytes as f64 * factor) as i64).max(1);
+            let max = ((budget_bytes as f64 * factor) as i64).max(1);
             let spelled = match rng.below(6) {
-                0 => json!(max).to_string(),
-                1 => json!(max.to_string()).to_string(),
-                2 => json!(format!("{}kb", (max / 1024).max(1))).to_string(),
-                3 => json!(format!("{}.5K", (max / 1024).max(1))).to_string(),
-                4 if rng.chance(0.2) => json!("0").to_string(),
-                _ => json!(format!("{max}b")).to_string(),
+                0 => json!(max),
+                1 => json!(max.to_string()),
+                2 => json!(format!("{}kb", (max / 1024).max(1))),
+                3 => json!(format!("{}.5K", (max / 1024).max(1))),
+                4 if rng.chance(0.2) => json!("0"),
+                _ => json!(format!("{max}b")),
             };
-            m.push(format!("maxDiskBytes: {spelled}"));
-            match rng.below(5) {
-                0 => m.push(format!("highWaterBytes: {}", max * 6 / 10)),
-                1 => m.push(format!("highWaterBytes: \"{}\"", max / 2)),
-                2 => m.push(format!("highWaterBytes: {}", max * 2)),
-                _ => {}
+            items.push(Item::movable(
+                "maxDiskBytes",
+                &spelled,
+                "--max-disk",
+                "\"1gb\"",
+            ));
+            let high = match rng.below(5) {
+                0 => Some(json!(max * 6 / 10)),
+                1 => Some(json!((max / 2).to_string())),
+                2 => Some(json!(max * 2)),
+                _ => None,
+            };
+            if let Some(h) = high {
+                items.push(Item::movable(
+                    "highWaterBytes",
+                    &h,
+                    "--high-water",
+                    "\"1kb\"",
+                ));
             }
         }
-        if rng.chance(0.04) {
-            // Values the reference's config schema rejects: both must refuse the same way.
-            let bad = *rng.pick(&[
-                "pruneAfter: \"soon\"",
-                "resetArchiveRetention: true",
-                "maxEntries: 0",
-                "maxDiskBytes: \"plenty\"",
-            ]);
-            m.push(bad.to_string());
+        if rng.chance(0.15) {
+            // Deprecated and ignored, but part of the schema: any string or number.
+            let v = rng
+                .pick(&[r#""10mb""#, "1048576", r#""lots""#, r#""1k""#])
+                .to_string();
+            items.push(Item::fixed(format!("rotateBytes: {v}")));
         }
+        if rng.chance(0.04) {
+            // Values the reference's config schema rejects: both must refuse the same way
+            // (and clawkeeper's flags must refuse them too).
+            let (key, v, flag) = *rng.pick(&[
+                ("pruneAfter", "\"soon\"", "--prune-after"),
+                ("resetArchiveRetention", "true", "--reset-archive-retention"),
+                ("maxEntries", "0", "--max-entries"),
+                ("maxDiskBytes", "\"plenty\"", "--max-disk"),
+            ]);
+            let value: Value = serde_json::from_str(v).unwrap();
+            items.push(Item::movable(key, &value, flag, "\"1d\""));
+            items.last_mut().unwrap().decoy = None;
+        }
+        // Sometimes clawkeeper gets some of these values as flags instead (with its config
+        // holding nothing, or a decoy the flag must override).
+        let move_some = rng.chance(0.3);
+        let mut ours_items = Vec::new();
+        let mut ours_flags = Vec::new();
+        for item in &items {
+            match &item.flag {
+                Some((flag, value)) if move_some && rng.chance(0.6) => {
+                    ours_flags.push(flag.to_string());
+                    ours_flags.push(value.clone());
+                    if let Some(d) = &item.decoy
+                        && rng.chance(0.4)
+                    {
+                        ours_items.push(format!("{}: {d}", item.key));
+                    }
+                }
+                _ => ours_items.push(item.text.clone()),
+            }
+        }
+        let reference_items: Vec<String> = items.iter().map(|i| i.text.clone()).collect();
+        let logging = rng
+            .chance(0.06)
+            .then(|| *rng.pick(&["warn", "error", "silent", "debug", "info"]));
+        let reference = self.text(&reference_items, layout, logging);
+        let ours = (!ours_flags.is_empty()).then(|| self.text(&ours_items, layout, logging));
+        Rendered {
+            reference,
+            ours,
+            ours_flags,
+        }
+    }
+
+    fn text(&self, m: &[String], layout: &Layout, logging: Option<&str>) -> String {
         let mut session = Vec::new();
         if let Some(d) = self.dm_scope {
             session.push(format!("dmScope: \"{d}\""));
+        }
+        if let Some(s) = &layout.session_store {
+            session.push(format!("store: {}", json!(s)));
         }
         if m.is_empty() {
             session.push("maintenance: {}".to_string());
@@ -128,9 +201,61 @@ impl MaintenanceChoice {
                 m.join(",\n      ")
             ));
         }
-        format!(
-            "// generated by the clawkeeper parity suite\n{{\n  session: {{\n    {},\n  }},\n}}\n",
+        let mut top = layout.config_lines();
+        if let Some(level) = logging {
+            top.push(format!("logging: {{ consoleLevel: \"{level}\" }}"));
+        }
+        top.push(format!(
+            "session: {{\n    {},\n  }}",
             session.join(",\n    ")
+        ));
+        format!(
+            "// generated by the clawkeeper parity suite\n{{\n  {},\n}}\n",
+            top.join(",\n  ")
         )
     }
+}
+
+/// One `session.maintenance` key as written, and the flag that can replace it.
+struct Item {
+    key: &'static str,
+    text: String,
+    /// `(flag, value)`: the flag taking the same value (`String(value)`).
+    flag: Option<(&'static str, String)>,
+    /// A valid other value clawkeeper's config may keep when the flag replaces this key.
+    decoy: Option<&'static str>,
+}
+
+impl Item {
+    fn fixed(text: String) -> Item {
+        Item {
+            key: "",
+            text,
+            flag: None,
+            decoy: None,
+        }
+    }
+
+    fn movable(key: &'static str, v: &Value, flag: &'static str, decoy: &'static str) -> Item {
+        let as_flag = match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        Item {
+            key,
+            text: format!("{key}: {v}"),
+            flag: Some((flag, as_flag)),
+            decoy: Some(decoy),
+        }
+    }
+}
+
+/// The config texts of one case.
+pub struct Rendered {
+    /// The reference's config (and clawkeeper's, unless `ours` is set).
+    pub reference: String,
+    /// clawkeeper's config when some keys moved to flags.
+    pub ours: Option<String>,
+    /// The flags clawkeeper gets instead.
+    pub ours_flags: Vec<String>,
 }

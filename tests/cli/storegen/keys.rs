@@ -1,6 +1,7 @@
 //! Session keys of every kind the maintenance code distinguishes: main, direct messages,
 //! groups, channels, threads, Telegram topics, cron jobs and runs, subagents, heartbeats,
-//! hooks, ACP, model-run probes, nodes, other agents and odd legacy shapes.
+//! hooks, ACP, model-run probes, nodes, other agents and odd legacy shapes, for the agent
+//! whose store is being filled.
 
 use super::store::Gen;
 
@@ -89,6 +90,15 @@ impl Gen {
                 2 => format!("Agent:Main:Telegram:Direct:Bob{h}"),
                 _ => format!("agent:main:telegram:direct:{n}:extra"),
             },
+        };
+        // Keys of the agent whose store this is; "other agent" keys name someone else.
+        let key = match (
+            key.strip_prefix("agent:main:"),
+            key.strip_prefix("agent:ops:"),
+        ) {
+            (Some(rest), _) if self.agent != "main" => format!("agent:{}:{rest}", self.agent),
+            (_, Some(rest)) if self.agent == "ops" => format!("agent:main:{rest}"),
+            _ => key,
         };
         (key, kind)
     }

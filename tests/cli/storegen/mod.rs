@@ -10,6 +10,7 @@
 mod config;
 mod extras;
 mod keys;
+mod layout;
 mod store;
 mod transcript;
 
@@ -123,14 +124,26 @@ pub struct Case {
     /// Config file path relative to the root.
     pub config_rel: String,
     pub config_via: ConfigVia,
-    /// Store path relative to the root.
-    pub store_rel: String,
+    /// clawkeeper's config text, when it differs from the reference's (maintenance keys moved
+    /// to `ours_flags`).
+    pub ours_config: Option<Vec<u8>>,
+    /// The target flags (`--store P`, `--agent ID`, `--all-agents`, none, or a conflict),
+    /// placeholders allowed.
+    pub target: Vec<String>,
     /// Working directory relative to the root.
     pub cwd_rel: String,
+    /// Where `~` points, relative to the root (`HOME` is always `<root>/home`).
+    pub home_rel: String,
+    /// `OPENCLAW_HOME` for both programs, when set (placeholders allowed).
+    pub openclaw_home: Option<String>,
     /// Flags shared by every run: `--fix-missing`, `--fix-dm-scope`, `--active-key K`.
     pub flags: Vec<String>,
+    /// Flags only clawkeeper gets: the overrides standing for config keys of the reference's.
+    pub ours_flags: Vec<String>,
     /// `--enforce` for the apply run, or `None` to follow the configured mode.
     pub apply_flag: Option<&'static str>,
+    /// Human text instead of `--json` for both runs.
+    pub text: bool,
     /// Human summary of the interesting choices, printed on failure.
     pub notes: Vec<String>,
 }
@@ -176,8 +189,9 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
     (y, m, d)
 }
 
-/// Lay the case out under `root` (which must exist), with ages counted back from `now`.
-pub fn materialize(case: &Case, root: &Path, now: i64) {
+/// Lay the case out under `root` (which must exist), with ages counted back from `now`;
+/// `ours` lays out clawkeeper's side (its own config text, when it has one).
+pub fn materialize(case: &Case, root: &Path, now: i64, ours: bool) {
     let root_str = root.to_str().expect("utf-8 temp path");
     for (rel, node) in &case.nodes {
         let path = root.join(rel);
@@ -190,6 +204,10 @@ pub fn materialize(case: &Case, root: &Path, now: i64) {
                 std::os::unix::fs::symlink(target.replace(ROOT, root_str), &path).unwrap()
             }
             Node::File { content, age_ms } => {
+                let content = match &case.ours_config {
+                    Some(c) if ours && *rel == case.config_rel => c,
+                    _ => content,
+                };
                 let text = replace_bytes(content, ROOT.as_bytes(), root_str.as_bytes());
                 fs::write(&path, text).unwrap();
                 let mtime = UNIX_EPOCH + Duration::from_millis((now - age_ms).max(0) as u64);

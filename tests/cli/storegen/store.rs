@@ -5,20 +5,24 @@ use serde_json::{Map, Value, json};
 
 use super::config::MaintenanceChoice;
 use super::deviations;
+use super::layout::Layout;
 use super::transcript::{self, Shape};
 use super::{Case, ConfigVia, DAY, HOUR, MINUTE, Node, ROOT, Rng, sha256_hex};
 
-pub(super) const SDIR: &str = "state/agents/main/sessions";
-
 /// Builds one case; see the module docs of `storegen` for the contract.
 pub fn generate(seed: u64, now: i64) -> Case {
+    let mut rng = Rng::new(seed);
+    let layout = Layout::random(&mut rng);
     let mut g = Gen {
-        rng: Rng::new(seed),
+        rng,
         now,
         nodes: Vec::new(),
         cutoffs: Vec::new(),
-        notes: Vec::new(),
+        notes: layout.notes.clone(),
         keys: Vec::new(),
+        sdir: String::new(),
+        store_name: String::new(),
+        agent: String::new(),
     };
     let cfg = MaintenanceChoice::random(&mut g.rng);
     g.cutoffs = vec![
@@ -31,18 +35,42 @@ pub fn generate(seed: u64, now: i64) -> Case {
     }
     g.notes.push(format!("maintenance: {}", cfg.describe()));
 
-    let store = g.entries();
-    g.extras();
-    if g.rng.chance(0.97) {
-        let text = if g.rng.chance(0.8) {
-            serde_json::to_string_pretty(&Value::Object(store)).unwrap()
+    // The first store gets the rich content; the others (--all-agents) a smaller one. A
+    // target that is an error still gets a store where the default agent keeps it.
+    let mut stores = layout.stores.clone();
+    if stores.is_empty() {
+        stores.push((
+            layout.default_agent.clone(),
+            format!(
+                "state/agents/{}/sessions/sessions.json",
+                layout.default_agent
+            ),
+        ));
+    }
+    let mut budget = 0;
+    for (i, (agent, rel)) in stores.iter().enumerate() {
+        let (dir, name) = rel.rsplit_once('/').expect("store path has a directory");
+        g.sdir = dir.to_string();
+        g.store_name = name.to_string();
+        g.agent = agent.clone();
+        let store = g.entries(if i == 0 { 22 } else { 8 });
+        g.extras();
+        // A sessions dir always exists (clawkeeper deliberately never creates one).
+        g.nodes.push((g.sdir.clone(), Node::Dir));
+        if g.rng.chance(0.97) {
+            let text = if g.rng.chance(0.8) {
+                serde_json::to_string_pretty(&Value::Object(store)).unwrap()
+            } else {
+                serde_json::to_string(&Value::Object(store)).unwrap()
+            };
+            let age = g.age();
+            g.file(rel, text.into_bytes(), age);
         } else {
-            serde_json::to_string(&Value::Object(store)).unwrap()
-        };
-        let age = g.age();
-        g.file(&format!("{SDIR}/sessions.json"), text.into_bytes(), age);
-    } else {
-        g.notes.push("no sessions.json".into());
+            g.notes.push(format!("no {rel}"));
+        }
+        if i == 0 {
+            budget = g.budget();
+        }
     }
     // Distinct mtimes, so the disk budget's oldest-first order is fully determined.
     for (i, (_, node)) in g.nodes.iter_mut().enumerate() {
@@ -50,9 +78,14 @@ pub fn generate(seed: u64, now: i64) -> Case {
             *age_ms += i as i64 * 97;
         }
     }
+    // The state dir exists (the reference keeps state of its own there).
+    for dir in [&layout.cwd_rel, &layout.home_rel, &"state".to_string()] {
+        if !dir.is_empty() {
+            g.nodes.push((dir.clone(), Node::Dir));
+        }
+    }
 
-    let budget = g.budget();
-    let config = cfg.render(&mut g.rng, &budget);
+    let rendered = cfg.render(&mut g.rng, budget, &layout);
     let config_via = *g.rng.pick(&[
         ConfigVia::Env,
         ConfigVia::Env,
@@ -66,10 +99,16 @@ pub fn generate(seed: u64, now: i64) -> Case {
     g.nodes.push((
         config_rel.clone(),
         Node::File {
-            content: config.into_bytes(),
+            content: rendered.reference.into_bytes(),
             age_ms: HOUR,
         },
     ));
+    if !rendered.ours_flags.is_empty() {
+        g.notes.push(format!(
+            "clawkeeper gets {} instead of those config keys",
+            rendered.ours_flags.join(" ")
+        ));
+    }
 
     let mut flags = Vec::new();
     if g.rng.chance(0.5) {
@@ -80,9 +119,11 @@ pub fn generate(seed: u64, now: i64) -> Case {
     }
     if g.rng.chance(0.35) && !g.keys.is_empty() {
         let key = g.rng.pick(&g.keys).clone();
-        let key = match g.rng.below(4) {
+        let key = match g.rng.below(6) {
             0 => key.to_uppercase(),
             1 => format!("agent:main:direct:nobody-{}", g.rng.hex(4)),
+            2 => format!("  {key} "),
+            3 if g.rng.chance(0.3) => String::new(),
             _ => key,
         };
         flags.push("--active-key".to_string());
@@ -93,20 +134,20 @@ pub fn generate(seed: u64, now: i64) -> Case {
     } else {
         None
     };
-    let cwd_rel = if g.rng.chance(0.3) {
-        SDIR.to_string()
-    } else {
-        String::new()
-    };
     Case {
         seed,
         nodes: g.nodes,
         config_rel,
         config_via,
-        store_rel: format!("{SDIR}/sessions.json"),
-        cwd_rel,
+        ours_config: rendered.ours.map(String::into_bytes),
+        target: layout.target,
+        cwd_rel: layout.cwd_rel,
+        home_rel: layout.home_rel,
+        openclaw_home: layout.openclaw_home,
         flags,
+        ours_flags: rendered.ours_flags,
         apply_flag,
+        text: g.rng.chance(0.35),
         notes: g.notes,
     }
 }
@@ -119,6 +160,12 @@ pub(super) struct Gen {
     pub(super) cutoffs: Vec<(i64, i64)>,
     pub(super) notes: Vec<String>,
     pub(super) keys: Vec<String>,
+    /// The sessions directory being filled, relative to the root.
+    pub(super) sdir: String,
+    /// The store file's name in it (`sessions.json` unless `session.store` says otherwise).
+    pub(super) store_name: String,
+    /// The agent whose store is being filled (its keys say `agent:<id>:`).
+    pub(super) agent: String,
 }
 
 /// The transcript state chosen for one entry.
@@ -129,6 +176,8 @@ pub(super) enum Presence {
     HeaderOnly,
     Empty,
     Symlink,
+    /// No message record (or one among look-alikes), sized around 4 KiB.
+    Messageless,
 }
 
 impl Gen {
@@ -182,6 +231,14 @@ impl Gen {
                 self.file(rel, transcript::header_only(sid, start).into_bytes(), age)
             }
             Presence::Empty => self.file(rel, Vec::new(), age),
+            Presence::Messageless => {
+                let text = transcript::messageless(&mut self.rng, sid, start);
+                self.notes.push(format!(
+                    "message-less transcript {rel} ({} bytes)",
+                    text.len()
+                ));
+                self.file(rel, text, age);
+            }
             Presence::Symlink => {
                 let target_name = format!("linked-{}.jsonl", self.rng.hex(6));
                 let text = transcript::transcript(&mut self.rng, sid, start, Shape::default());
@@ -192,9 +249,9 @@ impl Gen {
     }
 
     /// The `sessions.json` object, with files for every entry.
-    fn entries(&mut self) -> Map<String, Value> {
+    pub(super) fn entries(&mut self, most: i64) -> Map<String, Value> {
         let mut store = Map::new();
-        let count = self.rng.range(5, 22);
+        let count = self.rng.range(most.min(5), most);
         let mut prev_ids: Vec<String> = Vec::new();
         for _ in 0..count {
             let (key, kind) = self.key();
@@ -334,10 +391,10 @@ impl Gen {
             format!("{trimmed}.jsonl")
         };
         let variant = self.rng.below(22);
-        let mut transcript_rel: Option<String> = Some(format!("{SDIR}/{trimmed}.jsonl"));
+        let mut transcript_rel: Option<String> = Some(format!("{}/{trimmed}.jsonl", self.sdir));
         let sf: Option<Value> = match variant {
             0..=1 => Some(json!(default_name)),
-            2 => Some(json!(format!("{ROOT}/{SDIR}/{default_name}"))),
+            2 => Some(json!(format!("{ROOT}/{}/{default_name}", self.sdir))),
             3 => Some(json!(format!("{ROOT}/elsewhere/{default_name}"))),
             4 => Some(json!(format!(
                 "{ROOT}/state/agents/ops/sessions/{default_name}"
@@ -350,7 +407,8 @@ impl Gen {
                     Some(json!(format!("{other}.jsonl")))
                 } else {
                     Some(json!(format!(
-                        "{ROOT}/{SDIR}/2026-01-02T03-04-05-678Z_{other}.jsonl"
+                        "{ROOT}/{}/2026-01-02T03-04-05-678Z_{other}.jsonl",
+                        self.sdir
                     )))
                 }
             }
@@ -365,9 +423,12 @@ impl Gen {
                 let rel = if let Some(abs) = s.strip_prefix(ROOT) {
                     abs.trim_start_matches('/').to_string()
                 } else if let Some(up) = s.strip_prefix("../") {
-                    format!("state/agents/main/{up}")
+                    match self.sdir.rsplit_once('/') {
+                        Some((parent, _)) => format!("{parent}/{up}"),
+                        None => up.to_string(),
+                    }
                 } else {
-                    format!("{SDIR}/{s}")
+                    format!("{}/{s}", self.sdir)
                 };
                 transcript_rel = Some(rel);
             }
@@ -381,11 +442,12 @@ impl Gen {
         let presence = if shared {
             Presence::Missing
         } else {
-            match self.rng.below(20) {
+            match self.rng.below(22) {
                 0..=1 => Presence::Missing,
                 2 => Presence::HeaderOnly,
                 3 => Presence::Empty,
                 4 => Presence::Symlink,
+                5 | 6 => Presence::Messageless,
                 _ => Presence::Full,
             }
         };
@@ -394,9 +456,18 @@ impl Gen {
             // The canonical `<id>.jsonl` next to an override: the repair case and the
             // second archive candidate.
             if (7..=8).contains(&variant) || (variant <= 6 && self.rng.chance(0.25)) {
-                self.transcript_file(&format!("{SDIR}/{trimmed}.jsonl"), &trimmed, Presence::Full);
+                let presence = if self.rng.chance(0.15) {
+                    Presence::Messageless
+                } else {
+                    Presence::Full
+                };
+                let canonical = format!("{}/{trimmed}.jsonl", self.sdir);
+                self.transcript_file(&canonical, &trimmed, presence);
             }
-            if rel.starts_with(SDIR) && rel.ends_with(".jsonl") && self.rng.chance(0.3) {
+            if rel.starts_with(&format!("{}/", self.sdir))
+                && rel.ends_with(".jsonl")
+                && self.rng.chance(0.3)
+            {
                 self.trajectory(rel, &trimmed);
             }
             if self.rng.chance(0.2) {
@@ -426,7 +497,11 @@ impl Gen {
                 let hash = sha256_hex(prompt.as_bytes());
                 let age = self.age();
                 self.file(
-                    &format!("{SDIR}/skills-prompts/sha256/{}/{hash}.txt", &hash[..2]),
+                    &format!(
+                        "{}/skills-prompts/sha256/{}/{hash}.txt",
+                        self.sdir,
+                        &hash[..2]
+                    ),
                     prompt.clone().into_bytes(),
                     age,
                 );
@@ -480,10 +555,10 @@ impl Gen {
         let age = self.age();
         let text =
             transcript::transcript(&mut self.rng, sid, self.now - age - DAY, Shape::default());
-        self.file(&format!("{SDIR}/{name}"), text.into_bytes(), age);
+        self.file(&format!("{}/{name}", self.sdir), text.into_bytes(), age);
         let pre = match self.rng.below(3) {
             0 => name.clone(),
-            _ => format!("{ROOT}/{SDIR}/{name}"),
+            _ => format!("{ROOT}/{}/{name}", self.sdir),
         };
         let created = self.now - age;
         e.insert(

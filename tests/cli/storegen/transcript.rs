@@ -223,3 +223,56 @@ pub fn trajectory_pointer(session_id: &str, runtime_file: &str) -> String {
     .to_string()
         + "\n"
 }
+
+/// A transcript for `--fix-missing`'s "no message record" rule: a header, settings and entries
+/// that only look like messages (a `type` of `null`, unknown roles, a `role` inside `data`,
+/// arrays and strings), sometimes one real message record (`role` without `type`, or a
+/// `message` object) or a line that does not parse, with CRLF, blank lines or a BOM now and
+/// then; padded to a size just under, at or just over the 4096-byte limit.
+pub fn messageless(rng: &mut Rng, session_id: &str, start_ms: i64) -> Vec<u8> {
+    let nl = if rng.chance(0.2) { "\r\n" } else { "\n" };
+    let mut lines = vec![
+        json!({"type":"session","version":3,"id":session_id,"timestamp":iso(start_ms),
+            "cwd":"/home/ana/.openclaw/workspace"})
+        .to_string(),
+        json!({"type":"model_change","id":rng.hex(8),"parentId":null,"timestamp":iso(start_ms),
+            "provider":"anthropic","modelId":"claude-sonnet-4-5"})
+        .to_string(),
+    ];
+    let look_alikes = [
+        r#"{"type":"custom","customType":"note","data":{"role":"user"}}"#,
+        r#"{"type":null,"role":"user","content":"hi"}"#,
+        r#"{"role":"narrator","content":"hi"}"#,
+        r#"{"message":{"role":"robot"}}"#,
+        r#"{"message":"user"}"#,
+        r#"[{"role":"user"}]"#,
+        r#""just a string""#,
+        "   ",
+        "",
+    ];
+    for _ in 0..rng.range(0, 4) {
+        lines.push(rng.pick(&look_alikes).to_string());
+    }
+    match rng.below(10) {
+        0 => lines.push(r#"{"role":"user","content":"a bare message"}"#.to_string()),
+        1 => lines.push(r#"{"message":{"role":"assistant","content":[]}}"#.to_string()),
+        2 => lines.push(r#"{"type":"message","id":"x"}"#.to_string()),
+        3 if rng.chance(0.5) => lines.push("{not json".to_string()),
+        _ => {}
+    }
+    let target = *rng.pick(&[600, 4000, 4090, 4095, 4096, 4096, 4097, 4098, 4200]);
+    let used: usize = lines.iter().map(|l| l.len() + nl.len()).sum();
+    let pad_frame = json!({"type":"custom","customType":"pad","data":""})
+        .to_string()
+        .len()
+        + nl.len();
+    if used + pad_frame < target {
+        let pad = "p".repeat(target - used - pad_frame);
+        lines.push(json!({"type":"custom","customType":"pad","data":pad}).to_string());
+    }
+    let mut text: String = lines.iter().map(|l| format!("{l}{nl}")).collect();
+    if rng.chance(0.05) {
+        text.insert(0, '\u{feff}');
+    }
+    text.into_bytes()
+}
