@@ -19,7 +19,7 @@ use crate::fsutil::Confined;
 use crate::progress::{self, Progress};
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
-fn moved_to_sqlite(db: &Path) -> String {
+pub(crate) fn moved_to_sqlite(db: &Path) -> String {
     format!(
         "this agent has moved to SQLite ({} exists): its JSONL transcripts are no longer the \
          live copy and clawkeeper does not write them",

@@ -1,19 +1,25 @@
 //! `compact --successor`: write a successor transcript instead of appending, as the runtime's
 //! truncate-after-compaction does, and point the store entry at it.
 //!
-//! Per store entry, under the transcript's lock: index and check the file as the other
-//! transcript commands do (files with unparsable lines are refused, since a successor could not
-//! carry them), plan the compaction, write the successor beside the old file (checked before it
-//! is renamed into place), then reload the store and set the entry's `sessionId`,
-//! `sessionFile` and `compactionCount + 1`, still pointing at the old file when re-checked. If
-//! the store cannot be updated, the successor is removed again. The old file is not touched;
-//! `cleanup` reclaims it later.
+//! Phase 1, per store entry in parallel, under the transcript's lock: index and check the file
+//! as the other transcript commands do (files with unparsable lines are refused, since a
+//! successor could not carry them), plan the compaction, and write the successor beside the old
+//! file (checked before it is renamed into place). The lock stays held.
+//!
+//! Phase 2, per store, once: check that no old transcript changed meanwhile, load the store,
+//! switch every entry that still points at its old file (`sessionId`, `sessionFile`,
+//! `compactionCount + 1`) and save it in one atomic write, guarded against a store that changed
+//! since it was loaded (then it is loaded again and the switches re-applied, a few times). So
+//! many sessions of one store never race each other for `sessions.json`, and no switch
+//! overwrites another. A successor whose switch did not land is removed again; one that cannot
+//! be removed is reported by path (status failed) rather than left behind silently. The old
+//! files are never touched; `cleanup` reclaims them later.
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::time::Duration;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::Result;
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
@@ -25,7 +31,7 @@ use crate::compact::plan::{self, Settings};
 use crate::compact::{context_of, rotate};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
-use crate::fsutil::lock::{self, Acquire};
+use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::store;
 use crate::transcript::job::{self, Outcome, Status};
 use crate::transcript::tree::{self, ContextItem};
@@ -48,29 +54,200 @@ pub(super) fn run(
     run: &Run,
 ) -> Result<Exit> {
     let resolved = transcript_targets::resolve(targets)?;
-    let mut results: Vec<(Outcome, Option<String>)> = resolved
+    // Phase 1, in parallel: plan and write every successor (each under its transcript's lock,
+    // which is held until its store entry is switched).
+    let prepared: Vec<(Outcome, Option<String>, Option<Pending>)> = resolved
         .targets
         .par_iter()
         .map(|t| {
             let mut out = Outcome::new(&t.path, Status::Unchanged);
-            if let Err(status) = one(t, run, &mut out) {
-                out.status = status;
-                out.bytes_after = out.bytes_before;
-            }
-            (out, t.session_key.clone())
+            let pending = match prepare(t, run, &mut out) {
+                Ok(p) => p,
+                Err(status) => {
+                    out.status = status;
+                    out.bytes_after = out.bytes_before;
+                    None
+                }
+            };
+            (out, t.session_key.clone(), pending)
         })
         .collect();
+    // Phase 2, per store: one atomic write that switches every entry at once.
+    let mut results = Vec::with_capacity(prepared.len() + resolved.skipped.len());
+    let mut by_store: BTreeMap<PathBuf, Vec<(usize, Pending)>> = BTreeMap::new();
+    for (i, (out, key, pending)) in prepared.into_iter().enumerate() {
+        results.push((out, key));
+        if let Some(p) = pending {
+            by_store.entry(p.store.clone()).or_default().push((i, p));
+        }
+    }
+    for (store_path, group) in by_store {
+        commit(&store_path, group, &mut results);
+    }
     results.extend(resolved.skipped);
     transcripts::report(mode, labels, count, &results)
 }
 
-fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
+/// A successor on disk whose store entry is not switched yet.
+struct Pending {
+    store: PathBuf,
+    key: String,
+    old: PathBuf,
+    /// The old transcript's size and mtime when it was indexed.
+    old_stamp: (u64, Option<SystemTime>),
+    rotated: rotate::Rotated,
+    confined: Confined,
+    _lock: SessionLock,
+}
+
+/// How often the store is loaded again when another writer changed it between our load and
+/// our write (each attempt re-checks every entry on the fresh store).
+const STORE_ATTEMPTS: usize = 5;
+
+/// Switch the entries of one store to their successors in a single atomic write. Successors
+/// whose switch did not land are removed again (the old transcripts were never touched); one
+/// that cannot be removed is reported by path.
+fn commit(
+    store_path: &Path,
+    group: Vec<(usize, Pending)>,
+    results: &mut [(Outcome, Option<String>)],
+) {
+    let mut live = Vec::with_capacity(group.len());
+    for (i, p) in group {
+        match job::stamp(&p.old) {
+            Ok(s) if s == p.old_stamp => live.push((i, p)),
+            Ok(_) => undo(
+                &mut results[i].0,
+                p,
+                Status::Refused(
+                    "the transcript changed while the successor was written; its store entry was not switched"
+                        .into(),
+                ),
+            ),
+            Err(e) => undo(&mut results[i].0, p, job::failed(e.into())),
+        }
+    }
+    if live.is_empty() {
+        return;
+    }
+    let dir = store_path.parent().unwrap_or(Path::new("."));
+    let confined = match Confined::new(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!("{e:#}");
+            for (i, p) in live {
+                undo(&mut results[i].0, p, Status::Failed(why.clone()));
+            }
+            return;
+        }
+    };
+    for attempt in 1..=STORE_ATTEMPTS {
+        let mut loaded = match store::load(store_path) {
+            Ok(l) => l,
+            Err(e) => {
+                let why = format!("{e:#}");
+                for (i, p) in live {
+                    undo(&mut results[i].0, p, Status::Refused(why.clone()));
+                }
+                return;
+            }
+        };
+        let mut switched = Vec::with_capacity(live.len());
+        for (i, p) in live {
+            match switch_entry(&mut loaded.store, dir, store_path, &p) {
+                Ok(()) => switched.push((i, p)),
+                Err(why) => undo(&mut results[i].0, p, Status::Refused(why)),
+            }
+        }
+        if switched.is_empty() {
+            return;
+        }
+        match store::save(&confined, store_path, &loaded.store, None, loaded.stamp) {
+            Ok(_) => {
+                for (i, p) in switched {
+                    done(&mut results[i].0, p);
+                }
+                return;
+            }
+            // Another writer changed the store after we loaded it: load it again.
+            Err(_) if attempt < STORE_ATTEMPTS && store::stamp(store_path) != loaded.stamp => {
+                std::thread::sleep(Duration::from_millis(20 * attempt as u64));
+                live = switched;
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                for (i, p) in switched {
+                    undo(&mut results[i].0, p, Status::Refused(why.clone()));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// The store entry now points at the successor.
+fn done(out: &mut Outcome, p: Pending) {
+    out.status = Status::Changed;
+    out.bytes_after = p.rotated.bytes_written;
+    out.notes.push(format!(
+        "wrote successor {} ({} entries); {} now points at it; the old file stays for cleanup",
+        p.rotated.path.display(),
+        p.rotated.entries_written,
+        p.key
+    ));
+    if let Some(Value::Object(d)) = &mut out.details {
+        d.insert("successorSessionId".into(), json!(p.rotated.session_id));
+        d.insert(
+            "successorFile".into(),
+            json!(p.rotated.path.display().to_string()),
+        );
+    }
+}
+
+/// The store entry was not switched: remove the successor again (the old transcript was never
+/// touched). A successor that cannot be removed is named, so it is not left behind silently.
+fn undo(out: &mut Outcome, p: Pending, status: Status) {
+    out.bytes_after = out.bytes_before;
+    let file = p.rotated.path.display().to_string();
+    match p.confined.remove_file(&p.rotated.path) {
+        Ok(_) => {
+            out.status = status;
+            out.notes.push(format!(
+                "removed the successor {file} again; {} and the old transcript are unchanged",
+                p.key
+            ));
+        }
+        Err(e) => {
+            let why = match &status {
+                Status::Refused(r) | Status::Failed(r) | Status::Skipped(r) | Status::Locked(r) => {
+                    r.clone()
+                }
+                _ => String::new(),
+            };
+            out.status = Status::Failed(format!(
+                "{why}; the successor {file} could not be removed ({e:#}) and no store entry points at it: delete it by hand"
+            ));
+            if let Some(Value::Object(d)) = &mut out.details {
+                d.insert("successorFile".into(), json!(file));
+                d.insert("successorUnreferenced".into(), json!(true));
+            }
+        }
+    }
+}
+
+/// Plan one transcript and, with `--enforce`, write its successor (checked and renamed into
+/// place); the store entry is switched later by [`commit`].
+fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, Status> {
     let (Some(store_path), Some(key)) = (&t.store, &t.session_key) else {
         return Err(Status::Refused("--successor needs a store entry".into()));
     };
+    let sqlite = crate::targets::sqlite_marker_of_dir(&t.dir);
+    if let (Some(db), true) = (&sqlite, run.enforce) {
+        return Err(Status::Refused(transcripts::moved_to_sqlite(db)));
+    }
     let confined = Confined::new(&t.dir).map_err(job::failed)?;
     job::check_target(&confined, &t.path)?;
-    let _lock = if run.enforce {
+    let lock = if run.enforce {
         match lock::acquire(&confined, &t.path, run.wait_lock).map_err(job::failed)? {
             Acquire::Locked(l) => Some(l),
             Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string())),
@@ -111,22 +288,26 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
         Ok(c) => c,
         Err(leave) => {
             out.notes = vec![format!("left alone: {leave}")];
-            return Ok(());
+            out.notes
+                .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
+            return Ok(None);
         }
     };
     out.notes = describe(&index, &c);
+    out.notes
+        .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
     if let Some(ext) = run.external {
         out.notes
             .push(use_external(ext, &mut c, run.enforce, run.now));
     }
     out.details = Some(details(&c, &run.settings.estimator));
-    if !run.enforce {
+    let Some(lock) = lock else {
         out.status = Status::WouldChange;
         out.notes.push(format!(
             "would write a successor transcript and point {key} at it; the old file stays"
         ));
-        return Ok(());
-    }
+        return Ok(None);
+    };
     let kept_tail: Vec<String> = tree::context_of(&index, &tree, &active)
         .into_iter()
         .filter_map(|item| match item {
@@ -143,66 +324,47 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
     let rotated =
         rotate::write_successor(&confined, &t.path, cwd, &all, &branch, &kept_tail, run.now)
             .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    let undo = |why: Status| {
-        let _ = confined.remove_file(&rotated.path);
-        why
-    };
-    if job::stamp(&t.path).map_err(|e| undo(job::failed(e.into())))? != before {
-        return Err(undo(Status::Refused(
-            "the transcript changed while the successor was written; nothing was changed".into(),
-        )));
-    }
-    point_store_at(store_path, key, &t.path, &rotated).map_err(|e| undo(job::failed(e)))?;
-    out.status = Status::Changed;
-    out.bytes_after = rotated.bytes_written;
-    out.notes.push(format!(
-        "wrote successor {} ({} entries); {key} now points at it; the old file stays for cleanup",
-        rotated.path.display(),
-        rotated.entries_written
-    ));
-    if let Some(Value::Object(d)) = &mut out.details {
-        d.insert("successorSessionId".into(), json!(rotated.session_id));
-        d.insert(
-            "successorFile".into(),
-            json!(rotated.path.display().to_string()),
-        );
-    }
-    Ok(())
+    Ok(Some(Pending {
+        store: store_path.clone(),
+        key: key.clone(),
+        old: t.path.clone(),
+        old_stamp: before,
+        rotated,
+        confined,
+        _lock: lock,
+    }))
 }
 
-/// Reload the store and switch `key` to the successor (it must still name `old`).
-fn point_store_at(
+/// Switch `key` of a freshly loaded store to the successor (it must still name the old file).
+fn switch_entry(
+    store: &mut store::Store,
+    dir: &Path,
     store_path: &Path,
-    key: &str,
-    old: &Path,
-    rotated: &rotate::Rotated,
-) -> Result<()> {
-    let dir = store_path.parent().unwrap_or(Path::new("."));
-    let confined = Confined::new(dir)?;
-    let mut loaded = store::load(store_path)?;
-    let entry = loaded
-        .store
+    p: &Pending,
+) -> Result<(), String> {
+    let key = &p.key;
+    let entry = store
         .get_mut(key)
-        .ok_or_else(|| anyhow!("{key} is no longer in {}", store_path.display()))?;
+        .ok_or_else(|| format!("{key} is no longer in {}", store_path.display()))?;
     let now_points_at = store::entry_transcript(entry, dir);
-    if now_points_at.as_deref() != Some(&crate::store::paths::canonical(old)) {
-        bail!(
+    if now_points_at.as_deref() != Some(&crate::store::paths::canonical(&p.old)) {
+        return Err(format!(
             "{key} no longer points at {} in {}",
-            old.display(),
+            p.old.display(),
             store_path.display()
-        );
+        ));
     }
     let obj = entry
         .as_object_mut()
-        .with_context(|| format!("{key} in {} is not an object", store_path.display()))?;
+        .ok_or_else(|| format!("{key} in {} is not an object", store_path.display()))?;
     let count = obj
         .get("compactionCount")
         .and_then(Value::as_f64)
         .unwrap_or(0.0);
-    obj.insert("sessionId".into(), json!(rotated.session_id));
+    obj.insert("sessionId".into(), json!(p.rotated.session_id));
     obj.insert(
         "sessionFile".into(),
-        json!(rotated.path.display().to_string()),
+        json!(p.rotated.path.display().to_string()),
     );
     obj.insert(
         "compactionCount".into(),
@@ -212,6 +374,149 @@ fn point_store_at(
             1
         }),
     );
-    store::save(&confined, store_path, &loaded.store, None, loaded.stamp)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fixture {
+        dir: tempfile::TempDir,
+        store: PathBuf,
+    }
+
+    fn fixture(store_text: &str) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("sessions.json");
+        std::fs::write(&store, store_text).unwrap();
+        Fixture { dir, store }
+    }
+
+    /// A written successor of `old` (the file exists), holding `old`'s lock.
+    fn pending(f: &Fixture, key: &str, old: &str, successor: &str) -> Pending {
+        let confined = Confined::new(f.dir.path()).unwrap();
+        let old = f.dir.path().join(old);
+        std::fs::write(&old, "old\n").unwrap();
+        let path = f.dir.path().join(successor);
+        std::fs::write(&path, "new\n").unwrap();
+        let Acquire::Locked(lock) = lock::acquire(&confined, &old, None).unwrap() else {
+            panic!("lock");
+        };
+        Pending {
+            store: f.store.clone(),
+            key: key.into(),
+            old_stamp: job::stamp(&old).unwrap(),
+            old,
+            rotated: rotate::Rotated {
+                session_id: format!("new-{key}"),
+                path: std::fs::canonicalize(&path).unwrap(),
+                entries_written: 1,
+                bytes_written: 4,
+            },
+            confined,
+            _lock: lock,
+        }
+    }
+
+    fn outcomes(n: usize) -> Vec<(Outcome, Option<String>)> {
+        (0..n)
+            .map(|i| {
+                (
+                    Outcome::new(Path::new(&format!("t{i}")), Status::Unchanged),
+                    None,
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_write_switches_every_entry_and_misses_are_undone() {
+        let f = fixture(
+            r#"{"a": {"sessionId": "a", "updatedAt": 1}, "b": {"sessionId": "b", "compactionCount": 4}, "c": {"sessionId": "other"}}"#,
+        );
+        let group = vec![
+            (0, pending(&f, "a", "a.jsonl", "sa.jsonl")),
+            (1, pending(&f, "b", "b.jsonl", "sb.jsonl")),
+            // c points at another file by now; d is gone from the store.
+            (2, pending(&f, "c", "c.jsonl", "sc.jsonl")),
+            (3, pending(&f, "d", "d.jsonl", "sd.jsonl")),
+        ];
+        let mut results = outcomes(4);
+        commit(&f.store, group, &mut results);
+        let store: Value = serde_json::from_slice(&std::fs::read(&f.store).unwrap()).unwrap();
+        assert_eq!(store["a"]["sessionId"], "new-a");
+        assert_eq!(store["a"]["compactionCount"], 1);
+        assert_eq!(store["b"]["sessionId"], "new-b");
+        assert_eq!(store["b"]["compactionCount"], 5);
+        assert!(
+            store["b"]["sessionFile"]
+                .as_str()
+                .unwrap()
+                .ends_with("/sb.jsonl")
+        );
+        assert_eq!(store["c"], json!({"sessionId": "other"}));
+        assert_eq!(results[0].0.status, Status::Changed);
+        assert_eq!(results[1].0.status, Status::Changed);
+        for (i, name) in [(2, "sc.jsonl"), (3, "sd.jsonl")] {
+            assert!(
+                matches!(&results[i].0.status, Status::Refused(r) if r.contains("no longer")),
+                "{:?}",
+                results[i].0.status
+            );
+            assert!(!f.dir.path().join(name).exists(), "{name} removed again");
+            assert!(
+                results[i]
+                    .0
+                    .notes
+                    .iter()
+                    .any(|n| n.contains("removed the successor"))
+            );
+        }
+        // Old transcripts are untouched, locks released.
+        for old in ["a", "b", "c", "d"] {
+            let p = f.dir.path().join(format!("{old}.jsonl"));
+            assert_eq!(std::fs::read_to_string(&p).unwrap(), "old\n");
+            assert!(!f.dir.path().join(format!("{old}.jsonl.lock")).exists());
+        }
+    }
+
+    #[test]
+    fn a_changed_transcript_or_an_unremovable_successor_is_reported() {
+        let f = fixture(r#"{"a": {"sessionId": "a"}, "b": {"sessionId": "b"}}"#);
+        let a = pending(&f, "a", "a.jsonl", "sa.jsonl");
+        // The old transcript grew after its successor was written.
+        std::fs::write(f.dir.path().join("a.jsonl"), "old\nappended\n").unwrap();
+        let b = pending(&f, "b", "b.jsonl", "sb.jsonl");
+        // The store cannot be written (it is a directory now), and the successor cannot be
+        // removed (something replaced it with a directory).
+        let store_before = std::fs::read(&f.store).unwrap();
+        std::fs::remove_file(&b.rotated.path).unwrap();
+        std::fs::create_dir(&b.rotated.path).unwrap();
+        std::fs::remove_file(&f.store).unwrap();
+        std::fs::create_dir(&f.store).unwrap();
+        let mut results = outcomes(2);
+        results[1].0.details = Some(json!({}));
+        commit(&f.store, vec![(0, a), (1, b)], &mut results);
+        assert!(
+            matches!(&results[0].0.status, Status::Refused(r) if r.contains("changed while")),
+            "{:?}",
+            results[0].0.status
+        );
+        assert!(!f.dir.path().join("sa.jsonl").exists());
+        match &results[1].0.status {
+            Status::Failed(r) => {
+                assert!(
+                    r.contains("sb.jsonl") && r.contains("no store entry points at it"),
+                    "{r}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let d = results[1].0.details.as_ref().unwrap();
+        assert_eq!(d["successorUnreferenced"], true);
+        assert!(d["successorFile"].as_str().unwrap().ends_with("sb.jsonl"));
+        std::fs::remove_dir(&f.store).unwrap();
+        std::fs::write(&f.store, store_before).unwrap();
+    }
 }
