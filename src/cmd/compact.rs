@@ -105,12 +105,15 @@ pub fn planner<'a>(
             }
         };
         let mut notes = describe(index, &c);
+        let mut source = "builtin";
         if let Some(ext) = external {
-            notes.push(use_external(ext, &mut c, enforce, now));
+            let (note, s) = use_external(ext, &mut c, enforce, now);
+            notes.push(note);
+            source = s;
         }
         let mut planned = Planned {
             notes,
-            details: Some(details(&c, &settings.estimator)),
+            details: Some(details(&c, &settings.estimator, source)),
             ..Planned::default()
         };
         planned.edits.append.push(c.entry.to_value());
@@ -148,27 +151,49 @@ fn describe(index: &Index, c: &Compaction) -> Vec<String> {
     notes
 }
 
-/// Ask the operator's summariser (only when applying); returns the note to report.
-fn use_external(ext: &External, c: &mut Compaction, enforce: bool, now: &str) -> String {
+/// Ask the operator's summariser (only when applying: a preview never runs it). Returns the
+/// note to report and `details.summarySource`: `summarizer` (its text is used),
+/// `builtin-fallback` (it failed; the built-in summary is used), or `summarizer-on-enforce`
+/// (a preview: the summary would come from it; the figures are those of the built-in summary,
+/// which is also the fallback).
+fn use_external(
+    ext: &External,
+    c: &mut Compaction,
+    enforce: bool,
+    now: &str,
+) -> (String, &'static str) {
     if !enforce {
-        return format!("--summarizer `{}` runs only with --enforce", ext.command);
+        return (
+            format!(
+                "the summary would come from --summarizer `{}`, which runs only with --enforce; the figures shown are for the built-in summary (also the fallback if it fails)",
+                ext.command
+            ),
+            "summarizer-on-enforce",
+        );
     }
     let messages: Vec<&Value> = c.summarized.iter().collect();
     let input = external::request(&messages, c.previous_summary.as_deref());
     match external::run(&ext.command, &input, ext.timeout) {
         Ok(text) => {
             let generator = format!("{} {}", plan::TOOL, env!("CARGO_PKG_VERSION"));
-            c.entry.summary = summary::wrap_external(&text, &c.summary, &generator, now);
-            "summary written by --summarizer".into()
+            c.entry.summary =
+                summary::wrap_external(&text, &c.summary, &generator, now, &ext.command);
+            if let Some(Value::Object(offline)) = c.entry.details.get_mut("offline") {
+                offline.insert("summarizer".into(), json!(ext.command));
+            }
+            ("summary written by --summarizer".into(), "summarizer")
         }
-        Err(why) => format!("--summarizer failed ({why}); used the built-in summary"),
+        Err(why) => (
+            format!("--summarizer failed ({why}); used the built-in summary"),
+            "builtin-fallback",
+        ),
     }
 }
 
 /// The plan's figures. `tokensAfter` and `tokensSaved` are per-message estimates of the
 /// effective context (no provider `usage`, which describes the context before): before =
 /// previous summary + summarised + kept messages; after = new summary + kept messages.
-fn details(c: &Compaction, estimator: &Estimator) -> Value {
+fn details(c: &Compaction, estimator: &Estimator, summary_source: &str) -> Value {
     let summary_tokens =
         context_message(&c.entry.to_value()).map_or(0, |m| estimator.message_tokens(&m));
     let previous_tokens = c.previous_summary.as_ref().map_or(0, |s| {
@@ -187,6 +212,7 @@ fn details(c: &Compaction, estimator: &Estimator) -> Value {
         "messagesSummarized": c.summary.messages,
         "boilerplateOnly": c.summary.boilerplate_only,
         "summaryChars": c.entry.summary.encode_utf16().count(),
+        "summarySource": summary_source,
         "readFiles": c.summary.read_files.len(),
         "modifiedFiles": c.summary.modified_files.len(),
     })

@@ -20,6 +20,10 @@
 //! code units, merged with the previous compaction's `details` unless it came from a hook.
 //! When the summarised range holds no real conversation (spec § 12) the runtime safeguard's
 //! structured fallback is used instead, so the boundary still stops re-triggering.
+//!
+//! With an operator's summariser ([`wrap_external`]) the first line says that its command
+//! wrote the body (not the runtime's model), the framing request stays quoted under its
+//! heading before the command's text, and the file blocks follow it.
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,6 +68,9 @@ pub struct Summary {
     pub messages: usize,
     pub by_role: BTreeMap<String, usize>,
     pub boilerplate: Boilerplate,
+    /// The session's framing request as quoted in the summary (also kept around an
+    /// operator's summariser text).
+    pub framing: Option<String>,
 }
 
 impl Summary {
@@ -103,13 +110,13 @@ pub fn build(input: &SummaryInput) -> Summary {
     }
     let previous_summary = input.previous.and_then(|p| str_field(p, "summary"));
     let header = header_line(input.generator, input.now);
+    let framing = framing_request(input, &real_candidates, previous_summary);
     let text = if boilerplate_only {
         format!("{header}\n\n{}", fallback_summary(previous_summary))
     } else {
-        let framing = framing_request(input, &real_candidates, previous_summary);
         let mut out = header;
-        if let Some(f) = framing {
-            out.push_str(&format!("\n\n{FRAMING_HEADING}\n{}", quote(&f)));
+        if let Some(f) = &framing {
+            out.push_str(&format!("\n\n{FRAMING_HEADING}\n{}", quote(f)));
         }
         if let Some(prev) = previous_summary
             .map(carried_forward)
@@ -133,18 +140,41 @@ pub fn build(input: &SummaryInput) -> Summary {
         messages: all.len(),
         by_role,
         boilerplate,
+        framing,
     }
 }
 
-/// The summary to use around an operator's summariser output: header line, their text, and
-/// the same file blocks as the built-in summary.
-pub fn wrap_external(text: &str, summary: &Summary, generator: &str, now: &str) -> String {
-    let body = js_trim(text);
-    sanitize(&format!(
-        "{}\n\n{body}{}",
-        header_line(generator, now),
-        format_file_operations(&summary.read_files, &summary.modified_files)
-    ))
+/// The first line of a summary whose body an operator's summariser command wrote: it says
+/// so, names the command (whitespace collapsed, at most 60 characters) and that it was not
+/// the runtime's model.
+pub fn external_header_line(generator: &str, now: &str, command: &str) -> String {
+    let command = truncate_utf16(&collapse_space(command).replace('`', "'"), 60);
+    format!(
+        "{HEADER_PREFIX}{generator} at {now}; summary written offline by the operator's summariser command `{command}`, not by the runtime's model; file lists extracted mechanically.]"
+    )
+}
+
+/// The summary to use around an operator's summariser output: its own first line, the
+/// framing request under its heading, their text, and the same file blocks as the built-in
+/// summary.
+pub fn wrap_external(
+    text: &str,
+    summary: &Summary,
+    generator: &str,
+    now: &str,
+    command: &str,
+) -> String {
+    let mut out = external_header_line(generator, now, command);
+    if let Some(f) = &summary.framing {
+        out.push_str(&format!("\n\n{FRAMING_HEADING}\n{}", quote(f)));
+    }
+    out.push_str("\n\n");
+    out.push_str(js_trim(text));
+    out.push_str(&format_file_operations(
+        &summary.read_files,
+        &summary.modified_files,
+    ));
+    sanitize(&out)
 }
 
 /// Never let a summary close the runtime's `<summary>` wrapper early.

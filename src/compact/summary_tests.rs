@@ -181,3 +181,43 @@ fn generated_sessions_name_every_touched_file() {
         assert!(s.text.len() < 16_000, "a few KB, got {}", s.text.len());
     }
 }
+
+#[test]
+fn a_summariser_text_is_framed_honestly() {
+    let mut b = PathBuilder::default();
+    b.user("Port the billing job to Rust");
+    b.tool_round("edit", json!({"path":"bill.rs"}), "ok", false);
+    b.assistant_text("started");
+    let s = build(&input(&b.entries, None));
+    let text = wrap_external(
+        "  The model's own summary </summary> ends here.\n",
+        &s,
+        "clawkeeper 0.0.0",
+        "2026-03-03T00:00:00.000Z",
+        "ollama run `x`\n  --fast",
+    );
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "[Offline compaction by clawkeeper 0.0.0 at 2026-03-03T00:00:00.000Z; summary written offline by the operator's summariser command `ollama run 'x' --fast`, not by the runtime's model; file lists extracted mechanically.]"
+    );
+    assert!(!text.contains("no model was used"));
+    assert!(text.contains(
+        "\n\n## Framing request\n> Port the billing job to Rust\n\nThe model's own summary <\\/summary> ends here.\n\n<modified-files>\nbill.rs\n</modified-files>"
+    ));
+    // Carried into the next compaction, its first line and blocks are not repeated.
+    let prev =
+        json!({"type":"compaction","summary":text,"details":s.details("clawkeeper","0.0.0")});
+    let mut c = PathBuilder::default();
+    c.user("and the invoices");
+    c.assistant_text("ok");
+    let next = build(&input(&c.entries, Some(&prev)));
+    assert_eq!(next.text.matches("[Offline compaction by").count(), 1);
+    assert_eq!(next.text.matches("## Framing request").count(), 1);
+    assert!(
+        next.text
+            .contains("## Previous summary\nThe model's own summary <\\/summary> ends here.")
+    );
+    let long = external_header_line("t", "n", &"c".repeat(100));
+    assert!(long.contains(&format!("`{}...`", "c".repeat(57))), "{long}");
+}

@@ -296,11 +296,13 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
     out.notes = describe(&index, &c);
     out.notes
         .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
+    let mut source = "builtin";
     if let Some(ext) = run.external {
-        out.notes
-            .push(use_external(ext, &mut c, run.enforce, run.now));
+        let (note, s) = use_external(ext, &mut c, run.enforce, run.now);
+        out.notes.push(note);
+        source = s;
     }
-    out.details = Some(details(&c, &run.settings.estimator));
+    out.details = Some(details(&c, &run.settings.estimator, source));
     let Some(lock) = lock else {
         out.status = Status::WouldChange;
         out.notes.push(format!(
