@@ -328,11 +328,17 @@ fn many_sessions_of_one_store_all_get_their_successor() {
         assert!(new.ok, "successor {k}: {:?}", new.error);
         let msgs = new.messages.as_array().unwrap();
         assert_eq!(msgs[0]["role"], "compactionSummary", "successor {k}");
+        // After the summary (and the last summarised assistant turn, which the rotation keeps
+        // as the runtime does), the kept part starts at the cut, a user message, and is the
+        // tail of the old context.
         let (new_msgs, old_msgs) = (unsigned(&new.messages), unsigned(&old.messages));
-        let tail = 3.min(new_msgs.len() - 1);
-        assert_eq!(
-            &new_msgs[new_msgs.len() - tail..],
-            &old_msgs[old_msgs.len() - tail..],
+        let cut = new_msgs
+            .iter()
+            .position(|m| m["role"] == "user")
+            .unwrap_or_else(|| panic!("successor {k}: no user message kept"));
+        let kept = &new_msgs[cut..];
+        assert!(
+            old_msgs.ends_with(kept),
             "successor {k}: the newest messages are kept"
         );
     }
