@@ -2,7 +2,8 @@
 //! calls with a string `arguments.path`; modified = edited ∪ written, read = read − modified,
 //! both sorted by UTF-16 code units, merged with the previous compaction's `details` unless it
 //! came from a hook; and the `<read-files>` / `<modified-files>` blocks appended to summaries
-//! (each capped at 8000 characters with an "...and N more" line; `details` keeps them all).
+//! (each capped at [`MAX_FILES_LISTED`] paths and [`MAX_FILE_LIST_CHARS`] characters, then an
+//! "… and N more (see details)" line; `details` keeps them all).
 
 use std::collections::BTreeSet;
 
@@ -11,7 +12,10 @@ use serde_json::Value;
 use super::str_field;
 use super::summary::tool_calls;
 
-const MAX_FILE_LIST_CHARS: usize = 8000;
+/// Paths named per block.
+pub const MAX_FILES_LISTED: usize = 30;
+/// Characters (UTF-16 units) of paths per block.
+pub const MAX_FILE_LIST_CHARS: usize = 2000;
 
 fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
     let mut v: Vec<String> = set.into_iter().collect();
@@ -67,11 +71,14 @@ fn file_block(tag: &str, files: &[String]) -> Option<String> {
         return None;
     }
     let mut body = String::new();
+    let mut chars = 0;
     for (i, f) in files.iter().enumerate() {
-        if body.len() + f.len() + 1 > MAX_FILE_LIST_CHARS {
-            body.push_str(&format!("...and {} more (see details)\n", files.len() - i));
+        let len = f.encode_utf16().count() + 1;
+        if i == MAX_FILES_LISTED || chars + len > MAX_FILE_LIST_CHARS {
+            body.push_str(&format!("… and {} more (see details)\n", files.len() - i));
             break;
         }
+        chars += len;
         body.push_str(f);
         body.push('\n');
     }

@@ -6,20 +6,31 @@
 //! ```text
 //! [Offline compaction by <tool> at <ISO>; no model was used; facts below are extracted mechanically.]
 //!
-//! ## Framing request          the session's first real user message, quoted in full
-//! ## Previous summary         the previous compaction's summary, carried forward
+//! ## Framing request          the session's first real user message, quoted (≤ 2000 chars)
+//! ## Previous summary         the previous compaction's summary, carried forward (≤ 4000)
 //! ## Activity                 message counts by role, time span, boilerplate omitted, images
-//! ## Tools called             name ×count (k errors)
+//! ## Tools called             name ×count (k errors), ≤ 20 rows
 //! ## Tool Failures            as the runtime's safeguard writes them (≤ 8 lines, 240 chars)
-//! ## User requests            oldest first, whitespace collapsed, ≤ 200 characters each
-//! <read-files> / <modified-files>
+//! ## User requests            oldest 5 and newest 10, whitespace collapsed, ≤ 200 chars each
+//! <read-files> / <modified-files>   ≤ 30 paths and 2000 chars each
 //! ```
+//!
+//! Caps keep the summary a few KB (at most about 16 KB whatever the input): a longer framing
+//! request is cut with a `[… shortened: N more characters]` line (an already shortened one
+//! carried from an earlier offline summary is not cut again); a longer previous summary keeps
+//! its first 1500 and last 2500 characters with a marker between; longer tool tables and file
+//! blocks end with `… and N more` (`details` keeps every file). Lengths count UTF-16 units.
+//! An earlier offline summary (recognised by its first line) is carried without its first
+//! line, its framing section (re-emitted at the top) and its file blocks (merged into the new
+//! lists). No closing `</summary>` tag survives, in any letter case or spacing.
 //!
 //! File lists follow the runtime: `read`/`write`/`edit` tool calls with a string
 //! `arguments.path`; modified = edited ∪ written, read = read − modified, both sorted by UTF-16
 //! code units, merged with the previous compaction's `details` unless it came from a hook.
 //! When the summarised range holds no real conversation (spec § 12) the runtime safeguard's
-//! structured fallback is used instead, so the boundary still stops re-triggering.
+//! structured fallback takes the place of the sections from `## Previous summary` to
+//! `## User requests` (the first line, the framing request and the file blocks stay), so the
+//! boundary still stops re-triggering.
 //!
 //! With an operator's summariser ([`wrap_external`]) the first line says that its command
 //! wrote the body (not the runtime's model), the framing request stays quoted under its
@@ -27,10 +38,12 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::LazyLock;
 
+use regex::Regex;
 use serde_json::{Value, json};
 
-use super::classify::{self, Boilerplate, collapse_space, js_trim};
+use super::classify::{self, Boilerplate, collapse_space, is_js_space, js_trim};
 use super::fileops::{file_lists, format_file_operations};
 use super::{context_message, str_field};
 
@@ -40,8 +53,16 @@ const FRAMING_HEADING: &str = "## Framing request";
 const MAX_TOOL_FAILURES: usize = 8;
 const MAX_TOOL_FAILURE_CHARS: usize = 240;
 const MAX_REQUEST_CHARS: usize = 200;
-const MAX_REQUESTS_HEAD: usize = 10;
-const MAX_REQUESTS_TAIL: usize = 20;
+const MAX_REQUESTS_HEAD: usize = 5;
+const MAX_REQUESTS_TAIL: usize = 10;
+/// The framing request is quoted up to this many UTF-16 units, then marked as shortened.
+pub const MAX_FRAMING_CHARS: usize = 2000;
+/// A previous summary carried forward keeps this many UTF-16 units of its start and of its
+/// end, with a marker for what was left out between them.
+pub const MAX_PREVIOUS_HEAD_CHARS: usize = 1500;
+pub const MAX_PREVIOUS_TAIL_CHARS: usize = 2500;
+/// Rows of the tools table.
+pub const MAX_TOOL_ROWS: usize = 20;
 
 /// What to summarise.
 pub struct SummaryInput<'a> {
@@ -109,29 +130,29 @@ pub fn build(input: &SummaryInput) -> Summary {
             .or_insert(0) += 1;
     }
     let previous_summary = input.previous.and_then(|p| str_field(p, "summary"));
-    let header = header_line(input.generator, input.now);
+    let carried = previous_summary
+        .map(carried_forward)
+        .filter(|p| !p.is_empty())
+        .map(|p| cap_previous(&p));
     let framing = framing_request(input, &real_candidates, previous_summary);
-    let text = if boilerplate_only {
-        format!("{header}\n\n{}", fallback_summary(previous_summary))
+    let mut text = header_line(input.generator, input.now);
+    if let Some(f) = &framing {
+        text.push_str(&format!("\n\n{FRAMING_HEADING}\n{}", quote(f)));
+    }
+    if boilerplate_only {
+        text.push_str("\n\n");
+        text.push_str(&fallback_summary(carried.as_deref()));
     } else {
-        let mut out = header;
-        if let Some(f) = &framing {
-            out.push_str(&format!("\n\n{FRAMING_HEADING}\n{}", quote(f)));
+        if let Some(prev) = &carried {
+            text.push_str(&format!("\n\n## Previous summary\n{prev}"));
         }
-        if let Some(prev) = previous_summary
-            .map(carried_forward)
-            .filter(|p| !p.is_empty())
-        {
-            out.push_str(&format!("\n\n## Previous summary\n{prev}"));
-        }
-        out.push_str("\n\n## Activity\n");
-        out.push_str(&activity(&input.entries, &all, &by_role, boilerplate));
-        out.push_str(&tools_section(&all));
-        out.push_str(&tool_failures_section(&all));
-        out.push_str(&requests_section(&input.entries, &real_candidates));
-        out.push_str(&format_file_operations(&read_files, &modified_files));
-        out
-    };
+        text.push_str("\n\n## Activity\n");
+        text.push_str(&activity(&input.entries, &all, &by_role, boilerplate));
+        text.push_str(&tools_section(&all));
+        text.push_str(&tool_failures_section(&all));
+        text.push_str(&requests_section(&input.entries, &real_candidates));
+    }
+    text.push_str(&format_file_operations(&read_files, &modified_files));
     Summary {
         text: sanitize(&text),
         read_files,
@@ -177,9 +198,77 @@ pub fn wrap_external(
     sanitize(&out)
 }
 
-/// Never let a summary close the runtime's `<summary>` wrapper early.
-fn sanitize(text: &str) -> String {
-    text.replace("</summary>", "<\\/summary>")
+static CLOSING_TAG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)<\s*/\s*summary\s*>").unwrap());
+
+/// Never let a summary close the runtime's `<summary>` wrapper early: every closing tag, in
+/// any letter case and with any whitespace inside it, gets its slash escaped (`<\/summary>`).
+pub fn sanitize(text: &str) -> String {
+    CLOSING_TAG
+        .replace_all(text, |c: &regex::Captures| c[0].replace('/', "\\/"))
+        .into_owned()
+}
+
+/// The marker that ends a shortened text.
+fn shortened(more: usize) -> String {
+    format!("[… shortened: {more} more characters]")
+}
+
+/// `text` cut to `max` UTF-16 units (never inside a surrogate pair) plus a marker line
+/// saying how much was left out; unchanged when it fits.
+pub fn cap_text(text: &str, max: usize) -> String {
+    let total = text.encode_utf16().count();
+    if total <= max {
+        return text.to_owned();
+    }
+    let head = utf16_prefix(text, max);
+    let more = total - head.encode_utf16().count();
+    format!(
+        "{}\n{}",
+        head.trim_end_matches(is_js_space),
+        shortened(more)
+    )
+}
+
+/// The longest prefix of `text` of at most `max` UTF-16 units.
+fn utf16_prefix(text: &str, max: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices() {
+        if used + c.len_utf16() > max {
+            return &text[..i];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
+/// The longest suffix of `text` of at most `max` UTF-16 units.
+fn utf16_suffix(text: &str, max: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices().rev() {
+        if used + c.len_utf16() > max {
+            return &text[i + c.len_utf16()..];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
+/// A previous summary as carried forward: its start and its end, with the middle left out
+/// (and marked) when it is longer than both together.
+fn cap_previous(text: &str) -> String {
+    let total = text.encode_utf16().count();
+    if total <= MAX_PREVIOUS_HEAD_CHARS + MAX_PREVIOUS_TAIL_CHARS {
+        return text.to_owned();
+    }
+    let head = utf16_prefix(text, MAX_PREVIOUS_HEAD_CHARS);
+    let tail = utf16_suffix(text, MAX_PREVIOUS_TAIL_CHARS);
+    let more = total - head.encode_utf16().count() - tail.encode_utf16().count();
+    format!(
+        "{}\n[… {more} characters of the previous summary left out …]\n{}",
+        head.trim_end_matches(is_js_space),
+        tail.trim_start_matches(is_js_space)
+    )
 }
 
 /// The runtime safeguard's `buildStructuredFallbackSummary`.
@@ -254,12 +343,17 @@ fn framing_request(
     previous: Option<&str>,
 ) -> Option<String> {
     if let Some(f) = previous.and_then(previous_framing) {
-        return Some(
-            f.lines()
-                .map(|l| l.strip_prefix("> ").or(l.strip_prefix('>')).unwrap_or(l))
-                .collect::<Vec<_>>()
-                .join("\n"),
-        );
+        let text = f
+            .lines()
+            .map(|l| l.strip_prefix("> ").or(l.strip_prefix('>')).unwrap_or(l))
+            .collect::<Vec<_>>()
+            .join("\n");
+        // Already shortened when it was first quoted (the marker adds a few characters).
+        return Some(if text.encode_utf16().count() <= MAX_FRAMING_CHARS + 64 {
+            text
+        } else {
+            cap_text(&text, MAX_FRAMING_CHARS)
+        });
     }
     let first = input.framing_before.or_else(|| {
         real.iter().enumerate().find_map(|(i, m)| {
@@ -268,7 +362,7 @@ fn framing_request(
         })
     })?;
     let text = classify::message_text(first);
-    (!js_trim(&text).is_empty()).then(|| js_trim(&text).to_owned())
+    (!js_trim(&text).is_empty()).then(|| cap_text(js_trim(&text), MAX_FRAMING_CHARS))
 }
 
 /// An earlier summary as carried forward: an offline one loses its first line, its framing
@@ -376,14 +470,23 @@ fn tools_section(all: &[&Value]) -> String {
     }
     let mut rows: Vec<_> = calls.into_iter().collect();
     rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
-    let lines: Vec<String> = rows
+    let mut lines: Vec<String> = rows
         .iter()
-        .map(|(name, (n, err))| match err {
-            0 => format!("- {name} ×{n}"),
-            1 => format!("- {name} ×{n} (1 error)"),
-            e => format!("- {name} ×{n} ({e} errors)"),
+        .take(MAX_TOOL_ROWS)
+        .map(|(name, (n, err))| {
+            let name = truncate_utf16(name, 80);
+            match err {
+                0 => format!("- {name} ×{n}"),
+                1 => format!("- {name} ×{n} (1 error)"),
+                e => format!("- {name} ×{n} ({e} errors)"),
+            }
         })
         .collect();
+    if rows.len() > MAX_TOOL_ROWS {
+        let rest = &rows[MAX_TOOL_ROWS..];
+        let n: usize = rest.iter().map(|(_, (n, _))| n).sum();
+        lines.push(format!("- … and {} more tools ({n} calls)", rest.len()));
+    }
     format!("\n\n## Tools called\n{}", lines.join("\n"))
 }
 
