@@ -262,7 +262,6 @@ fn write_human(
         "after",
         "notes",
     ]);
-    let (mut n, mut before, mut after) = (0usize, 0u64, 0u64);
     for (o, key) in results {
         let (status, reason) = status_name(&o.status);
         let mut notes: Vec<String> = reason.map(str::to_owned).into_iter().collect();
@@ -277,9 +276,6 @@ fn write_human(
             ));
         }
         notes.extend(o.notes.iter().cloned());
-        n += count(o);
-        before += o.bytes_before;
-        after += o.bytes_after;
         table.add_row(vec![
             Cell::new(display_name(&o.path, key)),
             Cell::new(status),
@@ -291,22 +287,79 @@ fn write_human(
     }
     writeln!(w, "{}: {mode}", labels.command)?;
     writeln!(w, "{table}")?;
-    writeln!(
-        w,
-        "Total: {}, {} {}, {} → {} ({} freed)",
+    writeln!(w, "{}", total_line(labels, count, results))?;
+    Ok(())
+}
+
+/// The text report's last line: the same totals as the JSON `totals` (files, skipped and
+/// other problem statuses, the count, bytes, unparsable lines kept).
+fn total_line(
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    results: &[(Outcome, Option<String>)],
+) -> String {
+    let n: usize = results.iter().map(|(o, _)| count(o)).sum();
+    let before: u64 = results.iter().map(|(o, _)| o.bytes_before).sum();
+    let after: u64 = results.iter().map(|(o, _)| o.bytes_after).sum();
+    let unparsable: usize = results.iter().map(|(o, _)| o.unparsable_lines.len()).sum();
+    let with = |name: &str| {
+        results
+            .iter()
+            .filter(|(o, _)| status_name(&o.status).0 == name)
+            .count()
+    };
+    let mut files = vec![
         crate::report::count(results.len(), "transcript", "transcripts"),
+        format!("{} skipped", with("skipped")),
+    ];
+    for problem in ["refused", "locked", "failed"] {
+        let k = with(problem);
+        if k > 0 {
+            files.push(format!("{k} {problem}"));
+        }
+    }
+    format!(
+        "Total: {}, {} {}, {} → {} ({} freed), {}",
+        files.join(", "),
         n,
         labels.count_header,
         format_size(before, BINARY),
         format_size(after, BINARY),
-        format_size(before.saturating_sub(after), BINARY)
-    )?;
-    Ok(())
+        format_size(before.saturating_sub(after), BINARY),
+        crate::report::count(unparsable, "unparsable line kept", "unparsable lines kept")
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_total_line_counts_skipped_files_and_unparsable_lines() {
+        let labels = Labels {
+            command: "prune-noreply",
+            count_key: "entriesRemoved",
+            count_header: "removed",
+        };
+        let mut a = Outcome::new(Path::new("a"), Status::Changed);
+        a.entries_removed = 3;
+        a.bytes_before = 4096;
+        a.bytes_after = 1024;
+        a.unparsable_lines = vec![2, 9];
+        let mut b = Outcome::new(Path::new("b"), Status::Skipped("gone".into()));
+        b.unparsable_lines = vec![1];
+        let c = Outcome::new(Path::new("c"), Status::Locked("pid 1".into()));
+        let results = vec![(a, None), (b, None), (c, None)];
+        assert_eq!(
+            total_line(&labels, |o| o.entries_removed, &results),
+            "Total: 3 transcripts, 1 skipped, 1 locked, 3 removed, 4 KiB → 1 KiB (3 KiB freed), 3 unparsable lines kept"
+        );
+        let one = vec![(Outcome::new(Path::new("d"), Status::Unchanged), None)];
+        assert_eq!(
+            total_line(&labels, |o| o.entries_removed, &one),
+            "Total: 1 transcript, 0 skipped, 0 removed, 0 B → 0 B (0 B freed), 0 unparsable lines kept"
+        );
+    }
 
     #[test]
     fn wait_durations() {
