@@ -121,6 +121,69 @@ impl Tree {
         }
     }
 
+    /// Add the entries of `index` beyond those this tree was built from (lines appended to
+    /// the index since), exactly as [`Tree::build`] would place them; earlier entries keep
+    /// their positions and links.
+    pub fn extend(&mut self, index: &Index) {
+        let from = self.parent.len();
+        let n = index.entries.len();
+        let node_indexed =
+            |i: usize| is_node(&index.entries[i]) && index.entries[i].kind.is_runtime_indexed();
+        let mut last_indexed = (0..from).rev().find(|&i| node_indexed(i));
+        for i in from..n {
+            let e = &index.entries[i];
+            if !is_node(e) {
+                continue;
+            }
+            let id = e.id.as_ref().expect("nodes have ids");
+            if self.by_id.contains_key(id) {
+                self.duplicate_ids.push(id.clone());
+            } else {
+                self.by_id.insert(id.clone(), i);
+            }
+        }
+        self.parent.resize(n, None);
+        self.children.resize(n, Vec::new());
+        // An earlier entry may name a parent that only now exists.
+        let dangling = std::mem::take(&mut self.dangling);
+        for d in dangling {
+            let found = index.entries[d]
+                .parent
+                .id()
+                .and_then(|pid| self.by_id.get(pid).copied());
+            match found {
+                Some(p) => {
+                    self.parent[d] = Some(p);
+                    self.children[p].push(d);
+                }
+                None => self.dangling.push(d),
+            }
+        }
+        for i in from..n {
+            let e = &index.entries[i];
+            if !is_node(e) {
+                continue;
+            }
+            match &e.parent {
+                Parent::Id(pid) => match self.by_id.get(pid) {
+                    Some(&p) => self.parent[i] = Some(p),
+                    None => self.dangling.push(i),
+                },
+                Parent::Absent if e.kind.is_runtime_indexed() => self.parent[i] = last_indexed,
+                _ => {}
+            }
+            if let Some(p) = self.parent[i] {
+                self.children[p].push(i);
+            }
+            if e.kind.is_runtime_indexed() {
+                last_indexed = Some(i);
+            }
+        }
+        if let Some(leaf) = (from..n).rev().find(|&i| node_indexed(i)) {
+            self.leaf = Some(leaf);
+        }
+    }
+
     /// The id of the leaf entry.
     pub fn leaf_id<'a>(&self, index: &'a Index) -> Option<&'a str> {
         self.leaf.and_then(|l| index.entries[l].id.as_deref())
@@ -340,6 +403,44 @@ mod tests {
 
     fn index(lines: &[&str]) -> Index {
         Index::from_reader(lines.join("\n").as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn extending_a_tree_matches_building_it_whole() {
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"x_unknown","id":"u","parentId":"a"}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"custom","id":"c"}"#,
+            r#"{"type":"message","id":"d","parentId":"zz","message":{"role":"user","content":"z"}}"#,
+            r#"{"type":"message","id":"a","parentId":"b","message":{"role":"user","content":"dup"}}"#,
+            r#"{"type":"compaction","id":"e","parentId":"f","summary":"s","firstKeptEntryId":"b"}"#,
+            r#"{"type":"label","id":"f","parentId":"b","targetId":"a"}"#,
+            r#"{"type":"x_unknown","id":"g","parentId":"e"}"#,
+        ];
+        for split in 1..lines.len() {
+            let whole = index(&lines);
+            let mut b = crate::transcript::IndexBuilder::default();
+            for l in &lines[..split] {
+                b.push_line(format!("{l}\n").as_bytes());
+            }
+            let head = b.finish();
+            let mut tree = Tree::build(&head);
+            let mut b = crate::transcript::IndexBuilder::resume(head);
+            for l in &lines[split..] {
+                b.push_line(format!("{l}\n").as_bytes());
+            }
+            let grown = b.finish();
+            tree.extend(&grown);
+            let want = Tree::build(&whole);
+            assert_eq!(tree.parent, want.parent, "split {split}");
+            assert_eq!(tree.children, want.children, "split {split}");
+            assert_eq!(tree.by_id, want.by_id, "split {split}");
+            assert_eq!(tree.dangling, want.dangling, "split {split}");
+            assert_eq!(tree.duplicate_ids, want.duplicate_ids, "split {split}");
+            assert_eq!(tree.leaf, want.leaf, "split {split}");
+        }
     }
 
     const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
