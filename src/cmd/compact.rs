@@ -1,12 +1,15 @@
 //! `clawkeeper compact`: summarise the older part of long transcripts without a model and
 //! append a `compaction` entry the runtime honours on its next turn.
 //!
-//! Resolve the targets; per file, read the active path's entries, rebuild the context the way
-//! the runtime does (`transcript::tree`), let `compact::plan` choose the cut and build the
-//! summary, optionally ask the operator's `--summarizer`, and hand the appended line to the
-//! shared transcript job (lock, validation, atomic replace). Every original line stays as it
-//! was; the new entry becomes the last line.
+//! Resolve the targets; per file, read the active path's figures in one pass
+//! (`compact::facts`), rebuild the context the way the runtime does (`transcript::tree`), let
+//! `compact::plan` choose the cut, summarise the range in a second pass (`compact::load`),
+//! optionally ask the operator's `--summarizer` (its input streamed from the file), and hand
+//! the appended line to the shared transcript job (lock, validation, atomic replace, all
+//! without a second index of the file). Every original line stays as it was; the new entry
+//! becomes the last line. Memory is bounded by the largest line plus per-entry figures.
 
+use std::io::{self, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,7 +20,7 @@ use super::transcripts::{self, Labels, parse_wait};
 use crate::cli::{CompactArgs, Tokenizer};
 use crate::compact::plan::{self, Compaction, Settings};
 use crate::compact::{
-    Estimator, TokenCounter, context_message, entry, external, load_active_context, summary,
+    Estimator, TokenCounter, context_message, entry, external, facts, load, summary,
 };
 use crate::exit::Exit;
 use crate::transcript::Index;
@@ -85,6 +88,7 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
 }
 
 /// The per-file planner of in-place `compact` (also what `inspect` runs to predict savings).
+/// The transcript is read in passes that hold one entry at a time (see `compact::load`).
 pub fn planner<'a>(
     settings: &'a Settings,
     now: &'a str,
@@ -92,10 +96,10 @@ pub fn planner<'a>(
     enforce: bool,
 ) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
     move |path, index, tree| {
-        let (path_values, context) =
-            load_active_context(path, index, tree).map_err(|e| format!("{e:#}"))?;
-        let taken = |id: &str| tree.by_id.contains_key(id);
-        let mut c = match plan::plan(&path_values, &context, settings, &taken, now) {
+        let fail = |e: anyhow::Error| format!("{e:#}");
+        let scan =
+            facts::scan(path, index, tree, &settings.estimator, &mut |_, _| {}).map_err(fail)?;
+        let mut c = match load::plan_file(path, index, tree, &scan, settings, now).map_err(fail)? {
             Ok(c) => c,
             Err(leave) => {
                 return Ok(Planned {
@@ -107,7 +111,10 @@ pub fn planner<'a>(
         let mut notes = describe(index, &c);
         let mut source = "builtin";
         if let Some(ext) = external {
-            let (note, s) = use_external(ext, &mut c, enforce, now);
+            let write = |c: &Compaction, w: &mut dyn Write| {
+                load::write_request(path, index, &scan.active, c, w)
+            };
+            let (note, s) = use_external(ext, &mut c, enforce, now, &write);
             notes.push(note);
             source = s;
         }
@@ -161,6 +168,7 @@ fn use_external(
     c: &mut Compaction,
     enforce: bool,
     now: &str,
+    write: &(dyn Fn(&Compaction, &mut dyn Write) -> io::Result<()> + Sync),
 ) -> (String, &'static str) {
     if !enforce {
         return (
@@ -171,9 +179,15 @@ fn use_external(
             "summarizer-on-enforce",
         );
     }
-    let messages: Vec<&Value> = c.summarized.iter().collect();
-    let input = external::request(&messages, c.previous_summary.as_deref());
-    match external::run(&ext.command, &input, ext.timeout) {
+    let result = {
+        let planned: &Compaction = c;
+        external::run(
+            &ext.command,
+            &|w: &mut dyn Write| write(planned, w),
+            ext.timeout,
+        )
+    };
+    match result {
         Ok(text) => {
             let generator = format!("{} {}", plan::TOOL, env!("CARGO_PKG_VERSION"));
             c.entry.summary =

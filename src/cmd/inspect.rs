@@ -91,9 +91,8 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     let compact = compact_planner(&settings, &now, None, false);
     let estimator = settings.estimator;
     let context_tokens = move |p: &std::path::Path, i: &Index, t: &Tree| {
-        let (_, context) =
-            crate::compact::load_active_context(p, i, t).map_err(|e| format!("{e:#}"))?;
-        let ContextEstimate { tokens, .. } = estimator.context_tokens(&context);
+        let ContextEstimate { tokens, .. } =
+            crate::compact::context_estimate(p, i, t, &estimator).map_err(|e| format!("{e:#}"))?;
         Ok(tokens)
     };
     let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));

@@ -25,24 +25,23 @@ fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
 
 /// `read`/`write`/`edit` paths of the summarised messages, merged with the previous lists.
 pub fn file_lists(all: &[&Value], previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
-    let (mut read, mut modified) = (BTreeSet::new(), BTreeSet::new());
-    if let Some(p) = previous.filter(|p| p.get("fromHook") != Some(&Value::Bool(true))) {
-        let list = |k: &str| {
-            p.get("details")
-                .and_then(|d| d.get(k))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
-        read.extend(list("readFiles"));
-        modified.extend(list("modifiedFiles"));
-    }
+    let mut ops = FileOps::default();
     for m in all {
+        ops.push(m);
+    }
+    ops.finish(previous)
+}
+
+/// The paths of [`file_lists`], gathered one message at a time.
+#[derive(Debug, Clone, Default)]
+pub struct FileOps {
+    read: BTreeSet<String>,
+    modified: BTreeSet<String>,
+}
+
+impl FileOps {
+    /// Take the `read`/`write`/`edit` calls of one message.
+    pub fn push(&mut self, m: &Value) {
         for b in tool_calls(m).filter(|b| str_field(b, "type") == Some("toolCall")) {
             let Some(path) = b
                 .get("arguments")
@@ -53,17 +52,39 @@ pub fn file_lists(all: &[&Value], previous: Option<&Value>) -> (Vec<String>, Vec
             };
             match str_field(b, "name") {
                 Some("read") => {
-                    read.insert(path.to_owned());
+                    self.read.insert(path.to_owned());
                 }
                 Some("write" | "edit") => {
-                    modified.insert(path.to_owned());
+                    self.modified.insert(path.to_owned());
                 }
                 _ => {}
             }
         }
     }
-    read.retain(|f| !modified.contains(f));
-    (utf16_sorted(read), utf16_sorted(modified))
+
+    /// Merge the previous compaction's lists (unless it came from a hook) and return
+    /// (read − modified, modified), sorted by UTF-16 code units.
+    pub fn finish(mut self, previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
+        if let Some(p) = previous.filter(|p| p.get("fromHook") != Some(&Value::Bool(true))) {
+            let list = |k: &str| {
+                p.get("details")
+                    .and_then(|d| d.get(k))
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            };
+            self.read.extend(list("readFiles"));
+            self.modified.extend(list("modifiedFiles"));
+        }
+        let modified = self.modified;
+        self.read.retain(|f| !modified.contains(f));
+        (utf16_sorted(self.read), utf16_sorted(modified))
+    }
 }
 
 fn file_block(tag: &str, files: &[String]) -> Option<String> {

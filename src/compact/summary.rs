@@ -36,25 +36,20 @@
 //! wrote the body (not the runtime's model), the framing request stays quoted under its
 //! heading before the command's text, and the file blocks follow it.
 
-use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::LazyLock;
+use std::collections::BTreeMap;
 
-use regex::Regex;
 use serde_json::{Value, json};
 
-use super::classify::{self, Boilerplate, collapse_space, is_js_space, js_trim};
-use super::fileops::{file_lists, format_file_operations};
-use super::{context_message, str_field};
+use super::classify::{self, Boilerplate, collapse_space, js_trim};
+use super::fileops::format_file_operations;
+use super::str_field;
+pub use super::summary_build::SummaryBuilder;
+pub use super::summary_text::sanitize;
+use super::summary_text::{cap_previous, cap_text, quote, truncate_utf16};
 
 /// First line marker; also how an earlier offline summary is recognised.
 pub const HEADER_PREFIX: &str = "[Offline compaction by ";
 const FRAMING_HEADING: &str = "## Framing request";
-const MAX_TOOL_FAILURES: usize = 8;
-const MAX_TOOL_FAILURE_CHARS: usize = 240;
-const MAX_REQUEST_CHARS: usize = 200;
-const MAX_REQUESTS_HEAD: usize = 5;
-const MAX_REQUESTS_TAIL: usize = 10;
 /// The framing request is quoted up to this many UTF-16 units, then marked as shortened.
 pub const MAX_FRAMING_CHARS: usize = 2000;
 /// A previous summary carried forward keeps this many UTF-16 units of its start and of its
@@ -112,30 +107,38 @@ pub fn header_line(generator: &str, now: &str) -> String {
     )
 }
 
-/// Build the summary.
+/// Build the summary of entry values (a wrapper around [`SummaryBuilder`]).
 pub fn build(input: &SummaryInput) -> Summary {
-    let projected: Vec<Cow<Value>> = input
-        .entries
-        .iter()
-        .filter_map(|e| context_message(e))
-        .collect();
-    let all: Vec<&Value> = projected.iter().map(|c| c.as_ref()).collect();
-    let (real_candidates, boilerplate) = classify::filter_boilerplate(&all);
-    let boilerplate_only = !classify::contains_real_conversation(&real_candidates);
-    let (read_files, modified_files) = file_lists(&all, input.previous);
-    let mut by_role = BTreeMap::new();
-    for m in &all {
-        *by_role
-            .entry(str_field(m, "role").unwrap_or("unknown").to_owned())
-            .or_insert(0) += 1;
+    let mut b = SummaryBuilder::default();
+    for e in &input.entries {
+        b.push(e);
     }
-    let previous_summary = input.previous.and_then(|p| str_field(p, "summary"));
+    finish(
+        b,
+        input.previous,
+        input.framing_before,
+        input.generator,
+        input.now,
+    )
+}
+
+/// The summary of what `b` was fed. `previous` is the previous compaction entry folded in;
+/// `framing_before` the session's first framing candidate when it lies before the range.
+pub fn finish(
+    b: SummaryBuilder,
+    previous: Option<&Value>,
+    framing_before: Option<&Value>,
+    generator: &str,
+    now: &str,
+) -> Summary {
+    let boilerplate_only = !b.real_found;
+    let previous_summary = previous.and_then(|p| str_field(p, "summary"));
     let carried = previous_summary
         .map(carried_forward)
         .filter(|p| !p.is_empty())
-        .map(|p| cap_previous(&p));
-    let framing = framing_request(input, &real_candidates, previous_summary);
-    let mut text = header_line(input.generator, input.now);
+        .map(|p| cap_previous(&p, MAX_PREVIOUS_HEAD_CHARS, MAX_PREVIOUS_TAIL_CHARS));
+    let framing = framing_request(previous_summary, framing_before, &b);
+    let mut text = header_line(generator, now);
     if let Some(f) = &framing {
         text.push_str(&format!("\n\n{FRAMING_HEADING}\n{}", quote(f)));
     }
@@ -147,20 +150,21 @@ pub fn build(input: &SummaryInput) -> Summary {
             text.push_str(&format!("\n\n## Previous summary\n{prev}"));
         }
         text.push_str("\n\n## Activity\n");
-        text.push_str(&activity(&input.entries, &all, &by_role, boilerplate));
-        text.push_str(&tools_section(&all));
-        text.push_str(&tool_failures_section(&all));
-        text.push_str(&requests_section(&input.entries, &real_candidates));
+        text.push_str(&b.activity());
+        text.push_str(&b.tools_section());
+        text.push_str(&b.failures_section());
+        text.push_str(&b.requests_section());
     }
+    let (read_files, modified_files) = b.files.clone().finish(previous);
     text.push_str(&format_file_operations(&read_files, &modified_files));
     Summary {
         text: sanitize(&text),
         read_files,
         modified_files,
         boilerplate_only,
-        messages: all.len(),
-        by_role,
-        boilerplate,
+        messages: b.messages,
+        by_role: b.by_role,
+        boilerplate: b.boilerplate,
         framing,
     }
 }
@@ -196,79 +200,6 @@ pub fn wrap_external(
         &summary.modified_files,
     ));
     sanitize(&out)
-}
-
-static CLOSING_TAG: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)<\s*/\s*summary\s*>").unwrap());
-
-/// Never let a summary close the runtime's `<summary>` wrapper early: every closing tag, in
-/// any letter case and with any whitespace inside it, gets its slash escaped (`<\/summary>`).
-pub fn sanitize(text: &str) -> String {
-    CLOSING_TAG
-        .replace_all(text, |c: &regex::Captures| c[0].replace('/', "\\/"))
-        .into_owned()
-}
-
-/// The marker that ends a shortened text.
-fn shortened(more: usize) -> String {
-    format!("[… shortened: {more} more characters]")
-}
-
-/// `text` cut to `max` UTF-16 units (never inside a surrogate pair) plus a marker line
-/// saying how much was left out; unchanged when it fits.
-pub fn cap_text(text: &str, max: usize) -> String {
-    let total = text.encode_utf16().count();
-    if total <= max {
-        return text.to_owned();
-    }
-    let head = utf16_prefix(text, max);
-    let more = total - head.encode_utf16().count();
-    format!(
-        "{}\n{}",
-        head.trim_end_matches(is_js_space),
-        shortened(more)
-    )
-}
-
-/// The longest prefix of `text` of at most `max` UTF-16 units.
-fn utf16_prefix(text: &str, max: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in text.char_indices() {
-        if used + c.len_utf16() > max {
-            return &text[..i];
-        }
-        used += c.len_utf16();
-    }
-    text
-}
-
-/// The longest suffix of `text` of at most `max` UTF-16 units.
-fn utf16_suffix(text: &str, max: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in text.char_indices().rev() {
-        if used + c.len_utf16() > max {
-            return &text[i + c.len_utf16()..];
-        }
-        used += c.len_utf16();
-    }
-    text
-}
-
-/// A previous summary as carried forward: its start and its end, with the middle left out
-/// (and marked) when it is longer than both together.
-fn cap_previous(text: &str) -> String {
-    let total = text.encode_utf16().count();
-    if total <= MAX_PREVIOUS_HEAD_CHARS + MAX_PREVIOUS_TAIL_CHARS {
-        return text.to_owned();
-    }
-    let head = utf16_prefix(text, MAX_PREVIOUS_HEAD_CHARS);
-    let tail = utf16_suffix(text, MAX_PREVIOUS_TAIL_CHARS);
-    let more = total - head.encode_utf16().count() - tail.encode_utf16().count();
-    format!(
-        "{}\n[… {more} characters of the previous summary left out …]\n{}",
-        head.trim_end_matches(is_js_space),
-        tail.trim_start_matches(is_js_space)
-    )
 }
 
 /// The runtime safeguard's `buildStructuredFallbackSummary`.
@@ -311,19 +242,6 @@ pub fn fallback_summary(previous: Option<&str>) -> String {
     )
 }
 
-fn quote(text: &str) -> String {
-    text.lines()
-        .map(|l| {
-            if l.is_empty() {
-                ">".to_owned()
-            } else {
-                format!("> {l}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 /// The framing section of an earlier offline summary, already quoted.
 fn previous_framing(previous: &str) -> Option<String> {
     if !previous.starts_with(HEADER_PREFIX) {
@@ -338,9 +256,9 @@ fn previous_framing(previous: &str) -> Option<String> {
 }
 
 fn framing_request(
-    input: &SummaryInput,
-    real: &[&Value],
     previous: Option<&str>,
+    framing_before: Option<&Value>,
+    b: &SummaryBuilder,
 ) -> Option<String> {
     if let Some(f) = previous.and_then(previous_framing) {
         let text = f
@@ -355,14 +273,13 @@ fn framing_request(
             cap_text(&text, MAX_FRAMING_CHARS)
         });
     }
-    let first = input.framing_before.or_else(|| {
-        real.iter().enumerate().find_map(|(i, m)| {
-            (str_field(m, "role") == Some("user") && classify::is_real_conversation(real, i))
-                .then_some(*m)
-        })
-    })?;
-    let text = classify::message_text(first);
-    (!js_trim(&text).is_empty()).then(|| cap_text(js_trim(&text), MAX_FRAMING_CHARS))
+    match framing_before {
+        Some(first) => {
+            let text = classify::message_text(first);
+            (!js_trim(&text).is_empty()).then(|| cap_text(js_trim(&text), MAX_FRAMING_CHARS))
+        }
+        None => b.first_real_user.clone().flatten(),
+    }
 }
 
 /// An earlier summary as carried forward: an offline one loses its first line, its framing
@@ -395,44 +312,6 @@ fn carried_forward(previous: &str) -> String {
     js_trim(&out.join("\n")).to_owned()
 }
 
-fn activity(
-    entries: &[&Value],
-    all: &[&Value],
-    by_role: &BTreeMap<String, usize>,
-    b: Boilerplate,
-) -> String {
-    let roles: Vec<String> = by_role.iter().map(|(r, n)| format!("{r} {n}")).collect();
-    let first = entries
-        .first()
-        .and_then(|e| str_field(e, "timestamp"))
-        .unwrap_or("?");
-    let last = entries
-        .last()
-        .and_then(|e| str_field(e, "timestamp"))
-        .unwrap_or("?");
-    let mut out = format!(
-        "- Messages summarized: {} ({}); {first} to {last}",
-        all.len(),
-        roles.join(", ")
-    );
-    if b != Boilerplate::default() {
-        out.push_str(&format!(
-            "\n- Boilerplate omitted: {} heartbeat exchanges, {} silent replies, {} exec events",
-            b.heartbeat_exchanges, b.silent_replies, b.exec_events
-        ));
-    }
-    let images: usize = all
-        .iter()
-        .filter_map(|m| m.get("content").and_then(Value::as_array))
-        .flatten()
-        .filter(|b| str_field(b, "type") == Some("image"))
-        .count();
-    if images > 0 {
-        out.push_str(&format!("\n- Images: {images}"));
-    }
-    out
-}
-
 pub(super) fn tool_calls<'a>(m: &'a Value) -> impl Iterator<Item = &'a Value> + 'a {
     m.get("content")
         .and_then(Value::as_array)
@@ -445,163 +324,6 @@ pub(super) fn tool_calls<'a>(m: &'a Value) -> impl Iterator<Item = &'a Value> + 
                 Some("toolCall" | "toolUse" | "functionCall")
             )
         })
-}
-
-fn tools_section(all: &[&Value]) -> String {
-    let mut calls: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-    for m in all {
-        for b in tool_calls(m) {
-            calls
-                .entry(str_field(b, "name").unwrap_or("?"))
-                .or_default()
-                .0 += 1;
-        }
-        if str_field(m, "role") == Some("toolResult")
-            && m.get("isError") == Some(&Value::Bool(true))
-        {
-            calls
-                .entry(str_field(m, "toolName").unwrap_or("?"))
-                .or_default()
-                .1 += 1;
-        }
-    }
-    if calls.is_empty() {
-        return String::new();
-    }
-    let mut rows: Vec<_> = calls.into_iter().collect();
-    rows.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(b.0)));
-    let mut lines: Vec<String> = rows
-        .iter()
-        .take(MAX_TOOL_ROWS)
-        .map(|(name, (n, err))| {
-            let name = truncate_utf16(name, 80);
-            match err {
-                0 => format!("- {name} ×{n}"),
-                1 => format!("- {name} ×{n} (1 error)"),
-                e => format!("- {name} ×{n} ({e} errors)"),
-            }
-        })
-        .collect();
-    if rows.len() > MAX_TOOL_ROWS {
-        let rest = &rows[MAX_TOOL_ROWS..];
-        let n: usize = rest.iter().map(|(_, (n, _))| n).sum();
-        lines.push(format!("- … and {} more tools ({n} calls)", rest.len()));
-    }
-    format!("\n\n## Tools called\n{}", lines.join("\n"))
-}
-
-/// Cut to `max` UTF-16 units without splitting a surrogate pair, adding `...` when cut.
-fn truncate_utf16(text: &str, max: usize) -> String {
-    if text.encode_utf16().count() <= max {
-        return text.to_owned();
-    }
-    let mut used = 0;
-    let mut out = String::new();
-    for c in text.chars() {
-        if used + c.len_utf16() > max.saturating_sub(3) {
-            break;
-        }
-        used += c.len_utf16();
-        out.push(c);
-    }
-    out + "..."
-}
-
-/// The safeguard's `collectToolFailures` + `formatToolFailuresSection`.
-fn tool_failures_section(all: &[&Value]) -> String {
-    let mut seen = BTreeSet::new();
-    let mut lines = Vec::new();
-    for m in all
-        .iter()
-        .filter(|m| str_field(m, "role") == Some("toolResult"))
-    {
-        if m.get("isError") != Some(&Value::Bool(true)) {
-            continue;
-        }
-        let id = str_field(m, "toolCallId").unwrap_or("");
-        if id.is_empty() || !seen.insert(id) {
-            continue;
-        }
-        let name = str_field(m, "toolName")
-            .filter(|n| !js_trim(n).is_empty())
-            .unwrap_or("tool");
-        let details = m.get("details").filter(|d| d.is_object());
-        let mut meta = Vec::new();
-        if let Some(s) = details.and_then(|d| str_field(d, "status")) {
-            meta.push(format!("status={s}"));
-        }
-        if let Some(code) = details
-            .and_then(|d| d.get("exitCode"))
-            .and_then(Value::as_f64)
-        {
-            meta.push(format!("exitCode={}", crate::jsjson::js_number(code)));
-        }
-        let text = collapse_space(&classify::message_text(
-            &json!({"content": m.get("content")}),
-        ));
-        let text = if !text.is_empty() {
-            text
-        } else if meta.is_empty() {
-            "failed (no output)".to_owned()
-        } else {
-            "failed".to_owned()
-        };
-        let meta = if meta.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", meta.join(" "))
-        };
-        lines.push(format!(
-            "- {name}{meta}: {}",
-            truncate_utf16(&text, MAX_TOOL_FAILURE_CHARS)
-        ));
-    }
-    if lines.is_empty() {
-        return String::new();
-    }
-    let more = lines.len().saturating_sub(MAX_TOOL_FAILURES);
-    lines.truncate(MAX_TOOL_FAILURES);
-    if more > 0 {
-        lines.push(format!("- ...and {more} more"));
-    }
-    format!("\n\n## Tool Failures\n{}", lines.join("\n"))
-}
-
-fn requests_section(entries: &[&Value], real: &[&Value]) -> String {
-    // Message (by address inside its entry) → the entry's timestamp.
-    let stamps: std::collections::HashMap<*const Value, &str> = entries
-        .iter()
-        .filter_map(|e| {
-            let m = e.get("message")?;
-            Some((m as *const Value, str_field(e, "timestamp")?))
-        })
-        .collect();
-    let mut lines = Vec::new();
-    for m in real.iter().filter(|m| str_field(m, "role") == Some("user")) {
-        let text = collapse_space(&classify::message_text(m));
-        if text.is_empty() {
-            continue;
-        }
-        let ts = stamps.get(&(*m as *const Value)).copied().unwrap_or("?");
-        lines.push(format!(
-            "- {ts}: \"{}\"",
-            truncate_utf16(&text, MAX_REQUEST_CHARS)
-        ));
-    }
-    if lines.is_empty() {
-        return String::new();
-    }
-    if lines.len() > MAX_REQUESTS_HEAD + MAX_REQUESTS_TAIL {
-        let skipped = lines.len() - MAX_REQUESTS_HEAD - MAX_REQUESTS_TAIL;
-        let tail = lines.split_off(lines.len() - MAX_REQUESTS_TAIL);
-        lines.truncate(MAX_REQUESTS_HEAD);
-        lines.push(format!("- ...{skipped} more requests..."));
-        lines.extend(tail);
-    }
-    format!(
-        "\n\n## User requests (oldest first, shortened)\n{}",
-        lines.join("\n")
-    )
 }
 
 #[cfg(test)]

@@ -15,7 +15,8 @@
 //! be removed is reported by path (status failed) rather than left behind silently. The old
 //! files are never touched; `cleanup` reclaims them later.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -27,15 +28,17 @@ use super::{External, describe, details, use_external};
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::cmd::transcript_targets::{self, Target};
 use crate::cmd::transcripts::{self, Labels};
-use crate::compact::plan::{self, Settings};
-use crate::compact::{context_of, rotate};
+use crate::compact::plan::{Compaction, Settings};
+use crate::compact::successor::{self, PathEntry};
+use crate::compact::{facts, load, rotate};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::store;
+use crate::transcript::IndexBuilder;
 use crate::transcript::job::{self, Outcome, Status};
 use crate::transcript::tree::{self, ContextItem};
-use crate::transcript::values;
+use crate::transcript::values::EntryReader;
 
 /// Run-wide settings of a successor run.
 pub(super) struct Run<'a> {
@@ -256,35 +259,26 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
         None
     };
     let before = job::stamp(&t.path).map_err(|e| job::failed(e.into()))?;
-    let (index, tree) = job::index_checked(&t.path, out)?;
+    let (index, mut tree) = job::index_checked(&t.path, out)?;
     if !index.unparsable.is_empty() {
         return Err(Status::Refused(
             "lines that do not parse cannot be carried into a successor; compact in place instead"
                 .into(),
         ));
     }
-    let nodes: Vec<usize> = (0..index.entries.len())
-        .filter(|&i| tree::is_node(&index.entries[i]))
-        .collect();
-    let mut all = values::read_entries(&t.path, &index, &nodes).map_err(job::failed)?;
-    // Entries without a `parentId` hang below the previous indexed entry in the runtime; the
-    // successor is written in another order, so give them that parent explicitly.
-    for (v, &i) in all.iter_mut().zip(&nodes) {
-        if v.get("parentId").is_none()
-            && let (Some(obj), Some(p)) = (v.as_object_mut(), tree.parent[i])
-        {
-            let id = index.entries[p].id.clone().unwrap_or_default();
-            obj.insert("parentId".into(), json!(id));
-        }
-    }
-    let pos: HashMap<usize, usize> = nodes.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    let active = tree.active_path();
-    crate::compact::ensure_rooted(&index, &active)
+    crate::compact::ensure_rooted(&index, &tree.active_path())
         .map_err(|e| Status::Skipped(format!("{e:#}")))?;
-    let path_values: Vec<Value> = active.iter().map(|i| all[pos[i]].clone()).collect();
-    let context = context_of(&index, &tree, &active, &path_values);
-    let taken = |id: &str| tree.by_id.contains_key(id);
-    let mut c = match plan::plan(&path_values, &context, run.settings, &taken, run.now) {
+    let scan = facts::scan(
+        &t.path,
+        &index,
+        &tree,
+        &run.settings.estimator,
+        &mut |_, _| {},
+    )
+    .map_err(job::failed)?;
+    let planned = load::plan_file(&t.path, &index, &tree, &scan, run.settings, run.now)
+        .map_err(job::failed)?;
+    let mut c = match planned {
         Ok(c) => c,
         Err(leave) => {
             out.notes = vec![format!("left alone: {leave}")];
@@ -298,7 +292,10 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
         .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
     let mut source = "builtin";
     if let Some(ext) = run.external {
-        let (note, s) = use_external(ext, &mut c, run.enforce, run.now);
+        let write = |c: &Compaction, w: &mut dyn Write| {
+            load::write_request(&t.path, &index, &scan.active, c, w)
+        };
+        let (note, s) = use_external(ext, &mut c, run.enforce, run.now, &write);
         out.notes.push(note);
         source = s;
     }
@@ -310,7 +307,7 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
         ));
         return Ok(None);
     };
-    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &active)
+    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &scan.active)
         .into_iter()
         .filter_map(|item| match item {
             ContextItem::Entry(i) => index.entries[i].id.clone(),
@@ -318,14 +315,39 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
         })
         .skip_while(|id| *id != c.cut.first_kept_id)
         .collect();
-    let mut branch: Vec<usize> = active.iter().map(|i| pos[i]).collect();
-    all.push(c.entry.to_value());
-    branch.push(all.len() - 1);
+    let mut branch = scan.active;
+    drop(scan.facts);
+    // The new compaction joins the index and the tree as the file's last entry would.
+    let entry = c.entry.to_value();
+    let mut builder = IndexBuilder::resume(index);
+    builder.push_line(format!("{}\n", crate::jsjson::to_string_compact(&entry)).as_bytes());
+    let index = builder.finish();
+    tree.extend(&index);
+    let appended = index.entries.len() - 1;
+    branch.push(appended);
+    let mut reader = EntryReader::open(&t.path).map_err(job::failed)?;
+    let mut detail = |p: usize| -> anyhow::Result<PathEntry> {
+        Ok(match branch[p] {
+            i if i == appended => PathEntry::of(&entry),
+            i => PathEntry::of(&reader.read(&index, i)?),
+        })
+    };
+    let rewrites = successor::build(&index, &tree, &branch, &mut detail)
+        .map_err(job::failed)?
+        .ok_or_else(|| Status::Refused("no compaction on the active path".into()))?;
     let header = crate::jsjson::parse(&index.header_raw).map_err(|e| job::failed(e.into()))?;
     let cwd = header.get("cwd").and_then(Value::as_str).unwrap_or("");
-    let rotated =
-        rotate::write_successor(&confined, &t.path, cwd, &all, &branch, &kept_tail, run.now)
-            .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    let rotated = rotate::write_successor(
+        &confined,
+        &t.path,
+        cwd,
+        &index,
+        &rewrites,
+        (appended, &entry),
+        &kept_tail,
+        run.now,
+    )
+    .map_err(|e| Status::Refused(format!("{e:#}")))?;
     Ok(Some(Pending {
         store: store_path.clone(),
         key: key.clone(),
