@@ -547,6 +547,93 @@ mod tests {
         );
     }
 
+    /// Appends a compaction after `c`; like a concurrent writer, it first appends a line
+    /// itself on its first `races` calls.
+    fn compacting_planner(
+        path: PathBuf,
+        calls: &AtomicUsize,
+        races: usize,
+    ) -> impl Fn(&Index, &Tree) -> Result<Planned, String> + Sync + '_ {
+        move |_: &Index, tree: &Tree| {
+            if calls.fetch_add(1, Ordering::SeqCst) < races {
+                let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+                f.write_all(APPENDED.as_bytes()).unwrap();
+            }
+            let leaf = tree.leaf.map(|_| "c");
+            let mut p = Planned::default();
+            p.edits.append.push(
+                serde_json::json!({"type":"compaction","id":"n","parentId":leaf,
+                "timestamp":"t","summary":"s","firstKeptEntryId":"c","tokensBefore":1}),
+            );
+            Ok(p)
+        }
+    }
+
+    #[test]
+    fn an_append_copies_the_file_and_adds_the_entry() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let c = Confined::new(dir.path()).unwrap();
+        for mode in [Mode::Preview, Mode::Enforce] {
+            fs::write(&path, TEXT).unwrap();
+            let calls = AtomicUsize::new(0);
+            let planner = compacting_planner(path.clone(), &calls, 0);
+            let opts = Options {
+                mode,
+                wait_lock: None,
+            };
+            let out = run_file(&c, &path, opts, &planner);
+            let line = r#"{"type":"compaction","id":"n","parentId":"c","timestamp":"t","summary":"s","firstKeptEntryId":"c","tokensBefore":1}"#;
+            let want = format!("{TEXT}{line}\n");
+            assert_eq!(out.bytes_after, want.len() as u64, "{:?}", out.status);
+            let got = fs::read_to_string(&path).unwrap();
+            match mode {
+                Mode::Preview => {
+                    assert_eq!(out.status, Status::WouldChange);
+                    assert_eq!(got, TEXT);
+                }
+                Mode::Enforce => {
+                    assert_eq!(out.status, Status::Changed);
+                    assert_eq!(got, want);
+                }
+            }
+            assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+        }
+    }
+
+    #[test]
+    fn a_concurrent_append_aborts_an_append_and_keeps_the_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        fs::write(&path, TEXT).unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let calls = AtomicUsize::new(0);
+        // The writer appends while the file is planned, and again while the locked re-plan
+        // runs: the file is not what was copied, so nothing is replaced.
+        let planner = compacting_planner(path.clone(), &calls, 2);
+        let opts = Options {
+            mode: Mode::Enforce,
+            wait_lock: None,
+        };
+        let out = run_file(&c, &path, opts, &planner);
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            2,
+            "re-planned once under the lock"
+        );
+        match &out.status {
+            Status::Refused(m) => {
+                assert!(m.contains("changed while it was being rewritten"), "{m}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            fs::read_to_string(&path).unwrap(),
+            format!("{TEXT}{APPENDED}{APPENDED}")
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
     #[test]
     fn a_tail_appended_during_the_rename_is_carried_over_or_saved() {
         let dir = tempfile::tempdir().unwrap();

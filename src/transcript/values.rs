@@ -96,4 +96,33 @@ mod tests {
         std::fs::write(&p, text.replace("\"id\":\"a\"", "\"id\":\"x\"")).unwrap();
         assert!(read_entries(&p, &index, &[1]).is_err());
     }
+
+    #[test]
+    fn a_reader_takes_lines_of_any_size_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.jsonl");
+        let big = "x".repeat(3 << 20);
+        let text = format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}}\n\
+{{\"type\":\"custom\",\"id\":\"a\",\"parentId\":null,\"data\":\"{big}\"}}\n\
+{{\"type\":\"custom\",\"id\":\"b\",\"parentId\":\"a\",\"data\":1}}\n"
+        );
+        std::fs::write(&p, &text).unwrap();
+        let index = Index::from_path(&p, None).unwrap();
+        let mut r = EntryReader::open(&p).unwrap();
+        assert_eq!(
+            r.read(&index, 1).unwrap()["data"].as_str().unwrap().len(),
+            big.len()
+        );
+        assert!(
+            r.buf.capacity() <= 1 << 20,
+            "a huge line's buffer is not kept"
+        );
+        assert_eq!(r.read(&index, 2).unwrap()["data"], 1);
+        assert_eq!(r.read(&index, 1).unwrap()["id"], "a");
+        // Not through a symlink.
+        let link = dir.path().join("l.jsonl");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(EntryReader::open(&link).is_err());
+    }
 }
