@@ -15,11 +15,14 @@
 //! <read-files> / <modified-files>   ≤ 30 paths and 2000 chars each
 //! ```
 //!
-//! Caps keep the summary a few KB (at most about 16 KB whatever the input): a longer framing
+//! Caps keep the summary a few KB: a longer framing
 //! request is cut with a `[… shortened: N more characters]` line (an already shortened one
 //! carried from an earlier offline summary is not cut again); a longer previous summary keeps
 //! its first 1500 and last 2500 characters with a marker between; longer tool tables and file
-//! blocks end with `… and N more` (`details` keeps every file). Lengths count UTF-16 units.
+//! blocks end with `… and N more` (`details` keeps every file). Whatever remains too long
+//! (an operator's summariser may print anything) is cut as the runtime's safeguard cuts its
+//! own summaries: at 16,000 characters in all, the file blocks kept, with its
+//! `[Compaction summary truncated to fit budget]` marker. Lengths count UTF-16 units.
 //! An earlier offline summary (recognised by its first line) is carried without its first
 //! line, its framing section (re-emitted at the top) and its file blocks (merged into the new
 //! lists). No closing `</summary>` tag survives, in any letter case or spacing.
@@ -45,7 +48,7 @@ use super::fileops::format_file_operations;
 use super::str_field;
 pub use super::summary_build::SummaryBuilder;
 pub use super::summary_text::sanitize;
-use super::summary_text::{cap_previous, cap_text, quote, truncate_utf16};
+use super::summary_text::{cap_previous, cap_summary, cap_text, quote, truncate_utf16};
 
 /// First line marker; also how an earlier offline summary is recognised.
 pub const HEADER_PREFIX: &str = "[Offline compaction by ";
@@ -156,9 +159,9 @@ pub fn finish(
         text.push_str(&b.requests_section());
     }
     let (read_files, modified_files) = b.files.clone().finish(previous);
-    text.push_str(&format_file_operations(&read_files, &modified_files));
+    let files = format_file_operations(&read_files, &modified_files);
     Summary {
-        text: sanitize(&text),
+        text: cap_summary(&sanitize(&text), &sanitize(&files)),
         read_files,
         modified_files,
         boilerplate_only,
@@ -195,11 +198,8 @@ pub fn wrap_external(
     }
     out.push_str("\n\n");
     out.push_str(js_trim(text));
-    out.push_str(&format_file_operations(
-        &summary.read_files,
-        &summary.modified_files,
-    ));
-    sanitize(&out)
+    let files = format_file_operations(&summary.read_files, &summary.modified_files);
+    cap_summary(&sanitize(&out), &sanitize(&files))
 }
 
 /// The runtime safeguard's `buildStructuredFallbackSummary`.

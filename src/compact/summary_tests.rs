@@ -346,3 +346,25 @@ fn every_part_is_capped() {
     assert_eq!(next.framing, s.framing);
     assert_eq!(next.text.matches("shortened: 3002 more").count(), 1);
 }
+
+#[test]
+fn a_summary_never_exceeds_the_runtime_budget() {
+    let mut b = PathBuilder::default();
+    b.user("Index the archive");
+    b.tool_round("read", json!({"path":"a.txt"}), "", false);
+    let s = build(&input(&b.entries, None));
+    // An operator's summariser that prints far too much.
+    let long = format!("{}😀{}", "w".repeat(15_000), "z".repeat(30_000));
+    let text = wrap_external(&long, &s, "clawkeeper 0.0.0", "now", "cat");
+    assert_eq!(
+        text.encode_utf16().count(),
+        super::super::summary_text::MAX_SUMMARY_CHARS
+    );
+    assert!(text.ends_with(
+        "\n\n[Compaction summary truncated to fit budget]\n\n<read-files>\na.txt\n</read-files>"
+    ));
+    assert!(text.starts_with("[Offline compaction by clawkeeper 0.0.0 at now; summary written"));
+    // Short enough: unchanged.
+    let short = wrap_external("fine", &s, "clawkeeper 0.0.0", "now", "cat");
+    assert!(short.ends_with("\n\nfine\n\n<read-files>\na.txt\n</read-files>"));
+}

@@ -18,6 +18,25 @@ pub fn sanitize(text: &str) -> String {
         .into_owned()
 }
 
+/// The runtime safeguard's `MAX_COMPACTION_SUMMARY_CHARS`: no summary is longer.
+pub const MAX_SUMMARY_CHARS: usize = 16_000;
+/// The runtime safeguard's `SUMMARY_TRUNCATED_MARKER`.
+const TRUNCATED_MARKER: &str = "\n\n[Compaction summary truncated to fit budget]";
+
+/// `body` followed by `suffix` (the file blocks), at most [`MAX_SUMMARY_CHARS`] UTF-16 units:
+/// when longer, the body is cut (never inside a surrogate pair) and marked, and the suffix
+/// kept whole, as the runtime's `capCompactionSummaryPreservingSuffix` does.
+pub fn cap_summary(body: &str, suffix: &str) -> String {
+    let units = |s: &str| s.encode_utf16().count();
+    if units(body) + units(suffix) <= MAX_SUMMARY_CHARS {
+        return format!("{body}{suffix}");
+    }
+    let budget = MAX_SUMMARY_CHARS
+        .saturating_sub(units(suffix))
+        .saturating_sub(units(TRUNCATED_MARKER));
+    format!("{}{TRUNCATED_MARKER}{suffix}", utf16_prefix(body, budget))
+}
+
 /// The marker that ends a shortened text.
 fn shortened(more: usize) -> String {
     format!("[… shortened: {more} more characters]")
