@@ -15,7 +15,10 @@
 //! The first `keep` silent replies of each run stay, later ones are removed. Because an entry's
 //! position in its run depends only on its ancestors, one walk from the roots decides every
 //! path at once. The leaf and the last line are never removed, nor an entry that an
-//! unparsable line mentions, nor one that a compaction keeps across such a line.
+//! unparsable line mentions, nor one that a compaction keeps across such a line, nor one
+//! whose removal would make tool call/result pairing on the active context worse (see
+//! `pairing_guard`: in practice a silent reply between a tool call and a result whose call
+//! id recurs later).
 
 use std::collections::BTreeSet;
 
@@ -156,20 +159,15 @@ fn effect(index: &Index, i: usize) -> Effect {
 
 /// Plan which silent replies to remove, keeping the first `keep` of each run on every path.
 ///
-/// A silent reply that follows an assistant message with tool calls (nothing but transparent
-/// entries and tool results between them) is held back: it ends that message's tool-result
-/// span, so removing it would change how later results pair with their calls (spec §13).
+/// The only other reason to keep one (beyond the leaf, the last line and unparsable lines) is
+/// tool pairing: see [`pairing_guard`].
 pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
     let mut out = PrunePlan::default();
     let last_line_entry = index.lines.last().and_then(|l| l.entry());
     let pinned = crate::transcript::tree::kept_across_unparsable(index, tree);
-    // (entry, run length before it, inside an open tool-call span)
-    let mut stack: Vec<(usize, usize, bool)> = tree
-        .roots(index)
-        .into_iter()
-        .map(|r| (r, 0, false))
-        .collect();
-    while let Some((i, before, span_open)) = stack.pop() {
+    // (entry, run length before it)
+    let mut stack: Vec<(usize, usize)> = tree.roots(index).into_iter().map(|r| (r, 0)).collect();
+    while let Some((i, before)) = stack.pop() {
         let e = &index.entries[i];
         let run = match effect(index, i) {
             Effect::Count => before + 1,
@@ -188,21 +186,80 @@ pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
                     i,
                     "a compaction beyond an unparsable line keeps it in context",
                 ));
-            } else if span_open {
-                out.held_back
-                    .push((i, "it ends the tool-result span of an earlier tool call"));
             } else {
                 out.remove.insert(i);
             }
         }
-        let span_after = if e.is_role(&Role::Assistant) {
-            !e.tool_calls.is_empty() && !e.error_or_aborted
-        } else {
-            span_open
-        };
-        stack.extend(tree.children(i).map(|c| (c, run, span_after)));
+        stack.extend(tree.children(i).map(|c| (c, run)));
     }
+    pairing_guard(index, tree, &mut out);
     out
+}
+
+/// Keep tool call/result pairing on the active context no worse than before (spec §13, the
+/// validator's check), with the narrowest rule that does it.
+///
+/// A silent reply is an assistant message, so it closes the tool-result span of the assistant
+/// before it: results that follow it answer nothing and count as orphans. Removing it merges
+/// its span into the one before. That changes nothing unless the nearest kept assistant before
+/// it has open tool calls (not an `error`/`aborted` turn) and a tool result follows it before
+/// the next assistant message; then the result may pair with that call instead (fewer
+/// orphans and missing results), or, when its call id recurs in a later result, make that
+/// later one a duplicate. Only a removal that makes some count grow is taken back. Removals
+/// are decided in context order, each against the ones already accepted; silent replies that
+/// are not in the active context (other branches, entries hidden by a compaction) do not
+/// affect it and are always removed.
+fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
+    use crate::transcript::tree::{self, ContextItem};
+    if plan.remove.is_empty() {
+        return;
+    }
+    let context: Vec<usize> = tree::context_of(index, tree, &tree.active_path())
+        .into_iter()
+        .filter_map(|c| match c {
+            ContextItem::Entry(i) => Some(i),
+            ContextItem::CompactionSummary(_) => None,
+        })
+        .collect();
+    let items = |removed: &[bool]| -> Vec<ContextItem> {
+        context
+            .iter()
+            .zip(removed)
+            .filter(|(_, r)| !**r)
+            .map(|(&i, _)| ContextItem::Entry(i))
+            .collect()
+    };
+    let mut removed = vec![false; context.len()];
+    let base = tree::pairing(index, &items(&removed));
+    let assistant = |i: usize| index.entries[i].is_role(&Role::Assistant);
+    // The nearest kept assistant before the position being decided.
+    let mut previous: Option<usize> = None;
+    for (pos, &i) in context.iter().enumerate() {
+        if !plan.remove.contains(&i) {
+            if assistant(i) {
+                previous = Some(i);
+            }
+            continue;
+        }
+        let open = previous.is_some_and(|p| {
+            let e = &index.entries[p];
+            !e.tool_calls.is_empty() && !e.error_or_aborted
+        });
+        let result_follows = context[pos + 1..]
+            .iter()
+            .take_while(|&&j| !assistant(j))
+            .any(|&j| index.entries[j].is_role(&Role::ToolResult));
+        removed[pos] = true;
+        if open && result_follows && !tree::pairing(index, &items(&removed)).no_worse_than(&base) {
+            removed[pos] = false;
+            plan.remove.remove(&i);
+            plan.held_back.push((
+                i,
+                "removing it would pair a later tool result with an earlier call and make the tool pairing worse",
+            ));
+            previous = Some(i);
+        }
+    }
 }
 
 /// [`plan`] as the transcript job's edits, with a note per held-back reply (what
@@ -291,27 +348,142 @@ mod tests {
         assert!(!Index::from_reader(aborted.as_bytes()).unwrap().entries[0].silent);
     }
 
+    fn ids_of(index: &Index, set: impl IntoIterator<Item = usize>) -> Vec<&str> {
+        set.into_iter()
+            .map(|i| index.entries[i].id.as_deref().unwrap())
+            .collect()
+    }
+
+    fn transcript(lines: &[&str]) -> Index {
+        let mut all = vec![r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#];
+        all.extend_from_slice(lines);
+        Index::from_reader(all.join("\n").as_bytes()).unwrap()
+    }
+
+    const CALL: &str = r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":"toolCall","id":"t1"}]}}"#;
+
+    fn msg(id: &str, parent: &str, message: &str) -> String {
+        format!(r#"{{"type":"message","id":"{id}","parentId":"{parent}","message":{message}}}"#)
+    }
+
+    const SILENT: &str = r#"{"role":"assistant","content":"NO_REPLY"}"#;
+    const RESULT: &str = r#"{"role":"toolResult","toolCallId":"t1","content":[]}"#;
+    const USER: &str = r#"{"role":"user","content":"x"}"#;
+
     #[test]
-    fn a_silent_reply_that_ends_a_tool_span_is_held_back() {
+    fn silent_replies_after_tool_calls_go_unless_pairing_gets_worse() {
+        // b sits between a's call and its result: removing it pairs c with t1, which is
+        // better (no orphan, no missing result); d follows a user message, e a result.
         let lines = [
-            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
-            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":"toolCall","id":"t1"}]}}"#,
-            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"}}"#,
-            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
-            r#"{"type":"message","id":"d","parentId":"c","message":{"role":"assistant","content":"NO_REPLY"}}"#,
-            r#"{"type":"message","id":"e","parentId":"d","message":{"role":"assistant","content":"NO_REPLY"}}"#,
-            r#"{"type":"message","id":"f","parentId":"e","message":{"role":"user","content":"x"}}"#,
+            CALL.to_owned(),
+            msg("b", "a", SILENT),
+            msg("c", "b", RESULT),
+            msg("u", "c", USER),
+            msg("d", "u", SILENT),
+            msg("r", "d", &RESULT.replace("t1", "t2")),
+            msg("e", "r", SILENT),
+            msg("f", "e", USER),
         ];
-        let index = Index::from_reader(lines.join("\n").as_bytes()).unwrap();
+        let index = transcript(&lines.iter().map(String::as_str).collect::<Vec<_>>());
         let tree = Tree::build(&index);
         let p = plan(&index, &tree, 0);
-        let ids = |set: Vec<usize>| -> Vec<&str> {
-            set.iter()
-                .map(|&i| index.entries[i].id.as_deref().unwrap())
-                .collect()
-        };
-        // b ends a's span (removing it would pair c with t1); d and e follow a closed span.
-        assert_eq!(ids(p.remove.iter().copied().collect()), ["d", "e"]);
-        assert_eq!(ids(p.held_back.iter().map(|h| h.0).collect()), ["b"]);
+        assert_eq!(ids_of(&index, p.remove.iter().copied()), ["b", "d", "e"]);
+        assert!(p.held_back.is_empty());
+        // With a second result for t1 after b, removing b would turn it into a duplicate: b
+        // stays, and nothing else does.
+        let lines = [
+            CALL.to_owned(),
+            msg("b", "a", SILENT),
+            msg("c", "b", RESULT),
+            msg("c2", "c", RESULT),
+            msg("d", "c2", SILENT),
+            msg("f", "d", USER),
+        ];
+        let index = transcript(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        let tree = Tree::build(&index);
+        let p = plan(&index, &tree, 0);
+        assert_eq!(ids_of(&index, p.remove.iter().copied()), ["d"]);
+        assert_eq!(ids_of(&index, p.held_back.iter().map(|h| h.0)), ["b"]);
+        // On a branch that is not active, pairing does not constrain it.
+        let lines = [
+            CALL.to_owned(),
+            msg("b", "a", SILENT),
+            msg("c", "b", RESULT),
+            msg("c2", "c", RESULT),
+            msg("g", "a", USER),
+            msg("h", "g", SILENT),
+            msg("i", "h", USER),
+        ];
+        let index = transcript(&lines.iter().map(String::as_str).collect::<Vec<_>>());
+        let tree = Tree::build(&index);
+        let p = plan(&index, &tree, 0);
+        assert_eq!(ids_of(&index, p.remove.iter().copied()), ["b", "h"]);
+    }
+
+    #[test]
+    fn every_planned_removal_passes_the_validator() {
+        use crate::transcript::{rewrite, validate};
+        // Calls, silent replies and results in every order, some results repeated.
+        let kinds = [CALL, SILENT, RESULT, USER];
+        let mut held = 0;
+        for seed in 0..400u64 {
+            let mut x = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let mut lines = Vec::new();
+            let mut parent = "null".to_owned();
+            for n in 0..12 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let k = kinds[(x >> 33) as usize % kinds.len()];
+                let m: serde_json::Value = serde_json::from_str(k).unwrap();
+                let message = if k == CALL { m["message"].clone() } else { m };
+                let id = format!("e{n}");
+                lines.push(format!(
+                    r#"{{"type":"message","id":"{id}","parentId":{parent},"message":{message}}}"#
+                ));
+                parent = format!("\"{id}\"");
+            }
+            lines.push(format!(
+                r#"{{"type":"message","id":"last","parentId":{parent},"message":{USER}}}"#
+            ));
+            let text = std::iter::once(
+                r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_owned(),
+            )
+            .chain(lines)
+            .collect::<Vec<_>>()
+            .join("\n");
+            let index = Index::from_reader(text.as_bytes()).unwrap();
+            let tree = Tree::build(&index);
+            let p = plan(&index, &tree, 0);
+            let silent = index.entries.iter().filter(|e| e.silent).count();
+            held += p.held_back.len();
+            assert_eq!(p.remove.len() + p.held_back.len(), silent, "seed {seed}");
+            let edits = rewrite::Edits {
+                remove: p.remove.clone(),
+                ..Default::default()
+            };
+            let resolved = rewrite::resolve(&index, &tree, &edits).unwrap();
+            let mut out = Vec::new();
+            let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+            let expect = validate::Expectation::removals(resolved.removed_ids.clone());
+            validate::validate(&index, &applied.index, &expect)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{text}"));
+            // Each held-back reply is needed: removing it too would fail the validator.
+            for &(h, _) in &p.held_back {
+                let mut more = edits.clone();
+                more.remove.insert(h);
+                let resolved = rewrite::resolve(&index, &tree, &more).unwrap();
+                let mut out = Vec::new();
+                let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+                let expect = validate::Expectation::removals(resolved.removed_ids.clone());
+                assert!(
+                    validate::validate(&index, &applied.index, &expect).is_err(),
+                    "seed {seed}: {h} was held back needlessly"
+                );
+            }
+        }
+        assert!(held >= 10, "held back only {held} times");
     }
 }

@@ -1,12 +1,15 @@
 //! `clawkeeper compact`: summarise the older part of long transcripts without a model and
 //! append a `compaction` entry the runtime honours on its next turn.
 //!
-//! Resolve the targets; per file, read the active path's entries, rebuild the context the way
-//! the runtime does (`transcript::tree`), let `compact::plan` choose the cut and build the
-//! summary, optionally ask the operator's `--summarizer`, and hand the appended line to the
-//! shared transcript job (lock, validation, atomic replace). Every original line stays as it
-//! was; the new entry becomes the last line.
+//! Resolve the targets; per file, read the active path's figures in one pass
+//! (`compact::facts`), rebuild the context the way the runtime does (`transcript::tree`), let
+//! `compact::plan` choose the cut, summarise the range in a second pass (`compact::load`),
+//! optionally ask the operator's `--summarizer` (its input streamed from the file), and hand
+//! the appended line to the shared transcript job (lock, validation, atomic replace, all
+//! without a second index of the file). Every original line stays as it was; the new entry
+//! becomes the last line. Memory is bounded by the largest line plus per-entry figures.
 
+use std::io::{self, Write};
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,7 +20,7 @@ use super::transcripts::{self, Labels, parse_wait};
 use crate::cli::{CompactArgs, Tokenizer};
 use crate::compact::plan::{self, Compaction, Settings};
 use crate::compact::{
-    Estimator, TokenCounter, context_message, entry, external, load_active_context, summary,
+    Estimator, TokenCounter, context_message, entry, external, facts, load, summary,
 };
 use crate::exit::Exit;
 use crate::transcript::Index;
@@ -85,6 +88,7 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
 }
 
 /// The per-file planner of in-place `compact` (also what `inspect` runs to predict savings).
+/// The transcript is read in passes that hold one entry at a time (see `compact::load`).
 pub fn planner<'a>(
     settings: &'a Settings,
     now: &'a str,
@@ -92,10 +96,10 @@ pub fn planner<'a>(
     enforce: bool,
 ) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
     move |path, index, tree| {
-        let (path_values, context) =
-            load_active_context(path, index, tree).map_err(|e| format!("{e:#}"))?;
-        let taken = |id: &str| tree.by_id.contains_key(id);
-        let mut c = match plan::plan(&path_values, &context, settings, &taken, now) {
+        let fail = |e: anyhow::Error| format!("{e:#}");
+        let scan =
+            facts::scan(path, index, tree, &settings.estimator, &mut |_, _| {}).map_err(fail)?;
+        let mut c = match load::plan_file(path, index, tree, &scan, settings, now).map_err(fail)? {
             Ok(c) => c,
             Err(leave) => {
                 return Ok(Planned {
@@ -105,12 +109,18 @@ pub fn planner<'a>(
             }
         };
         let mut notes = describe(index, &c);
+        let mut source = "builtin";
         if let Some(ext) = external {
-            notes.push(use_external(ext, &mut c, enforce, now));
+            let write = |c: &Compaction, w: &mut dyn Write| {
+                load::write_request(path, index, &scan.active, c, w)
+            };
+            let (note, s) = use_external(ext, &mut c, enforce, now, &write);
+            notes.push(note);
+            source = s;
         }
         let mut planned = Planned {
             notes,
-            details: Some(details(&c, &settings.estimator)),
+            details: Some(details(&c, &settings.estimator, source)),
             ..Planned::default()
         };
         planned.edits.append.push(c.entry.to_value());
@@ -148,27 +158,56 @@ fn describe(index: &Index, c: &Compaction) -> Vec<String> {
     notes
 }
 
-/// Ask the operator's summariser (only when applying); returns the note to report.
-fn use_external(ext: &External, c: &mut Compaction, enforce: bool, now: &str) -> String {
+/// Ask the operator's summariser (only when applying: a preview never runs it). Returns the
+/// note to report and `details.summarySource`: `summarizer` (its text is used),
+/// `builtin-fallback` (it failed; the built-in summary is used), or `summarizer-on-enforce`
+/// (a preview: the summary would come from it; the figures are those of the built-in summary,
+/// which is also the fallback).
+fn use_external(
+    ext: &External,
+    c: &mut Compaction,
+    enforce: bool,
+    now: &str,
+    write: &(dyn Fn(&Compaction, &mut dyn Write) -> io::Result<()> + Sync),
+) -> (String, &'static str) {
     if !enforce {
-        return format!("--summarizer `{}` runs only with --enforce", ext.command);
+        return (
+            format!(
+                "the summary would come from --summarizer `{}`, which runs only with --enforce; the figures shown are for the built-in summary (also the fallback if it fails)",
+                ext.command
+            ),
+            "summarizer-on-enforce",
+        );
     }
-    let messages: Vec<&Value> = c.summarized.iter().collect();
-    let input = external::request(&messages, c.previous_summary.as_deref());
-    match external::run(&ext.command, &input, ext.timeout) {
+    let result = {
+        let planned: &Compaction = c;
+        external::run(
+            &ext.command,
+            &|w: &mut dyn Write| write(planned, w),
+            ext.timeout,
+        )
+    };
+    match result {
         Ok(text) => {
             let generator = format!("{} {}", plan::TOOL, env!("CARGO_PKG_VERSION"));
-            c.entry.summary = summary::wrap_external(&text, &c.summary, &generator, now);
-            "summary written by --summarizer".into()
+            c.entry.summary =
+                summary::wrap_external(&text, &c.summary, &generator, now, &ext.command);
+            if let Some(Value::Object(offline)) = c.entry.details.get_mut("offline") {
+                offline.insert("summarizer".into(), json!(ext.command));
+            }
+            ("summary written by --summarizer".into(), "summarizer")
         }
-        Err(why) => format!("--summarizer failed ({why}); used the built-in summary"),
+        Err(why) => (
+            format!("--summarizer failed ({why}); used the built-in summary"),
+            "builtin-fallback",
+        ),
     }
 }
 
 /// The plan's figures. `tokensAfter` and `tokensSaved` are per-message estimates of the
 /// effective context (no provider `usage`, which describes the context before): before =
 /// previous summary + summarised + kept messages; after = new summary + kept messages.
-fn details(c: &Compaction, estimator: &Estimator) -> Value {
+fn details(c: &Compaction, estimator: &Estimator, summary_source: &str) -> Value {
     let summary_tokens =
         context_message(&c.entry.to_value()).map_or(0, |m| estimator.message_tokens(&m));
     let previous_tokens = c.previous_summary.as_ref().map_or(0, |s| {
@@ -187,6 +226,7 @@ fn details(c: &Compaction, estimator: &Estimator) -> Value {
         "messagesSummarized": c.summary.messages,
         "boilerplateOnly": c.summary.boilerplate_only,
         "summaryChars": c.entry.summary.encode_utf16().count(),
+        "summarySource": summary_source,
         "readFiles": c.summary.read_files.len(),
         "modifiedFiles": c.summary.modified_files.len(),
     })

@@ -185,9 +185,8 @@ fn with_hooks<T>(
     let compact = compact_planner(&settings, &now, None, false);
     let estimator = settings.estimator;
     let context_tokens = move |p: &Path, i: &Index, t: &Tree| {
-        let (_, context) =
-            crate::compact::load_active_context(p, i, t).map_err(|e| format!("{e:#}"))?;
-        let ContextEstimate { tokens, .. } = estimator.context_tokens(&context);
+        let ContextEstimate { tokens, .. } =
+            crate::compact::context_estimate(p, i, t, &estimator).map_err(|e| format!("{e:#}"))?;
         Ok(tokens)
     };
     let tick = |t: Tick| match t {

@@ -18,7 +18,7 @@ use crate::progress::{self, Progress};
 use crate::report::transcript_text::{self, status_name};
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
-fn moved_to_sqlite(db: &Path) -> String {
+pub(crate) fn moved_to_sqlite(db: &Path) -> String {
     format!(
         "this agent has moved to SQLite ({} exists): its JSONL transcripts are no longer the \
          live copy and clawkeeper does not write them",
@@ -236,6 +236,44 @@ fn json_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_total_line_counts_skipped_files_and_unparsable_lines() {
+        let total = |results: &[(Outcome, Option<String>)]| {
+            let rows: Vec<crate::report::transcript_text::Row> = results
+                .iter()
+                .map(|(o, k)| (o, k.as_deref(), o.entries_removed))
+                .collect();
+            let mut out = String::new();
+            crate::report::transcript_text::render(
+                &mut out,
+                "prune-noreply",
+                "dry run",
+                "removed",
+                &rows,
+            );
+            let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
+            flat[flat.find("Total:").unwrap()..].trim_end().to_owned()
+        };
+        let mut a = Outcome::new(Path::new("a"), Status::Changed);
+        a.entries_removed = 3;
+        a.bytes_before = 4096;
+        a.bytes_after = 1024;
+        a.unparsable_lines = vec![2, 9];
+        let mut b = Outcome::new(Path::new("b"), Status::Skipped("gone".into()));
+        b.unparsable_lines = vec![1];
+        let c = Outcome::new(Path::new("c"), Status::Locked("pid 1".into()));
+        let results = vec![(a, None), (b, None), (c, None)];
+        assert_eq!(
+            total(&results),
+            "Total: 3 transcripts, 1 skipped, 1 locked, 3 removed, 4 KiB → 1 KiB (3 KiB freed), 3 unparsable lines kept"
+        );
+        let one = vec![(Outcome::new(Path::new("d"), Status::Unchanged), None)];
+        assert_eq!(
+            total(&one),
+            "Total: 1 transcript, 0 skipped, 0 removed, 0 B → 0 B (0 B freed), 0 unparsable lines kept"
+        );
+    }
 
     #[test]
     fn wait_durations() {

@@ -21,6 +21,7 @@
 use serde_json::Value;
 
 use super::estimate::Estimator;
+use super::facts::{CallIds, EntryFacts, ValueCalls};
 use super::{entry_type, str_field};
 
 /// Why no cut was made.
@@ -54,30 +55,39 @@ pub struct Cut {
 }
 
 impl Cut {
-    /// Path indices of the context entries that get summarised, in path order.
-    pub fn summarized_indices<'a>(&self, path: &'a [Value]) -> impl Iterator<Item = usize> + 'a {
-        let (start, end) = (self.window_start, self.index);
-        (start..end).filter(move |&i| super::is_context_entry(&path[i]))
+    /// Path positions of the context entries that get summarised, in path order.
+    pub fn summarized_positions<'a>(
+        &self,
+        facts: &'a [EntryFacts],
+    ) -> impl Iterator<Item = usize> + 'a {
+        (self.window_start..self.index).filter(move |&i| facts[i].context)
     }
+}
+
+/// The figures of a path of entry values (for callers that hold the values).
+pub fn facts_of(path: &[Value], estimator: &Estimator) -> Vec<EntryFacts> {
+    path.iter().map(|e| EntryFacts::of(e, estimator)).collect()
 }
 
 /// Find the latest compaction on `path` and where the effective context starts.
 pub fn window(path: &[Value]) -> (Option<usize>, usize) {
-    let prev = path
-        .iter()
-        .rposition(|e| entry_type(e) == Some("compaction"));
+    let facts = facts_of(path, &Estimator::default());
+    window_of(&facts, &|p| str_field(&path[p], "id").unwrap_or_default())
+}
+
+/// [`window`] over figures; `id` gives the id of the entry at a path position.
+pub fn window_of<'a>(
+    facts: &[EntryFacts],
+    id: &dyn Fn(usize) -> &'a str,
+) -> (Option<usize>, usize) {
+    let prev = facts.iter().rposition(|f| f.compaction);
     let start = match prev {
         None => 0,
-        Some(c) => {
-            let first_kept = str_field(&path[c], "firstKeptEntryId");
-            first_kept
-                .and_then(|id| {
-                    path[..c]
-                        .iter()
-                        .position(|e| str_field(e, "id") == Some(id))
-                })
-                .unwrap_or(c + 1)
-        }
+        Some(c) => facts[c]
+            .first_kept
+            .as_deref()
+            .and_then(|first_kept| (0..c).find(|&p| id(p) == first_kept))
+            .unwrap_or(c + 1),
     };
     (prev, start)
 }
@@ -88,31 +98,44 @@ pub fn find_cut(
     estimator: &Estimator,
     keep_recent_tokens: u64,
 ) -> Result<Cut, Skip> {
-    let Some(last) = path.last() else {
+    let facts = facts_of(path, estimator);
+    find_cut_in(
+        &facts,
+        &ValueCalls(path),
+        &|p| str_field(&path[p], "id").unwrap_or_default(),
+        keep_recent_tokens,
+    )
+}
+
+/// [`find_cut`] over figures; `id` gives the id of the entry at a path position.
+pub fn find_cut_in<'a>(
+    facts: &[EntryFacts],
+    calls: &dyn CallIds,
+    id: &dyn Fn(usize) -> &'a str,
+    keep_recent_tokens: u64,
+) -> Result<Cut, Skip> {
+    let Some(last) = facts.last() else {
         return Err(Skip::Empty);
     };
-    if entry_type(last) == Some("compaction") {
+    if last.compaction {
         return Err(Skip::LeafIsCompaction);
     }
-    let (prev, start) = window(path);
-    let tokens: Vec<u64> = path
-        .iter()
-        .enumerate()
-        .map(|(i, e)| {
-            // The previous compaction's summary is not kept (it is folded into the new one).
-            if i < start || !super::is_context_entry(e) {
-                return 0;
-            }
-            super::context_message(e).map_or(0, |m| estimator.message_tokens(&m))
-        })
-        .collect();
+    let (prev, start) = window_of(facts, id);
+    // The previous compaction's summary is not kept (it is folded into the new one).
+    let tokens = |i: usize| {
+        if i < start || !facts[i].context {
+            0
+        } else {
+            facts[i].tokens
+        }
+    };
     let mut acc = 0u64;
     let mut budget_at = None;
-    for i in (start..path.len()).rev() {
-        if !super::is_context_entry(&path[i]) {
+    for i in (start..facts.len()).rev() {
+        if !facts[i].context {
             continue;
         }
-        acc += tokens[i];
+        acc += tokens(i);
         if acc >= keep_recent_tokens {
             budget_at = Some(i);
             break;
@@ -123,34 +146,51 @@ pub fn find_cut(
             context_tokens: acc,
         });
     };
-    let mut cut = last_user_at_or_before(path, start, budget_at).ok_or(Skip::NoTurnStart)?;
+    let mut cut = last_user_at_or_before(facts, start, budget_at).ok_or(Skip::NoTurnStart)?;
     // Never separate tool calls from their results.
-    while let Some(call_at) = call_split_by(path, start, cut) {
-        cut = last_user_at_or_before(path, start, call_at).ok_or(Skip::NoTurnStart)?;
+    while let Some(call_at) = call_split_by(calls, start, cut, facts.len()) {
+        cut = last_user_at_or_before(facts, start, call_at).ok_or(Skip::NoTurnStart)?;
     }
-    if !(start..cut).any(|i| super::is_context_entry(&path[i])) {
+    if !(start..cut).any(|i| facts[i].context) {
         return Err(Skip::NoTurnStart);
     }
-    let kept_tokens = (cut..path.len()).map(|i| tokens[i]).sum();
-    let summarized_tokens = (start..cut).map(|i| tokens[i]).sum();
+    let kept_tokens = (cut..facts.len()).map(tokens).sum();
+    let summarized_tokens = (start..cut).map(tokens).sum();
     Ok(Cut {
         window_start: start,
         previous_compaction: prev,
         index: cut,
-        first_kept_id: str_field(&path[cut], "id").unwrap_or_default().to_owned(),
+        first_kept_id: id(cut).to_owned(),
         kept_tokens,
         summarized_tokens,
     })
 }
 
-fn is_user_message(entry: &Value) -> bool {
+fn last_user_at_or_before(facts: &[EntryFacts], start: usize, at: usize) -> Option<usize> {
+    (start..=at).rev().find(|&i| facts[i].user_turn)
+}
+
+/// Index of an assistant before `cut` with a tool result at or after `cut` (of `len`), if
+/// any.
+fn call_split_by(calls: &dyn CallIds, start: usize, cut: usize, len: usize) -> Option<usize> {
+    let kept_results: std::collections::HashSet<&str> =
+        (cut..len).filter_map(|p| calls.result_call(p)).collect();
+    if kept_results.is_empty() {
+        return None;
+    }
+    (start..cut).rev().find(|&i| {
+        calls
+            .open_calls(i)
+            .iter()
+            .any(|id| kept_results.contains(id))
+    })
+}
+
+/// A user message entry with an id: a turn start.
+pub fn is_user_message(entry: &Value) -> bool {
     entry_type(entry) == Some("message")
         && entry.get("message").and_then(|m| str_field(m, "role")) == Some("user")
         && str_field(entry, "id").is_some_and(|id| !id.is_empty())
-}
-
-fn last_user_at_or_before(path: &[Value], start: usize, at: usize) -> Option<usize> {
-    (start..=at).rev().find(|&i| is_user_message(&path[i]))
 }
 
 /// Tool-call block types the runtime's repair code accepts.
@@ -206,20 +246,6 @@ pub fn result_call_id(entry: &Value) -> Option<&str> {
         return None;
     }
     RESULT_ID_FIELDS.iter().find_map(|f| str_field(m, f))
-}
-
-/// Index of an assistant before `cut` with a tool result at or after `cut`, if any.
-fn call_split_by(path: &[Value], start: usize, cut: usize) -> Option<usize> {
-    let kept_results: std::collections::HashSet<&str> =
-        path[cut..].iter().filter_map(result_call_id).collect();
-    if kept_results.is_empty() {
-        return None;
-    }
-    (start..cut).rev().find(|&i| {
-        open_call_ids(&path[i])
-            .iter()
-            .any(|id| kept_results.contains(id))
-    })
 }
 
 #[cfg(test)]

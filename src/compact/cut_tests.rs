@@ -108,7 +108,8 @@ fn window_starts_at_previous_first_kept_entry() {
         "the previous summary is not counted as kept"
     );
     assert_eq!(
-        cut.summarized_indices(&b.entries).collect::<Vec<_>>(),
+        cut.summarized_positions(&facts_of(&b.entries, &est()))
+            .collect::<Vec<_>>(),
         vec![2, 3]
     );
     // nothing new to summarise when the cut would be the window start
@@ -148,7 +149,7 @@ fn generated_paths_respect_all_constraints() {
                         assert!(!kept_results.contains(&id), "case {case}: call {id} split");
                     }
                 }
-                assert!(cut.summarized_indices(path).count() > 0);
+                assert!(cut.summarized_positions(&facts_of(path, &est())).count() > 0);
             }
             Err(Skip::FitsBudget { context_tokens }) => assert!(context_tokens < keep),
             // the budget is only reached inside the first turn: nothing before it to summarise

@@ -123,33 +123,45 @@ impl Estimator {
 
     /// Estimated tokens of a whole context, using the last usable provider `usage`.
     pub fn context_tokens(&self, messages: &[Value]) -> ContextEstimate {
-        let last = messages
+        let per: Vec<(u64, Option<u64>)> = messages
             .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, m)| usable_usage(m).map(|u| (i, u)));
-        match last {
-            None => {
-                let sum = messages.iter().map(|m| self.message_tokens(m)).sum();
-                ContextEstimate {
-                    tokens: sum,
-                    usage_tokens: 0,
-                    trailing_tokens: sum,
-                    last_usage_index: None,
-                }
+            .map(|m| (self.message_tokens(m), message_usage(m)))
+            .collect();
+        combine(&per)
+    }
+}
+
+/// The provider-reported context size of a message the runtime would trust (an assistant
+/// message with usable `usage`), if any.
+pub fn message_usage(message: &Value) -> Option<u64> {
+    usable_usage(message).map(usage_context_tokens)
+}
+
+/// [`Estimator::context_tokens`] from per-message figures in context order: each message's
+/// estimate and [`message_usage`].
+pub fn combine(per_message: &[(u64, Option<u64>)]) -> ContextEstimate {
+    let last = per_message
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, (_, u))| u.map(|u| (i, u)));
+    match last {
+        None => {
+            let sum = per_message.iter().map(|(t, _)| t).sum();
+            ContextEstimate {
+                tokens: sum,
+                usage_tokens: 0,
+                trailing_tokens: sum,
+                last_usage_index: None,
             }
-            Some((i, usage)) => {
-                let usage_tokens = usage_context_tokens(usage);
-                let trailing: u64 = messages[i + 1..]
-                    .iter()
-                    .map(|m| self.message_tokens(m))
-                    .sum();
-                ContextEstimate {
-                    tokens: usage_tokens + trailing,
-                    usage_tokens,
-                    trailing_tokens: trailing,
-                    last_usage_index: Some(i),
-                }
+        }
+        Some((i, usage_tokens)) => {
+            let trailing: u64 = per_message[i + 1..].iter().map(|(t, _)| t).sum();
+            ContextEstimate {
+                tokens: usage_tokens + trailing,
+                usage_tokens,
+                trailing_tokens: trailing,
+                last_usage_index: Some(i),
             }
         }
     }

@@ -6,9 +6,11 @@
 //! shape). Success is exit status 0 with non-blank UTF-8 stdout within the timeout; anything
 //! else is a [`Failure`] and the caller falls back to the built-in summary.
 
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -23,6 +25,8 @@ pub enum Failure {
     Status(String),
     Empty,
     NotUtf8,
+    /// The request could not be produced (e.g. the transcript changed meanwhile).
+    Input(String),
 }
 
 impl std::fmt::Display for Failure {
@@ -33,6 +37,7 @@ impl std::fmt::Display for Failure {
             Failure::Status(s) => write!(f, "it exited with {s}"),
             Failure::Empty => write!(f, "it printed nothing"),
             Failure::NotUtf8 => write!(f, "its output is not UTF-8"),
+            Failure::Input(e) => write!(f, "its input could not be written: {e}"),
         }
     }
 }
@@ -42,8 +47,15 @@ pub fn request(messages: &[&Value], previous_summary: Option<&str>) -> String {
     jsjson::to_string_compact(&json!({"previousSummary": previous_summary, "messages": messages}))
 }
 
-/// Run `command` with `input` on stdin; its trimmed stdout on success.
-pub fn run(command: &str, input: &str, timeout: Duration) -> Result<String, Failure> {
+/// Run `command` with what `input` writes on its stdin; its trimmed stdout on success.
+/// `input` runs on its own thread while the command runs; a write the command does not read
+/// (it exits first) is fine, but any other error of `input` (e.g. the transcript changed
+/// while it was read back) makes the run a failure, whatever the command printed.
+pub fn run(
+    command: &str,
+    input: &(dyn Fn(&mut dyn Write) -> io::Result<()> + Sync),
+    timeout: Duration,
+) -> Result<String, Failure> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -53,51 +65,147 @@ pub fn run(command: &str, input: &str, timeout: Duration) -> Result<String, Fail
         .process_group(0)
         .spawn()
         .map_err(|e| Failure::Spawn(e.to_string()))?;
-    let mut stdin = child.stdin.take();
-    let input = input.to_owned();
-    let writer = std::thread::spawn(move || {
-        if let Some(s) = stdin.as_mut() {
-            // A command that does not read its input is fine.
-            let _ = s.write_all(input.as_bytes());
-        }
-    });
-    let mut stdout = child.stdout.take();
-    let reader = std::thread::spawn(move || {
-        let mut buf = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_end(&mut buf);
-        }
-        buf
-    });
-    let start = Instant::now();
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if start.elapsed() >= timeout => {
-                // The command runs in its own process group: end it and whatever it started.
-                if let Ok(pid) = i32::try_from(child.id()) {
-                    // SAFETY: kill(2) with a negative pid signals that process group only.
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
-                }
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Failure::Timeout(timeout));
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    // Set on a timeout: the pipe threads give up instead of waiting for the pipes (a process
+    // the command started may still hold them).
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let stop = &stop;
+        let writer = scope.spawn(move || -> Option<String> {
+            let pipe = Pipe::new(stdin?, stop);
+            let mut w = io::BufWriter::with_capacity(1 << 16, pipe);
+            match input(&mut w).and_then(|()| w.flush()) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Some(e.to_string()),
+                _ => None,
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(Failure::Spawn(e.to_string())),
+        });
+        let reader = scope.spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(s) = stdout {
+                read_all(s, &mut buf, stop);
+            }
+            buf
+        });
+        let start = Instant::now();
+        let status = loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Ok(status),
+                Ok(None) if start.elapsed() >= timeout => {
+                    stop.store(true, Ordering::SeqCst);
+                    // The command runs in its own process group: end it and whatever it
+                    // started.
+                    if let Ok(pid) = i32::try_from(child.id()) {
+                        // SAFETY: kill(2) with a negative pid signals that process group only.
+                        unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    }
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break Err(Failure::Timeout(timeout));
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                Err(e) => {
+                    stop.store(true, Ordering::SeqCst);
+                    break Err(Failure::Spawn(e.to_string()));
+                }
+            }
+        };
+        let input_error = writer
+            .join()
+            .unwrap_or(Some("the input writer failed".into()));
+        let out = reader.join().unwrap_or_default();
+        let status = status?;
+        if let Some(e) = input_error {
+            return Err(Failure::Input(e));
         }
+        if !status.success() {
+            return Err(Failure::Status(status.to_string()));
+        }
+        let text = String::from_utf8(out).map_err(|_| Failure::NotUtf8)?;
+        let text = super::classify::js_trim(&text);
+        if text.is_empty() {
+            return Err(Failure::Empty);
+        }
+        Ok(text.to_owned())
+    })
+}
+
+/// Make a pipe end non-blocking, so that waiting on it can be given up.
+fn set_nonblocking(fd: RawFd) {
+    // SAFETY: fcntl on a file descriptor this process owns; no memory is passed.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
+
+/// Wait up to 50 ms for `fd` to be ready for `events`.
+fn wait_ready(fd: RawFd, events: libc::c_short) {
+    let mut p = libc::pollfd {
+        fd,
+        events,
+        revents: 0,
     };
-    let _ = writer.join();
-    let out = reader.join().unwrap_or_default();
-    if !status.success() {
-        return Err(Failure::Status(status.to_string()));
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut p, 1, 50) };
+}
+
+/// Read `from` to its end, unless `stop` is set while it is waiting.
+fn read_all(mut from: ChildStdout, buf: &mut Vec<u8>, stop: &AtomicBool) {
+    set_nonblocking(from.as_raw_fd());
+    let mut chunk = [0u8; 1 << 16];
+    loop {
+        match from.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if stop.load(Ordering::SeqCst) {
+                    return;
+                }
+                wait_ready(from.as_raw_fd(), libc::POLLIN);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
     }
-    let text = String::from_utf8(out).map_err(|_| Failure::NotUtf8)?;
-    let text = super::classify::js_trim(&text);
-    if text.is_empty() {
-        return Err(Failure::Empty);
+}
+
+/// The command's stdin: its write errors are reported as a broken pipe (the command stopped
+/// reading), so they are told apart from errors of the input itself; a write waiting on a
+/// full pipe gives up once `stop` is set.
+struct Pipe<'a> {
+    stdin: ChildStdin,
+    stop: &'a AtomicBool,
+}
+
+impl<'a> Pipe<'a> {
+    fn new(stdin: ChildStdin, stop: &'a AtomicBool) -> Pipe<'a> {
+        set_nonblocking(stdin.as_raw_fd());
+        Pipe { stdin, stop }
     }
-    Ok(text.to_owned())
+}
+
+impl Write for Pipe<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.stdin.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if self.stop.load(Ordering::SeqCst) {
+                        return Err(io::Error::new(io::ErrorKind::BrokenPipe, "stopped"));
+                    }
+                    wait_ready(self.stdin.as_raw_fd(), libc::POLLOUT);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(io::Error::new(io::ErrorKind::BrokenPipe, e)),
+                Ok(n) => return Ok(n),
+            }
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -105,6 +213,10 @@ mod tests {
     use super::*;
 
     const T: Duration = Duration::from_secs(10);
+
+    fn text(s: &str) -> impl Fn(&mut dyn Write) -> io::Result<()> + Sync + '_ {
+        move |w: &mut dyn Write| w.write_all(s.as_bytes())
+    }
 
     #[test]
     fn passes_the_messages_and_takes_stdout() {
@@ -114,24 +226,39 @@ mod tests {
             input,
             r#"{"previousSummary":"prev","messages":[{"role":"user","content":"hé"}]}"#
         );
-        assert_eq!(run("cat", &input, T).unwrap(), input);
+        assert_eq!(run("cat", &text(&input), T).unwrap(), input);
         assert_eq!(
-            run("echo '  summary text  '", "", T).unwrap(),
+            run("echo '  summary text  '", &text(""), T).unwrap(),
             "summary text"
         );
+        // A big input the command never reads is fine.
+        let big = "x".repeat(4 << 20);
+        assert_eq!(run("echo done", &text(&big), T).unwrap(), "done");
     }
 
     #[test]
     fn failures_are_reported() {
-        assert_eq!(run("true", "x", T), Err(Failure::Empty));
-        assert!(matches!(run("exit 3", "x", T), Err(Failure::Status(_))));
+        assert_eq!(run("true", &text("x"), T), Err(Failure::Empty));
         assert!(matches!(
-            run("printf '\\377'", "x", T),
+            run("exit 3", &text("x"), T),
+            Err(Failure::Status(_))
+        ));
+        assert!(matches!(
+            run("printf '\\377'", &text("x"), T),
             Err(Failure::NotUtf8)
         ));
+        // An input that cannot be produced fails the run, even if the command succeeds.
+        let broken = |w: &mut dyn Write| {
+            w.write_all(b"{")?;
+            Err(io::Error::other("the transcript changed"))
+        };
+        assert_eq!(
+            run("cat", &broken, T),
+            Err(Failure::Input("the transcript changed".into()))
+        );
         let started = Instant::now();
         assert_eq!(
-            run("sleep 5", "x", Duration::from_millis(200)),
+            run("sleep 5", &text("x"), Duration::from_millis(200)),
             Err(Failure::Timeout(Duration::from_millis(200)))
         );
         assert!(started.elapsed() < Duration::from_secs(4));

@@ -2,7 +2,8 @@
 //! calls with a string `arguments.path`; modified = edited ∪ written, read = read − modified,
 //! both sorted by UTF-16 code units, merged with the previous compaction's `details` unless it
 //! came from a hook; and the `<read-files>` / `<modified-files>` blocks appended to summaries
-//! (each capped at 8000 characters with an "...and N more" line; `details` keeps them all).
+//! (each capped at [`MAX_FILES_LISTED`] paths and [`MAX_FILE_LIST_CHARS`] characters, then an
+//! "… and N more (see details)" line; `details` keeps them all).
 
 use std::collections::BTreeSet;
 
@@ -11,7 +12,10 @@ use serde_json::Value;
 use super::str_field;
 use super::summary::tool_calls;
 
-const MAX_FILE_LIST_CHARS: usize = 8000;
+/// Paths named per block.
+pub const MAX_FILES_LISTED: usize = 30;
+/// Characters (UTF-16 units) of paths per block.
+pub const MAX_FILE_LIST_CHARS: usize = 2000;
 
 fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
     let mut v: Vec<String> = set.into_iter().collect();
@@ -21,24 +25,23 @@ fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
 
 /// `read`/`write`/`edit` paths of the summarised messages, merged with the previous lists.
 pub fn file_lists(all: &[&Value], previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
-    let (mut read, mut modified) = (BTreeSet::new(), BTreeSet::new());
-    if let Some(p) = previous.filter(|p| p.get("fromHook") != Some(&Value::Bool(true))) {
-        let list = |k: &str| {
-            p.get("details")
-                .and_then(|d| d.get(k))
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_owned)
-                        .collect::<Vec<_>>()
-                })
-                .unwrap_or_default()
-        };
-        read.extend(list("readFiles"));
-        modified.extend(list("modifiedFiles"));
-    }
+    let mut ops = FileOps::default();
     for m in all {
+        ops.push(m);
+    }
+    ops.finish(previous)
+}
+
+/// The paths of [`file_lists`], gathered one message at a time.
+#[derive(Debug, Clone, Default)]
+pub struct FileOps {
+    read: BTreeSet<String>,
+    modified: BTreeSet<String>,
+}
+
+impl FileOps {
+    /// Take the `read`/`write`/`edit` calls of one message.
+    pub fn push(&mut self, m: &Value) {
         for b in tool_calls(m).filter(|b| str_field(b, "type") == Some("toolCall")) {
             let Some(path) = b
                 .get("arguments")
@@ -49,17 +52,39 @@ pub fn file_lists(all: &[&Value], previous: Option<&Value>) -> (Vec<String>, Vec
             };
             match str_field(b, "name") {
                 Some("read") => {
-                    read.insert(path.to_owned());
+                    self.read.insert(path.to_owned());
                 }
                 Some("write" | "edit") => {
-                    modified.insert(path.to_owned());
+                    self.modified.insert(path.to_owned());
                 }
                 _ => {}
             }
         }
     }
-    read.retain(|f| !modified.contains(f));
-    (utf16_sorted(read), utf16_sorted(modified))
+
+    /// Merge the previous compaction's lists (unless it came from a hook) and return
+    /// (read − modified, modified), sorted by UTF-16 code units.
+    pub fn finish(mut self, previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
+        if let Some(p) = previous.filter(|p| p.get("fromHook") != Some(&Value::Bool(true))) {
+            let list = |k: &str| {
+                p.get("details")
+                    .and_then(|d| d.get(k))
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(Value::as_str)
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    })
+                    .unwrap_or_default()
+            };
+            self.read.extend(list("readFiles"));
+            self.modified.extend(list("modifiedFiles"));
+        }
+        let modified = self.modified;
+        self.read.retain(|f| !modified.contains(f));
+        (utf16_sorted(self.read), utf16_sorted(modified))
+    }
 }
 
 fn file_block(tag: &str, files: &[String]) -> Option<String> {
@@ -67,11 +92,14 @@ fn file_block(tag: &str, files: &[String]) -> Option<String> {
         return None;
     }
     let mut body = String::new();
+    let mut chars = 0;
     for (i, f) in files.iter().enumerate() {
-        if body.len() + f.len() + 1 > MAX_FILE_LIST_CHARS {
-            body.push_str(&format!("...and {} more (see details)\n", files.len() - i));
+        let len = f.encode_utf16().count() + 1;
+        if i == MAX_FILES_LISTED || chars + len > MAX_FILE_LIST_CHARS {
+            body.push_str(&format!("… and {} more (see details)\n", files.len() - i));
             break;
         }
+        chars += len;
         body.push_str(f);
         body.push('\n');
     }

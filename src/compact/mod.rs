@@ -1,57 +1,54 @@
 //! Offline compaction without a model: token estimates, the cut point, the deterministic
 //! summary, and the entries the runtime reads back (the appended `compaction` entry and the
-//! successor transcript). The modules work on already-parsed entries and messages
-//! (`serde_json::Value`, in the shapes the runtime's session layer uses) and leave locking and
-//! writing to the command layer, with two exceptions: [`load_active_context`] reads a
-//! transcript's active branch through the transcript engine, and [`rotate`] writes the
+//! successor transcript).
+//!
+//! Memory is bounded by the largest line plus a few bytes per entry, whatever the file size:
+//! a transcript is never held in memory. [`facts::scan`] reads the active path once and keeps
+//! per-entry figures (token estimate, usage, turn starts, …; tool call ids come from the
+//! transcript index); [`plan::decide`] chooses the cut from them; [`load::plan_file`] summarises
+//! the decided range in a second pass, one entry at a time ([`summary::SummaryBuilder`]);
+//! [`load::write_request`] streams the `--summarizer` input; the successor is planned per
+//! entry index ([`successor::build`]) and written by re-reading its lines one at a time
+//! ([`rotate`]). The value-level functions ([`plan::plan`], [`summary::build`],
+//! [`cut::find_cut`]) run the same steps on entries already in memory.
+//!
+//! Locking and writing stay with the command layer, except [`rotate`], which writes the
 //! successor file through `fsutil`. [`external`] runs the operator's summariser.
 //!
-//! For other commands: [`Estimator`] (the runtime's token estimate, or BPE) with
-//! [`load_active_context`] gives a transcript's context size, e.g.
-//! `Estimator::new(TokenCounter::Heuristic).context_tokens(&context).tokens`.
+//! For other commands: [`context_estimate`] gives a transcript's context size as the runtime
+//! estimates it ([`Estimator`]: the runtime's heuristic, or BPE), reading only the newest
+//! context messages, e.g.
+//! `compact::context_estimate(path, &index, &tree, &Estimator::new(TokenCounter::Heuristic))?.tokens`.
 
 pub mod classify;
 pub mod cut;
 pub mod entry;
 pub mod estimate;
 pub mod external;
+pub mod facts;
 pub mod fileops;
+pub mod load;
 pub mod plan;
 pub mod rotate;
 pub mod successor;
 pub mod summary;
+mod summary_build;
+mod summary_text;
 
 #[cfg(test)]
 mod testgen;
 
 pub use estimate::{ContextEstimate, Estimator, TokenCounter};
+pub use facts::context_estimate;
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::path::Path;
 
 use anyhow::Result;
 use serde_json::{Value, json};
 
+use crate::transcript::Index;
 use crate::transcript::tree::{self, ContextItem, Tree};
-use crate::transcript::{Index, values};
-
-/// Read a transcript's active path (entry values, root first) and the context the runtime
-/// would build from it (messages in its shapes), e.g. for
-/// `Estimator::context_tokens(&context)`. Fails when the path does not reach a root (its
-/// first entry names a parent that is not an entry here: a missing line, or one only the
-/// runtime can parse), since the runtime's context may then differ from ours.
-pub fn load_active_context(
-    path: &Path,
-    index: &Index,
-    tree: &Tree,
-) -> Result<(Vec<Value>, Vec<Value>)> {
-    let active = tree.active_path();
-    ensure_rooted(index, &active)?;
-    let path_values = values::read_entries(path, index, &active)?;
-    let context = context_of(index, tree, &active, &path_values);
-    Ok((path_values, context))
-}
 
 /// The active path must start at a root: a first entry with a `parentId` names a line this
 /// tool could not read (or one that is missing).

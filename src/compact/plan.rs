@@ -1,18 +1,21 @@
 //! One transcript's compaction decision, from its active path to the entry to append.
 //!
-//! [`plan`] takes the active path's entries (root first) and the context the runtime would
-//! build from them, and either says why the transcript is left alone or returns the
-//! [`Compaction`]: the cut, `tokensBefore`, the summary and the ready `compaction` entry
-//! (a child of the leaf). Reading files, locking and writing stay with the caller.
+//! Two steps around the summary: [`decide`] takes the active path's figures
+//! ([`EntryFacts`], root first), the tool call ids and the size of the runtime's context, and
+//! either says why the transcript is left alone or returns the cut and `tokensBefore`; once
+//! the caller has summarised the decided range, [`finish`] builds the [`Compaction`] with the
+//! ready `compaction` entry (a child of the leaf). [`plan`] runs both on entry values held in
+//! memory. Reading files, locking and writing stay with the caller.
 
 use serde_json::Value;
 
 use super::classify;
 use super::cut::{self, Cut, Skip};
 use super::entry::{CompactionEntry, new_entry_id};
-use super::estimate::Estimator;
+use super::estimate::{self, Estimator};
+use super::facts::{CallIds, EntryFacts, ValueCalls};
+use super::str_field;
 use super::summary::{self, Summary, SummaryInput};
-use super::{context_message, str_field};
 
 /// Name written into summaries and `details.offline`.
 pub const TOOL: &str = "clawkeeper";
@@ -37,8 +40,8 @@ pub struct Compaction {
     pub tokens_before: u64,
     pub summary: Summary,
     pub entry: CompactionEntry,
-    /// The summarised messages in the runtime's context shape (for `--summarizer`).
-    pub summarized: Vec<Value>,
+    /// Path positions of the summarised context entries (what `--summarizer` is sent).
+    pub summarized: Vec<usize>,
     /// The previous compaction's summary, if one is folded in.
     pub previous_summary: Option<String>,
 }
@@ -85,19 +88,38 @@ impl std::fmt::Display for Leave {
     }
 }
 
-/// Decide. `context` is the active context (messages as the runtime builds them); `taken`
-/// says whether an id is already used in the file; `now` is the ISO time of the run.
-pub fn plan(
-    path: &[Value],
-    context: &[Value],
+/// The first step: where to cut, or why not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub cut: Cut,
+    /// Path positions of the context entries to summarise, in order.
+    pub summarized: Vec<usize>,
+    pub tokens_before: u64,
+    /// Path position of the session's first framing candidate before the window, if any.
+    pub framing_before: Option<usize>,
+}
+
+/// The runtime's context as [`decide`] needs it: its token estimate and how many messages it
+/// has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextSize {
+    pub tokens: u64,
+    pub messages: usize,
+}
+
+/// Decide from the path's figures. `calls` gives the tool call ids of path entries and `id`
+/// the id of the entry at a path position.
+pub fn decide<'a>(
+    facts: &[EntryFacts],
+    calls: &dyn CallIds,
+    context: ContextSize,
+    id: &dyn Fn(usize) -> &'a str,
     settings: &Settings,
-    taken: &dyn Fn(&str) -> bool,
-    now: &str,
-) -> Result<Compaction, Leave> {
-    if path.last().and_then(super::entry_type) == Some("compaction") {
+) -> Result<Decision, Leave> {
+    if facts.last().is_some_and(|f| f.compaction) {
         return Err(Leave::Skip(Skip::LeafIsCompaction));
     }
-    let tokens_before = settings.estimator.context_tokens(context).tokens;
+    let tokens_before = context.tokens;
     if tokens_before <= settings.min_tokens {
         return Err(Leave::BelowMinimum {
             tokens: tokens_before,
@@ -105,51 +127,51 @@ pub fn plan(
         });
     }
     // The cut works on the path; it must see exactly the context the runtime rebuilds.
-    let (prev, start) = cut::window(path);
-    let on_path = path[start..]
-        .iter()
-        .filter(|e| super::is_context_entry(e))
-        .count();
-    if on_path + usize::from(prev.is_some()) != context.len() {
+    let (prev, start) = cut::window_of(facts, id);
+    let on_path = facts[start..].iter().filter(|f| f.context).count();
+    if on_path + usize::from(prev.is_some()) != context.messages {
         return Err(Leave::ContextMismatch);
     }
-    let cut = cut::find_cut(path, &settings.estimator, settings.keep_recent_tokens)
-        .map_err(Leave::Skip)?;
-    let previous = cut.previous_compaction.map(|i| &path[i]);
-    let entries: Vec<&Value> = cut.summarized_indices(path).map(|i| &path[i]).collect();
-    let framing_before = path[..cut.window_start]
-        .iter()
-        .filter_map(|e| {
-            e.get("message")
-                .filter(|_| super::entry_type(e) == Some("message"))
-        })
-        .find(|m| is_framing_candidate(m));
-    let generator = format!("{TOOL} {}", settings.version);
-    let summary = summary::build(&SummaryInput {
-        entries: entries.clone(),
-        previous,
+    let cut =
+        cut::find_cut_in(facts, calls, id, settings.keep_recent_tokens).map_err(Leave::Skip)?;
+    let framing_before = facts[..cut.window_start].iter().position(|f| f.framing);
+    Ok(Decision {
+        summarized: cut.summarized_positions(facts).collect(),
+        cut,
+        tokens_before,
         framing_before,
-        generator: &generator,
-        now,
-    });
-    let leaf_id = path
-        .last()
-        .and_then(|e| str_field(e, "id"))
-        .map(str::to_owned);
+    })
+}
+
+/// The second step: the entry to append (a child of `leaf_id`), given the summary of the
+/// decided range. `previous` is the previous compaction entry (at the cut's
+/// `previous_compaction`), if any; `taken` says whether an id is already used in the file.
+pub fn finish(
+    decision: Decision,
+    summary: Summary,
+    previous: Option<&Value>,
+    leaf_id: Option<&str>,
+    settings: &Settings,
+    taken: &dyn Fn(&str) -> bool,
+    now: &str,
+) -> Compaction {
+    let Decision {
+        cut,
+        summarized,
+        tokens_before,
+        ..
+    } = decision;
     let entry = CompactionEntry {
         id: new_entry_id(taken),
-        parent_id: leaf_id,
+        parent_id: leaf_id.map(str::to_owned),
         timestamp: now.to_owned(),
         summary: summary.text.clone(),
         first_kept_entry_id: cut.first_kept_id.clone(),
         tokens_before,
         details: summary.details(TOOL, settings.version),
     };
-    Ok(Compaction {
-        summarized: entries
-            .iter()
-            .filter_map(|e| context_message(e).map(|c| c.into_owned()))
-            .collect(),
+    Compaction {
+        summarized,
         previous_summary: previous
             .and_then(|p| str_field(p, "summary"))
             .map(str::to_owned),
@@ -157,11 +179,51 @@ pub fn plan(
         tokens_before,
         summary,
         entry,
-    })
+    }
+}
+
+/// Decide and summarise a path held as entry values (`context`: the runtime's context
+/// messages); what [`decide`], a summary of the range and [`finish`] do for a file.
+pub fn plan(
+    path: &[Value],
+    context: &[Value],
+    settings: &Settings,
+    taken: &dyn Fn(&str) -> bool,
+    now: &str,
+) -> Result<Compaction, Leave> {
+    let facts = cut::facts_of(path, &settings.estimator);
+    let per: Vec<(u64, Option<u64>)> = context
+        .iter()
+        .map(|m| {
+            (
+                settings.estimator.message_tokens(m),
+                estimate::message_usage(m),
+            )
+        })
+        .collect();
+    let id = |p: usize| str_field(&path[p], "id").unwrap_or_default();
+    let size = ContextSize {
+        tokens: estimate::combine(&per).tokens,
+        messages: per.len(),
+    };
+    let decision = decide(&facts, &ValueCalls(path), size, &id, settings)?;
+    let previous = decision.cut.previous_compaction.map(|i| &path[i]);
+    let generator = format!("{TOOL} {}", settings.version);
+    let summary = summary::build(&SummaryInput {
+        entries: decision.summarized.iter().map(|&i| &path[i]).collect(),
+        previous,
+        framing_before: decision.framing_before.and_then(|p| path[p].get("message")),
+        generator: &generator,
+        now,
+    });
+    let leaf_id = path.last().and_then(|e| str_field(e, "id"));
+    Ok(finish(
+        decision, summary, previous, leaf_id, settings, taken, now,
+    ))
 }
 
 /// A user message that can frame the session: real, not a heartbeat or exec event.
-fn is_framing_candidate(m: &Value) -> bool {
+pub fn is_framing_candidate(m: &Value) -> bool {
     str_field(m, "role") == Some("user")
         && !classify::is_heartbeat_prompt(m)
         && !classify::is_exec_event(m)
@@ -197,7 +259,7 @@ mod tests {
                     .iter()
                     .filter(|e| crate::compact::is_context_entry(e)),
             )
-            .filter_map(|e| context_message(e).map(|c| c.into_owned()))
+            .filter_map(|e| crate::compact::context_message(e).map(|c| c.into_owned()))
             .collect()
     }
 

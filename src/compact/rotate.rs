@@ -1,6 +1,7 @@
 //! Writing the successor transcript (`--successor`): the old file stays untouched, the new one
 //! gets a new session id, a header whose `parentSession` names the old file, and the entries
-//! [`super::successor::build`] chose, each written as `JSON.stringify` writes it.
+//! [`super::successor::build`] chose, each read back from the old file one at a time, edited,
+//! and written as `JSON.stringify` writes it.
 //!
 //! The file is written through `fsutil` (temp file, fsync, rename) and checked before the
 //! rename: header first, ids unique, every parent present, the new compaction is the leaf,
@@ -12,10 +13,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::successor;
+use super::successor::{self, Rewrite};
 use crate::fsutil::Confined;
 use crate::jsjson;
 use crate::transcript::tree::{self, ContextItem, Tree};
+use crate::transcript::values::EntryReader;
 use crate::transcript::{Index, IndexBuilder};
 
 /// What was written.
@@ -28,20 +30,23 @@ pub struct Rotated {
     pub bytes_written: u64,
 }
 
-/// Write the successor of `old_path`. `all` are the old file's entries in file order with the
-/// new compaction entry appended last; `branch` indexes `all` from the root to that entry;
-/// `kept_tail` are the ids of the old context's entries from the cut on, which the successor's
-/// context must end with (minus entries the rotation drops as repeated prompts).
+/// Write the successor of `old_path`. `index` holds the old file's entries with the new
+/// compaction appended as entry `compaction.0` (its value is `compaction.1`, not in the file);
+/// `rewrites` are the successor's lines in order ([`successor::build`]); `kept_tail` are the
+/// ids of the old context's entries from the cut on, which the successor's context must end
+/// with (minus entries the rotation drops as repeated prompts). Each line is read back from
+/// the old file, edited and written in turn, so memory holds one entry at a time.
+#[allow(clippy::too_many_arguments)]
 pub fn write_successor(
     confined: &Confined,
     old_path: &Path,
     old_cwd: &str,
-    all: &[Value],
-    branch: &[usize],
+    index: &Index,
+    rewrites: &[Rewrite],
+    compaction: (usize, &Value),
     kept_tail: &[String],
     now: &str,
 ) -> Result<Rotated> {
-    let entries = successor::build(all, branch).context("no compaction on the active path")?;
     let dir = old_path.parent().unwrap_or(Path::new("."));
     let session_id = crate::fsutil::random_uuid();
     let path = dir.join(successor::file_name(now, &session_id));
@@ -63,9 +68,9 @@ pub fn write_successor(
         &cwd,
         &parent_session.display().to_string(),
     );
-    let compaction_id = all
-        .last()
-        .and_then(|e| e.get("id"))
+    let compaction_id = compaction
+        .1
+        .get("id")
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
@@ -73,17 +78,24 @@ pub fn write_successor(
         &path,
         0o600,
         |w: &mut dyn Write| -> Result<(u64, Index)> {
+            let mut reader = EntryReader::open(old_path)?;
             let mut builder = IndexBuilder::default();
             let mut bytes = 0u64;
-            let lines =
-                std::iter::once(jsjson::to_string_compact(&header)).chain(entries.iter().map(
-                    |s| jsjson::to_string_compact(s.changed.as_ref().unwrap_or(&all[s.original])),
-                ));
-            for line in lines {
+            let mut put = |line: String| -> Result<()> {
                 let line = line + "\n";
                 w.write_all(line.as_bytes())?;
                 builder.push_line(line.as_bytes());
                 bytes += line.len() as u64;
+                Ok(())
+            };
+            put(jsjson::to_string_compact(&header))?;
+            for r in rewrites {
+                let v = if r.original == compaction.0 {
+                    compaction.1.clone()
+                } else {
+                    reader.read(index, r.original)?
+                };
+                put(jsjson::to_string_compact(&r.apply(v)))?;
             }
             Ok((bytes, builder.finish()))
         },
@@ -92,7 +104,7 @@ pub fn write_successor(
     Ok(Rotated {
         session_id,
         path: std::path::absolute(&path).unwrap_or(path),
-        entries_written: entries.len(),
+        entries_written: rewrites.len(),
         bytes_written: written.0,
     })
 }
@@ -150,7 +162,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let confined = Confined::new(dir.path()).unwrap();
         let old = dir.path().join("old.jsonl");
-        std::fs::write(&old, "unchanged").unwrap();
         let mut b = PathBuilder::default();
         b.user("first");
         b.assistant_text("answer");
@@ -160,19 +171,34 @@ mod tests {
             "compaction",
             json!({"summary":"S","firstKeptEntryId":u,"tokensBefore":9}),
         );
-        let branch: Vec<usize> = (0..b.entries.len()).collect();
-        let tail = vec![u.clone(), "e0004".to_owned()];
-        let r = write_successor(
-            &confined,
-            &old,
-            "/w",
-            &b.entries,
-            &branch,
-            &tail,
-            "2026-03-03T00:00:00.000Z",
-        )
+        let (compaction, kept) = b.entries.split_last().unwrap();
+        let mut original =
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/w"}"#.to_owned();
+        for e in kept {
+            original.push('\n');
+            original.push_str(&jsjson::to_string_compact(e));
+        }
+        original.push('\n');
+        std::fs::write(&old, &original).unwrap();
+        let mut builder = IndexBuilder::resume(Index::from_path(&old, None).unwrap());
+        builder.push_line(format!("{}\n", jsjson::to_string_compact(compaction)).as_bytes());
+        let index = builder.finish();
+        let tree = Tree::build(&index);
+        let branch = tree.active_path();
+        let rewrites = successor::build(&index, &tree, &branch, &mut |p| {
+            Ok(successor::PathEntry::of(&b.entries[branch[p] - 1]))
+        })
+        .unwrap()
         .unwrap();
-        assert_eq!(std::fs::read_to_string(&old).unwrap(), "unchanged");
+        let appended = (index.entries.len() - 1, compaction);
+        let tail = vec![u.clone(), "e0004".to_owned()];
+        let write = |tail: &[String], now: &str| {
+            write_successor(
+                &confined, &old, "/w", &index, &rewrites, appended, tail, now,
+            )
+        };
+        let r = write(&tail, "2026-03-03T00:00:00.000Z").unwrap();
+        assert_eq!(std::fs::read_to_string(&old).unwrap(), original);
         let name = r.path.file_name().unwrap().to_str().unwrap().to_owned();
         assert_eq!(
             name,
@@ -194,18 +220,11 @@ mod tests {
         assert_eq!(r.entries_written, lines.len() - 1);
         // a tail that the successor does not end with is refused, and nothing is left behind
         let bad = vec!["e0001".to_owned()];
-        assert!(
-            write_successor(
-                &confined,
-                &old,
-                "/w",
-                &b.entries,
-                &branch,
-                &bad,
-                "2026-03-03T00:00:01.000Z"
-            )
-            .is_err()
-        );
+        assert!(write(&bad, "2026-03-03T00:00:01.000Z").is_err());
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+        // an old file that changed meanwhile is noticed
+        std::fs::write(&old, original.replace("e0003", "e9999")).unwrap();
+        assert!(write(&tail, "2026-03-03T00:00:02.000Z").is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
     }
 }

@@ -23,18 +23,11 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value, json};
 
 use super::{entry_type, str_field};
+use crate::transcript::tree::{self, Tree};
+use crate::transcript::{EntryType, Index, Parent, Role as TRole};
 
 const DUPLICATE_WINDOW_MS: f64 = 60_000.0;
 const MIN_DUPLICATE_CHARS: usize = 24;
-
-/// One line of the successor, in output order.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SuccessorEntry {
-    /// Index of the entry in the original file's entries.
-    pub original: usize,
-    /// The rewritten entry, or `None` when the original line is copied as it is.
-    pub changed: Option<Value>,
-}
 
 /// The successor's header (`buildSuccessorHeader`).
 pub fn header(session_id: &str, timestamp: &str, cwd: &str, parent_session: &str) -> Value {
@@ -47,160 +40,290 @@ pub fn file_name(timestamp: &str, session_id: &str) -> String {
     format!("{}_{session_id}.jsonl", timestamp.replace([':', '.'], "-"))
 }
 
-fn id(e: &Value) -> &str {
-    str_field(e, "id").unwrap_or("")
+/// What the rotation needs of an active-path entry's value beyond the index (read only for
+/// the few entries it asks about).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PathEntry {
+    /// Ids of the `toolCall` blocks of an assistant message.
+    pub tool_calls: Box<[Box<str>]>,
+    /// A tool result's `toolCallId`.
+    pub tool_call_id: Option<Box<str>>,
+    /// A user message's repeat key: its numeric timestamp and a digest of the sender and the
+    /// normalised text (`None` when it cannot be a repeat: no timestamp, images, short).
+    pub repeat_key: Option<RepeatKey>,
 }
 
-fn role(e: &Value) -> Option<&str> {
-    (entry_type(e) == Some("message"))
-        .then(|| e.get("message").and_then(|m| str_field(m, "role")))?
-}
+/// A user message's numeric timestamp and the digest of its sender and normalised text.
+pub type RepeatKey = (f64, Box<str>);
 
-/// Build the successor entries. `all` are the file's entries (header excluded) in file order;
-/// `branch` holds indices into `all` of the active path, root first, ending at the leaf.
-/// `None` when the path has no compaction.
-pub fn build(all: &[Value], branch: &[usize]) -> Option<Vec<SuccessorEntry>> {
-    let path: Vec<&Value> = branch.iter().map(|&i| &all[i]).collect();
-    let c_at = path
-        .iter()
-        .rposition(|e| entry_type(e) == Some("compaction"))?;
-    let compaction = path[c_at];
-    let first_kept = str_field(compaction, "firstKeptEntryId").filter(|s| !s.is_empty());
-    let mut summarized = HashSet::new();
-    let mut pre_kept = HashSet::new();
-    let mut found = false;
-    for e in &path[..c_at] {
-        if first_kept == Some(id(e)) {
-            found = true;
+impl PathEntry {
+    /// The figures of one entry value.
+    pub fn of(e: &Value) -> PathEntry {
+        if entry_type(e) != Some("message") {
+            return PathEntry::default();
         }
-        if found {
-            pre_kept.insert(id(e))
-        } else {
-            summarized.insert(id(e))
+        let Some(m) = e.get("message") else {
+            return PathEntry::default();
         };
+        let role = str_field(m, "role");
+        let tool_calls = match role {
+            Some("assistant") => m
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|b| str_field(b, "type") == Some("toolCall"))
+                .filter_map(|b| str_field(b, "id"))
+                .map(Box::from)
+                .collect(),
+            _ => Box::default(),
+        };
+        let tool_call_id = (role == Some("toolResult"))
+            .then(|| m.get("toolCallId").and_then(Value::as_str).map(Box::from))
+            .flatten();
+        let repeat_key = (role == Some("user")).then(|| repeat_key(m)).flatten();
+        PathEntry {
+            tool_calls,
+            tool_call_id,
+            repeat_key,
+        }
     }
+}
+
+/// A user message's key for `collectDuplicateUserMessageEntryIdsForCompaction`.
+fn repeat_key(m: &Value) -> Option<RepeatKey> {
+    let ts = m.get("timestamp").and_then(Value::as_f64)?;
+    let text = m.get("content").and_then(duplicate_text)?;
+    if text.encode_utf16().count() < MIN_DUPLICATE_CHARS {
+        return None;
+    }
+    let sender = m
+        .get("__openclaw")
+        .and_then(|o| str_field(o, "senderId"))
+        .unwrap_or("");
+    let key = format!("{sender}\u{0}{}", text.to_lowercase());
+    Some((ts, crate::sha256::hex_digest(key.as_bytes()).into()))
+}
+
+/// How one kept entry is written into the successor.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rewrite {
+    /// Entry index (in the index the plan was made from).
+    pub original: usize,
+    /// An absent `parentId` the runtime reads as this entry: written explicitly, since the
+    /// successor's order differs.
+    pub fill_parent: Option<String>,
+    /// Re-parented to its nearest kept ancestor (`None`: null).
+    pub rewire: Option<Option<String>>,
+    /// Thinking signatures of a kept pre-compaction assistant message are stripped.
+    pub strip_signatures: bool,
+    /// The compaction's `firstKeptEntryId` moves back to the preserved assistant.
+    pub first_kept: Option<String>,
+    /// Its parent is not in the successor: `parentId` becomes null.
+    pub null_parent: bool,
+}
+
+impl Rewrite {
+    /// The line's value in the successor: `v` (the entry as read) with this rewrite applied,
+    /// exactly as the runtime's rotation edits it.
+    pub fn apply(&self, mut v: Value) -> Value {
+        if let Some(p) = &self.fill_parent
+            && v.get("parentId").is_none()
+            && let Some(obj) = v.as_object_mut()
+        {
+            obj.insert("parentId".into(), json!(p));
+        }
+        let mut out = v.clone();
+        let mut changed = false;
+        if let Some(p) = &self.rewire {
+            out["parentId"] = p.as_ref().map_or(Value::Null, |p| json!(p));
+            changed = true;
+        }
+        if self.strip_signatures && strip_signatures(&mut out["message"]) {
+            changed = true;
+        }
+        if let Some(fk) = &self.first_kept {
+            out["firstKeptEntryId"] = json!(fk);
+            changed = true;
+        }
+        if self.null_parent {
+            out["parentId"] = Value::Null;
+            changed = true;
+        }
+        if changed { out } else { v }
+    }
+}
+
+/// Plan the successor. `index` holds the file's entries (and the new compaction, appended);
+/// `branch` its active path, root first, ending at the leaf. `detail` gives the
+/// [`PathEntry`] of a branch position; it is asked only about the last summarised assistant,
+/// the tool results after it and the user messages that stay. `Ok(None)` when the path has no
+/// compaction. Sets are kept per entry index, so the plan needs a few bytes per entry.
+pub fn build(
+    index: &Index,
+    tree: &Tree,
+    branch: &[usize],
+    detail: &mut dyn FnMut(usize) -> anyhow::Result<PathEntry>,
+) -> anyhow::Result<Option<Vec<Rewrite>>> {
+    let entries = &index.entries;
+    let id = |i: usize| entries[i].id.as_deref().unwrap_or("");
+    // The `parentId` an entry carries once an absent one is filled in.
+    let parent_of = |i: usize| -> Option<&str> {
+        match &entries[i].parent {
+            Parent::Id(p) => Some(p),
+            Parent::Absent => tree.parent(i).map(id),
+            _ => None,
+        }
+    };
+    let role = |p: usize| {
+        let e = &entries[branch[p]];
+        (e.kind == EntryType::Message)
+            .then_some(e.role.as_ref())
+            .flatten()
+    };
+    let Some(c_at) = branch
+        .iter()
+        .rposition(|&i| entries[i].kind == EntryType::Compaction)
+    else {
+        return Ok(None);
+    };
+    let compaction = branch[c_at];
+    let first_kept = entries[compaction].first_kept().filter(|s| !s.is_empty());
+    let first_kept_at = first_kept.and_then(|f| branch.iter().position(|&i| id(i) == f));
+    // Branch positions before this are summarised; from it to the compaction they stay.
+    let kept_from = first_kept_at.filter(|&f| f < c_at).unwrap_or(c_at);
+    let mut pos = vec![u32::MAX; entries.len()];
+    for (p, &i) in branch.iter().enumerate() {
+        pos[i] = p as u32;
+    }
+    let on_branch = |i: usize| (pos[i] != u32::MAX).then_some(pos[i] as usize);
+    let summarized = |i: usize| on_branch(i).is_some_and(|p| p < kept_from);
     let hardened = first_kept == Some(id(compaction));
-    let preserved_at: Option<usize> = if hardened {
+    let preserved_at = if hardened {
         None
     } else {
-        (0..c_at)
+        (0..kept_from)
             .rev()
-            .find(|&i| summarized.contains(id(path[i])) && role(path[i]) == Some("assistant"))
+            .find(|&p| role(p) == Some(&TRole::Assistant))
     };
-    let first_kept_at = first_kept.and_then(|f| path.iter().position(|e| id(e) == f));
-    let branch_index: HashMap<&str, usize> =
-        path.iter().enumerate().map(|(i, e)| (id(e), i)).collect();
-    let mut preserved = HashSet::new();
+    let mut preserved: HashSet<usize> = HashSet::new();
     if let Some(a) = preserved_at {
-        preserved.insert(id(path[a]));
-        let calls: HashSet<&str> = path[a]["message"]["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|b| str_field(b, "type") == Some("toolCall"))
-            .filter_map(|b| str_field(b, "id"))
-            .collect();
+        preserved.insert(branch[a]);
+        let calls = detail(a)?.tool_calls;
         if let Some(fk) = first_kept_at {
-            for e in &path[a + 1..fk.max(a + 1)] {
-                if role(e) == Some("toolResult")
-                    && e["message"]
-                        .get("toolCallId")
-                        .and_then(Value::as_str)
-                        .is_some_and(|c| calls.contains(c))
+            for (p, &i) in branch.iter().enumerate().take(fk).skip(a + 1) {
+                if role(p) == Some(&TRole::ToolResult)
+                    && detail(p)?
+                        .tool_call_id
+                        .as_deref()
+                        .is_some_and(|c| calls.iter().any(|k| &**k == c))
                 {
-                    preserved.insert(id(e));
+                    preserved.insert(i);
                 }
             }
         }
     }
-    let before_c = &path[..c_at];
-    let mut latest_state: HashMap<&str, &str> = HashMap::new();
-    for e in before_c.iter().filter(|e| is_state(e)) {
-        latest_state.insert(entry_type(e).unwrap_or(""), id(e));
+    let mut latest_state: HashMap<&EntryType, usize> = HashMap::new();
+    for &i in branch[..c_at]
+        .iter()
+        .filter(|&&i| is_state(&entries[i].kind))
+    {
+        latest_state.insert(&entries[i].kind, i);
     }
-    let stale: HashSet<&str> = before_c
-        .iter()
-        .filter(|e| is_state(e) && latest_state.get(entry_type(e).unwrap_or("")) != Some(&id(e)))
-        .map(|e| id(e))
-        .collect();
-    let kept_pre: Vec<&Value> = before_c
-        .iter()
-        .filter(|e| !summarized.contains(id(e)))
-        .copied()
-        .collect();
-    let post: Vec<&Value> = path[c_at + 1..].to_vec();
-    let mut duplicates = duplicate_user_ids(&kept_pre);
-    duplicates.extend(duplicate_user_ids(&post));
+    let stale = |i: usize| {
+        on_branch(i).is_some_and(|p| p < c_at)
+            && is_state(&entries[i].kind)
+            && latest_state.get(&entries[i].kind) != Some(&i)
+    };
+    let mut repeats = |at: std::ops::Range<usize>| -> anyhow::Result<HashSet<usize>> {
+        let users: Vec<usize> = at.filter(|&p| role(p) == Some(&TRole::User)).collect();
+        let mut keyed = Vec::with_capacity(users.len());
+        for p in users {
+            keyed.push((branch[p], detail(p)?.repeat_key));
+        }
+        Ok(duplicate_user_ids(&keyed))
+    };
+    let mut duplicates = repeats(kept_from..c_at)?;
+    duplicates.extend(repeats(c_at + 1..branch.len())?);
 
+    let nodes = (0..entries.len()).filter(|&i| tree::is_node(&entries[i]));
     let preserved_idx = preserved_at.map_or(-1, |a| a as i64);
     let first_kept_idx = first_kept_at.map_or(-1, |f| f as i64);
-    let mut removed: HashSet<&str> = HashSet::new();
-    for e in all {
-        let bi = branch_index.get(id(e)).map_or(-1, |&i| i as i64);
+    let mut removed = vec![false; entries.len()];
+    for i in nodes.clone() {
+        let bi = on_branch(i).map_or(-1, |p| p as i64);
+        let kind = &entries[i].kind;
         let marker = bi > preserved_idx
             && bi < first_kept_idx
-            && matches!(entry_type(e), Some("custom_message" | "branch_summary"));
-        let s = summarized.contains(id(e));
-        if s && entry_type(e) == Some("message") && !preserved.contains(id(e))
+            && matches!(kind, EntryType::CustomMessage | EntryType::BranchSummary);
+        let s = summarized(i);
+        removed[i] = s && *kind == EntryType::Message && !preserved.contains(&i)
             || s && marker
-            || stale.contains(id(e))
-            || duplicates.contains(id(e))
+            || stale(i)
+            || duplicates.contains(&i);
+    }
+    let node_of = |id: &str| tree.by_id.get(id).copied();
+    for i in nodes.clone() {
+        if entries[i].kind == EntryType::Label
+            && entries[i]
+                .target()
+                .and_then(node_of)
+                .is_some_and(|t| removed[t])
         {
-            removed.insert(id(e));
+            removed[i] = true;
         }
     }
-    pre_kept.extend(preserved.iter().copied());
-    for e in all {
-        if entry_type(e) == Some("label")
-            && str_field(e, "targetId").is_some_and(|t| removed.contains(t))
-        {
-            removed.insert(id(e));
-        }
-    }
-    let by_id: HashMap<&str, &Value> = all.iter().map(|e| (id(e), e)).collect();
-    let preserved_id = preserved_at.map(|a| id(path[a]));
-    let mut kept: Vec<(usize, Value, bool)> = Vec::new();
-    for (i, e) in all.iter().enumerate() {
-        if removed.contains(id(e)) {
+    let pre_kept = |i: usize| {
+        on_branch(i).is_some_and(|p| p >= kept_from && p < c_at) || preserved.contains(&i)
+    };
+    let preserved_id = preserved_at.map(|a| id(branch[a]));
+    let removed_id = |p: &str| node_of(p).is_some_and(|j| removed[j]);
+    let mut kept: Vec<(Rewrite, Option<usize>)> = Vec::new();
+    for i in nodes {
+        if removed[i] {
             continue;
         }
-        let mut parent = e.get("parentId").and_then(Value::as_str);
-        while let Some(p) = parent.filter(|p| removed.contains(p)) {
-            parent = by_id
-                .get(p)
-                .and_then(|pe| pe.get("parentId"))
-                .and_then(Value::as_str);
+        let original_parent = parent_of(i);
+        let mut parent = original_parent;
+        while let Some(p) = parent.filter(|p| removed_id(p)) {
+            parent = node_of(p).and_then(parent_of);
         }
-        let mut v = e.clone();
-        let mut changed = false;
-        if parent != e.get("parentId").and_then(Value::as_str) {
-            v["parentId"] = parent.map_or(Value::Null, |p| json!(p));
-            changed = true;
+        let mut r = Rewrite {
+            original: i,
+            fill_parent: match entries[i].parent {
+                Parent::Absent => tree.parent(i).map(|p| id(p).to_owned()),
+                _ => None,
+            },
+            ..Rewrite::default()
+        };
+        // Is the parentId as written so far set to something other than null?
+        let mut set_non_null =
+            !matches!(entries[i].parent, Parent::Null | Parent::Absent) || r.fill_parent.is_some();
+        if parent != original_parent {
+            r.rewire = Some(parent.map(str::to_owned));
+            set_non_null = parent.is_some();
         }
-        if entry_type(e) == Some("message")
-            && pre_kept.contains(id(e))
-            && strip_signatures(&mut v["message"])
-        {
-            changed = true;
-        }
-        if entry_type(e) == Some("compaction")
-            && id(e) == id(compaction)
-            && str_field(e, "firstKeptEntryId") != Some(id(e))
+        r.strip_signatures = entries[i].kind == EntryType::Message && pre_kept(i);
+        if entries[i].kind == EntryType::Compaction
+            && i == compaction
+            && entries[i].first_kept() != Some(id(i))
             && let Some(p) = preserved_id
         {
-            v["firstKeptEntryId"] = json!(p);
-            changed = true;
+            r.first_kept = Some(p.to_owned());
         }
-        kept.push((i, v, changed));
+        let parent = parent.and_then(node_of).filter(|&j| !removed[j]);
+        if parent.is_none() && set_non_null {
+            r.null_parent = true;
+        }
+        kept.push((r, parent));
     }
-    let active: HashSet<&str> = path.iter().map(|e| id(e)).collect();
-    Some(order(kept, &active))
+    Ok(Some(order(kept, &|i| on_branch(i).is_some())))
 }
 
-fn is_state(e: &Value) -> bool {
+fn is_state(kind: &EntryType) -> bool {
     matches!(
-        entry_type(e),
-        Some("model_change" | "thinking_level_change" | "session_info")
+        kind,
+        EntryType::ModelChange | EntryType::ThinkingLevelChange | EntryType::SessionInfo
     )
 }
 
@@ -264,63 +387,41 @@ fn duplicate_text(content: &Value) -> Option<String> {
     Some(super::classify::collapse_space(&text))
 }
 
-/// `collectDuplicateUserMessageEntryIdsForCompaction`.
-fn duplicate_user_ids<'a>(entries: &[&'a Value]) -> HashSet<&'a str> {
-    let mut last_seen: HashMap<String, f64> = HashMap::new();
+/// `collectDuplicateUserMessageEntryIdsForCompaction` over user messages in path order (entry
+/// index and repeat key).
+fn duplicate_user_ids(users: &[(usize, Option<RepeatKey>)]) -> HashSet<usize> {
+    let mut last_seen: HashMap<&str, f64> = HashMap::new();
     let mut out = HashSet::new();
-    for e in entries {
-        if entry_type(e) != Some("message") {
-            continue;
-        }
-        let m = &e["message"];
-        if str_field(m, "role") != Some("user") {
-            continue;
-        }
-        let Some(ts) = m.get("timestamp").and_then(Value::as_f64) else {
+    for (i, key) in users {
+        let Some((ts, key)) = key else {
             continue;
         };
-        let Some(text) = m.get("content").and_then(duplicate_text) else {
-            continue;
-        };
-        if text.encode_utf16().count() < MIN_DUPLICATE_CHARS {
-            continue;
-        }
-        let sender = m
-            .get("__openclaw")
-            .and_then(|o| str_field(o, "senderId"))
-            .unwrap_or("");
-        let key = format!("{sender}\u{0}{}", text.to_lowercase());
-        if let Some(prev) = last_seen.insert(key, ts)
+        if let Some(prev) = last_seen.insert(key, *ts)
             && ts - prev <= DUPLICATE_WINDOW_MS
         {
-            out.insert(id(e));
+            out.insert(*i);
         }
     }
     out
 }
 
-/// `orderSuccessorEntries`: depth first, active-path children last.
-fn order(kept: Vec<(usize, Value, bool)>, active: &HashSet<&str>) -> Vec<SuccessorEntry> {
-    let ids: HashSet<String> = kept.iter().map(|(_, v, _)| id(v).to_owned()).collect();
-    let mut children: HashMap<Option<String>, Vec<usize>> = HashMap::new();
-    let mut entries: Vec<(usize, Value, bool)> = Vec::with_capacity(kept.len());
-    for (orig, mut v, mut changed) in kept {
-        let parent = v.get("parentId").and_then(Value::as_str).map(str::to_owned);
-        let parent = parent.filter(|p| ids.contains(p));
-        if parent.is_none() && !v.get("parentId").is_none_or(Value::is_null) {
-            v["parentId"] = Value::Null;
-            changed = true;
-        }
-        children.entry(parent).or_default().push(entries.len());
-        entries.push((orig, v, changed));
+/// `orderSuccessorEntries`: depth first, active-path children last. `kept` pairs each
+/// rewrite with its parent's entry index in the successor (`None`: a root).
+fn order(kept: Vec<(Rewrite, Option<usize>)>, active: &dyn Fn(usize) -> bool) -> Vec<Rewrite> {
+    let mut children: HashMap<Option<usize>, Vec<usize>> = HashMap::new();
+    for (k, (_, parent)) in kept.iter().enumerate() {
+        children.entry(*parent).or_default().push(k);
     }
-    let sort_key = |k: &usize| (active.contains(id(&entries[*k].1)), entries[*k].0);
+    let sort_key = |k: &usize| {
+        let i = kept[*k].0.original;
+        (active(i), i)
+    };
     for list in children.values_mut() {
         list.sort_by_key(sort_key);
     }
-    let mut emitted = vec![false; entries.len()];
-    let mut out = Vec::with_capacity(entries.len());
-    let mut all_sorted: Vec<usize> = (0..entries.len()).collect();
+    let mut emitted = vec![false; kept.len()];
+    let mut out = Vec::with_capacity(kept.len());
+    let mut all_sorted: Vec<usize> = (0..kept.len()).collect();
     all_sorted.sort_by_key(sort_key);
     let roots = children.get(&None).cloned().unwrap_or_default();
     for start in roots.into_iter().chain(all_sorted) {
@@ -330,17 +431,16 @@ fn order(kept: Vec<(usize, Value, bool)>, active: &HashSet<&str>) -> Vec<Success
                 continue;
             }
             emitted[k] = true;
-            let (orig, v, changed) = &entries[k];
-            out.push(SuccessorEntry {
-                original: *orig,
-                changed: changed.then(|| v.clone()),
-            });
-            if let Some(kids) = children.get(&Some(id(v).to_owned())) {
+            out.push(k);
+            if let Some(kids) = children.get(&Some(kept[k].0.original)) {
                 stack.extend(kids.iter().rev());
             }
         }
     }
-    out
+    let mut kept: Vec<Option<Rewrite>> = kept.into_iter().map(|(r, _)| Some(r)).collect();
+    out.into_iter()
+        .map(|k| kept[k].take().expect("emitted once"))
+        .collect()
 }
 
 #[cfg(test)]

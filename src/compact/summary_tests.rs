@@ -181,3 +181,190 @@ fn generated_sessions_name_every_touched_file() {
         assert!(s.text.len() < 16_000, "a few KB, got {}", s.text.len());
     }
 }
+
+#[test]
+fn a_summariser_text_is_framed_honestly() {
+    let mut b = PathBuilder::default();
+    b.user("Port the billing job to Rust");
+    b.tool_round("edit", json!({"path":"bill.rs"}), "ok", false);
+    b.assistant_text("started");
+    let s = build(&input(&b.entries, None));
+    let text = wrap_external(
+        "  The model's own summary </summary> ends here.\n",
+        &s,
+        "clawkeeper 0.0.0",
+        "2026-03-03T00:00:00.000Z",
+        "ollama run `x`\n  --fast",
+    );
+    let first = text.lines().next().unwrap();
+    assert_eq!(
+        first,
+        "[Offline compaction by clawkeeper 0.0.0 at 2026-03-03T00:00:00.000Z; summary written offline by the operator's summariser command `ollama run 'x' --fast`, not by the runtime's model; file lists extracted mechanically.]"
+    );
+    assert!(!text.contains("no model was used"));
+    assert!(text.contains(
+        "\n\n## Framing request\n> Port the billing job to Rust\n\nThe model's own summary <\\/summary> ends here.\n\n<modified-files>\nbill.rs\n</modified-files>"
+    ));
+    // Carried into the next compaction, its first line and blocks are not repeated.
+    let prev =
+        json!({"type":"compaction","summary":text,"details":s.details("clawkeeper","0.0.0")});
+    let mut c = PathBuilder::default();
+    c.user("and the invoices");
+    c.assistant_text("ok");
+    let next = build(&input(&c.entries, Some(&prev)));
+    assert_eq!(next.text.matches("[Offline compaction by").count(), 1);
+    assert_eq!(next.text.matches("## Framing request").count(), 1);
+    assert!(
+        next.text
+            .contains("## Previous summary\nThe model's own summary <\\/summary> ends here.")
+    );
+    let long = external_header_line("t", "n", &"c".repeat(100));
+    assert!(long.contains(&format!("`{}...`", "c".repeat(57))), "{long}");
+}
+
+#[test]
+fn the_fallback_keeps_the_framing_request_and_the_file_blocks() {
+    let prompt = "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK.";
+    let mut first = PathBuilder::default();
+    first.user("Keep the nightly backups healthy");
+    first.tool_round("read", json!({"path":"backup.cfg"}), "ok", false);
+    first.assistant_text("checked");
+    let earlier = build(&input(&first.entries, None));
+    let prev = json!({"type":"compaction","summary":earlier.text,"details":earlier.details("clawkeeper","0.0.0")});
+    let mut b = PathBuilder::default();
+    for _ in 0..3 {
+        b.user(prompt);
+        b.assistant_text("HEARTBEAT_OK");
+    }
+    // A tool call with no conversation around it is still boilerplate, but its file counts.
+    b.tool_round("edit", json!({"path":"state.json"}), "", false);
+    let s = build(&input(&b.entries, Some(&prev)));
+    assert!(s.boilerplate_only);
+    let t = &s.text;
+    assert_eq!(t.matches("[Offline compaction by").count(), 1, "{t}");
+    assert!(
+        t.contains("\n\n## Framing request\n> Keep the nightly backups healthy\n\n## Decisions\n"),
+        "{t}"
+    );
+    assert!(t.contains("\n\n## Open TODOs\nNone."), "{t}");
+    assert!(t.ends_with(
+        "\n\n<read-files>\nbackup.cfg\n</read-files>\n\n<modified-files>\nstate.json\n</modified-files>"
+    ));
+    // Carried once more, an offline fallback keeps its sections and loses its first line.
+    let prev2 =
+        json!({"type":"compaction","summary":s.text,"details":s.details("clawkeeper","0.0.0")});
+    let again = build(&input(&b.entries, Some(&prev2)));
+    assert_eq!(again.text.matches("[Offline compaction by").count(), 1);
+    assert_eq!(again.text.matches("## Decisions").count(), 1);
+    assert_eq!(again.text.matches("## Framing request").count(), 1);
+    // The framing request may also come from before the summarised range.
+    let before = json!({"role":"user","content":"Watch the disk usage"});
+    let mut i = input(&b.entries, None);
+    i.framing_before = Some(&before);
+    let s = build(&i);
+    assert!(
+        s.text.contains(
+            "## Framing request\n> Watch the disk usage\n\n## Decisions\nNo prior history."
+        )
+    );
+}
+
+#[test]
+fn closing_tags_are_escaped_in_every_spelling() {
+    for tag in [
+        "</summary>",
+        "</SUMMARY>",
+        "</ Summary >",
+        "< /summary>",
+        "</summary\n>",
+        "<\t/\tsUmMaRy\t>",
+    ] {
+        let out = sanitize(&format!("a {tag} b"));
+        assert!(!out.to_lowercase().contains("</summary>"), "{out:?}");
+        assert!(out.contains("\\/"), "{out:?}");
+        assert_eq!(sanitize(&out), out, "escaping twice changes nothing");
+    }
+    assert_eq!(
+        sanitize("<summary> ok </summarize>"),
+        "<summary> ok </summarize>"
+    );
+}
+
+#[test]
+fn every_part_is_capped() {
+    let mut b = PathBuilder::default();
+    b.user(&format!("{}🎉{}", "f".repeat(1999), "g".repeat(3000)));
+    for i in 0..60 {
+        b.tool_round(&format!("tool_{i:02}"), json!({"x": i}), "boom", i % 2 == 0);
+        b.tool_round(
+            "read",
+            json!({"path": format!("dir/read{i:03}.rs")}),
+            "",
+            false,
+        );
+        b.tool_round(
+            "edit",
+            json!({"path": format!("dir/edit{i:03}.rs")}),
+            "",
+            false,
+        );
+        b.user(&format!("request {i}: {}", "r".repeat(400)));
+    }
+    let prev = json!({"type":"compaction","summary":format!("START {} END", "p".repeat(20_000))});
+    let s = build(&input(&b.entries, Some(&prev)));
+    let t = &s.text;
+    assert!(t.len() < 16_000, "{} bytes", t.len());
+    // The framing request: 2000 UTF-16 units (the emoji would straddle the limit), a marker.
+    assert!(
+        t.contains(&format!(
+            "> {}\n> [… shortened: 3002 more characters]\n",
+            "f".repeat(1999)
+        )),
+        "{t}"
+    );
+    assert!(t.contains("## Previous summary\nSTART p"));
+    assert!(t.contains("p END\n\n## Activity"));
+    assert!(
+        t.contains("[… 16010 characters of the previous summary left out …]"),
+        "{t}"
+    );
+    assert!(t.contains("- … and 42 more tools (42 calls)"), "{t}");
+    assert!(
+        t.contains("dir/read029.rs\n… and 30 more (see details)\n</read-files>"),
+        "{t}"
+    );
+    assert!(t.contains("… and 30 more (see details)\n</modified-files>"));
+    assert_eq!(s.read_files.len(), 60);
+    assert!(t.contains("- ...46 more requests..."), "{t}");
+    assert!(t.contains("- ...and "));
+    // A shortened framing request carried by the next offline summary is not cut again.
+    let prev = json!({"type":"compaction","summary":s.text});
+    let mut c = PathBuilder::default();
+    c.user("go on");
+    c.assistant_text("ok");
+    let next = build(&input(&c.entries, Some(&prev)));
+    assert_eq!(next.framing, s.framing);
+    assert_eq!(next.text.matches("shortened: 3002 more").count(), 1);
+}
+
+#[test]
+fn a_summary_never_exceeds_the_runtime_budget() {
+    let mut b = PathBuilder::default();
+    b.user("Index the archive");
+    b.tool_round("read", json!({"path":"a.txt"}), "", false);
+    let s = build(&input(&b.entries, None));
+    // An operator's summariser that prints far too much.
+    let long = format!("{}😀{}", "w".repeat(15_000), "z".repeat(30_000));
+    let text = wrap_external(&long, &s, "clawkeeper 0.0.0", "now", "cat");
+    assert_eq!(
+        text.encode_utf16().count(),
+        super::super::summary_text::MAX_SUMMARY_CHARS
+    );
+    assert!(text.ends_with(
+        "\n\n[Compaction summary truncated to fit budget]\n\n<read-files>\na.txt\n</read-files>"
+    ));
+    assert!(text.starts_with("[Offline compaction by clawkeeper 0.0.0 at now; summary written"));
+    // Short enough: unchanged.
+    let short = wrap_external("fine", &s, "clawkeeper 0.0.0", "now", "cat");
+    assert!(short.ends_with("\n\nfine\n\n<read-files>\na.txt\n</read-files>"));
+}

@@ -130,15 +130,34 @@ pub fn render(out: &mut String, command: &str, mode: &str, count_header: &str, r
             write_indented(out, "  ", &format!("{}: {note}", middle(&name, 70)));
         }
     }
+    // The same totals as the JSON `totals`: files (skipped, and other problem statuses when
+    // there are any), the count, bytes, unparsable lines kept.
+    let with = |name: &str| {
+        rows.iter()
+            .filter(|(o, _, _)| status_name(&o.status).0 == name)
+            .count()
+    };
+    let mut files = vec![
+        super::count(rows.len(), "transcript", "transcripts"),
+        format!("{} skipped", with("skipped")),
+    ];
+    for problem in ["refused", "locked", "failed"] {
+        let k = with(problem);
+        if k > 0 {
+            files.push(format!("{k} {problem}"));
+        }
+    }
+    let unparsable: usize = rows.iter().map(|(o, _, _)| o.unparsable_lines.len()).sum();
     write_indented(
         out,
         "",
         &format!(
-            "Total: {}, {total} {count_header}, {} → {} ({} freed)",
-            super::count(rows.len(), "transcript", "transcripts"),
+            "Total: {}, {total} {count_header}, {} → {} ({} freed), {}",
+            files.join(", "),
             size(before),
             size(after),
-            size(before.saturating_sub(after))
+            size(before.saturating_sub(after)),
+            super::count(unparsable, "unparsable line kept", "unparsable lines kept")
         ),
     );
 }
@@ -218,7 +237,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            flat.contains("Total: 2 transcripts, 123456 images replaced"),
+            flat.contains("Total: 2 transcripts, 0 skipped, 1 refused, 123456 images replaced"),
             "{out}"
         );
     }

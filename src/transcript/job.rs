@@ -25,6 +25,7 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 
+use super::append::{self, Appended};
 use super::rewrite::{self, Edits, Resolved};
 use super::tree::Tree;
 use super::validate::{self, Expectation};
@@ -157,24 +158,43 @@ pub fn failed(e: anyhow::Error) -> Status {
     Status::Failed(format!("{e:#}"))
 }
 
+/// A plan ready to apply: a general rewrite, or an append-only one (see [`super::append`]).
+enum Prepared {
+    Rewrite(Index, Resolved),
+    Append(Index, Appended),
+}
+
 /// Index and plan; `Ok(None)` when there is nothing to do.
 fn prepare(
     path: &Path,
     planner: &PlannerAt,
     out: &mut Outcome,
-) -> Result<Option<(Index, Resolved)>, Status> {
-    let (index, tree) = index_checked(path, out)?;
+) -> Result<Option<Prepared>, Status> {
+    let (index, mut tree) = index_checked(path, out)?;
     let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
         return Ok(None);
     }
+    if planned.edits.remove.is_empty() && planned.edits.replace_blocks.is_empty() {
+        let (lines, ids) = append::lines_of(&index, &tree, &planned.edits.append)
+            .map_err(|e| Status::Refused(format!("{e:#}")))?;
+        let keeps_from = planned
+            .edits
+            .append
+            .last()
+            .filter(|v| v.get("type").and_then(|t| t.as_str()) == Some("compaction"))
+            .and_then(|v| v.get("firstKeptEntryId")?.as_str());
+        let (index, appended) = append::prepare(index, &mut tree, lines, ids, keeps_from)
+            .map_err(|e| Status::Refused(e.to_string()))?;
+        return Ok(Some(Prepared::Append(index, appended)));
+    }
     let resolved = rewrite::resolve(&index, &tree, &planned.edits)
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
-    Ok(Some((index, resolved)))
+    Ok(Some(Prepared::Rewrite(index, resolved)))
 }
 
 /// Index the file (without following a symlink) and refuse what this tool does not edit:
@@ -312,7 +332,7 @@ fn run_inner(
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     let before = stamp(path).map_err(|e| failed(e.into()))?;
-    let Some((mut index, mut resolved)) = prepare(path, planner, out)? else {
+    let Some(mut prepared) = prepare(path, planner, out)? else {
         return Ok(());
     };
     if opts.mode == Mode::Preview {
@@ -325,17 +345,23 @@ fn run_inner(
                 names(&stale)
             ));
         }
-        let file = open_nofollow(path).map_err(failed)?;
-        let mut sink = io::sink();
-        let applied = rewrite::apply(
-            BufReader::with_capacity(1 << 20, file),
-            &index,
-            &resolved,
-            &mut sink,
-        )
-        .map_err(failed)?;
-        check(&index, &applied.index, &resolved)?;
-        out.bytes_after = applied.bytes_written;
+        out.bytes_after = match &prepared {
+            // Validated in `prepare`; the result is the file plus the new lines.
+            Prepared::Append(_, appended) => appended.bytes_after(),
+            Prepared::Rewrite(index, resolved) => {
+                let file = open_nofollow(path).map_err(failed)?;
+                let mut sink = io::sink();
+                let applied = rewrite::apply(
+                    BufReader::with_capacity(1 << 20, file),
+                    index,
+                    resolved,
+                    &mut sink,
+                )
+                .map_err(failed)?;
+                check(index, &applied.index, resolved)?;
+                applied.bytes_written
+            }
+        };
         out.status = Status::WouldChange;
         if let Ok(Some(holder)) = lock::live_holder(confined, path) {
             out.notes.push(format!(
@@ -364,52 +390,60 @@ fn run_inner(
         let again = prepare(path, planner, out);
         out.notes.extend(swept_note);
         match again? {
-            Some((i, r)) => (index, resolved) = (i, r),
+            Some(p) => prepared = p,
             None => return Ok(()),
         }
     }
     // Keep the original inode open: a writer that appends between our last check and the
     // rename writes into it, and we carry that tail over below.
     let old = open_nofollow(path).map_err(failed)?;
-    let applied = confined
-        .replace_verified(
+    let unchanged = |what: &str| -> Result<()> {
+        if stamp(path)? != locked {
+            return Err(Refusal::Unsafe(format!(
+                "the file changed while it was being {what} (a concurrent append?); left as it is"
+            ))
+            .into());
+        }
+        Ok(())
+    };
+    let written = match &prepared {
+        Prepared::Append(index, appended) => confined.replace_verified(
             path,
             0o600,
             |w: &mut dyn Write| {
                 let file = open_nofollow(path)?;
-                rewrite::apply(
-                    BufReader::with_capacity(1 << 20, file),
-                    &index,
-                    &resolved,
-                    w,
-                )
+                append::copy_verified(BufReader::with_capacity(1 << 20, file), index, appended, w)
             },
-            |applied| {
-                check(&index, &applied.index, &resolved).map_err(|s| match s {
-                    Status::Refused(m) => Refusal::Unsafe(m),
-                    other => Refusal::Unsafe(format!("{other:?}")),
-                })?;
-                if stamp(path)? != locked {
-                    return Err(Refusal::Unsafe(
-                        "the file changed while it was being rewritten (a concurrent append?); \
-                         left as it is"
-                            .into(),
-                    )
-                    .into());
-                }
-                Ok(())
-            },
-        )
-        .map_err(|e| {
-            if e.chain().any(|c| c.downcast_ref::<Refusal>().is_some()) {
-                Status::Refused(format!("{e:#}"))
-            } else {
-                failed(e)
-            }
-        })?;
-    out.bytes_after = applied.bytes_written;
+            |_| unchanged("rewritten"),
+        ),
+        Prepared::Rewrite(index, resolved) => confined
+            .replace_verified(
+                path,
+                0o600,
+                |w: &mut dyn Write| {
+                    let file = open_nofollow(path)?;
+                    rewrite::apply(BufReader::with_capacity(1 << 20, file), index, resolved, w)
+                },
+                |applied| {
+                    check(index, &applied.index, resolved).map_err(|s| match s {
+                        Status::Refused(m) => Refusal::Unsafe(m),
+                        other => Refusal::Unsafe(format!("{other:?}")),
+                    })?;
+                    unchanged("rewritten")
+                },
+            )
+            .map(|applied| applied.bytes_written),
+    }
+    .map_err(|e| {
+        if e.chain().any(|c| c.downcast_ref::<Refusal>().is_some()) {
+            Status::Refused(format!("{e:#}"))
+        } else {
+            failed(e)
+        }
+    })?;
+    out.bytes_after = written;
     out.status = Status::Changed;
-    if let Some(note) = carry_tail(confined, path, &old, locked.0, applied.bytes_written) {
+    if let Some(note) = carry_tail(confined, path, &old, locked.0, written) {
         out.notes.push(note);
     }
     Ok(())
@@ -493,141 +527,5 @@ fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    const TEXT: &str = concat!(
-        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/"}"#,
-        "\n",
-        r#"{"type":"message","id":"a","parentId":null,"timestamp":"2026-03-01T00:00:00.000Z","message":{"role":"user","content":"x"}}"#,
-        "\n",
-        r#"{"type":"message","id":"b","parentId":"a","timestamp":"2026-03-01T00:00:00.000Z","message":{"role":"assistant","content":"NO_REPLY"}}"#,
-        "\n",
-        r#"{"type":"message","id":"c","parentId":"b","timestamp":"2026-03-01T00:00:00.000Z","message":{"role":"user","content":"y"}}"#,
-        "\n",
-    );
-    const APPENDED: &str = "{\"type\":\"custom\",\"id\":\"z\",\"parentId\":\"c\"}\n";
-
-    /// A planner that removes `b` and, like a concurrent writer, appends a line each call.
-    fn appending_planner(
-        path: PathBuf,
-        calls: &AtomicUsize,
-    ) -> impl Fn(&Index, &Tree) -> Result<Planned, String> + Sync + '_ {
-        move |index: &Index, tree: &Tree| {
-            calls.fetch_add(1, Ordering::SeqCst);
-            let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-            f.write_all(APPENDED.as_bytes()).unwrap();
-            let mut p = Planned::default();
-            p.edits.remove.insert(tree.by_id["b"]);
-            let _ = index;
-            Ok(p)
-        }
-    }
-
-    #[test]
-    fn a_concurrent_append_aborts_the_rewrite_and_keeps_the_tail() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        fs::write(&path, TEXT).unwrap();
-        let c = Confined::new(dir.path()).unwrap();
-        let calls = AtomicUsize::new(0);
-        let planner = appending_planner(path.clone(), &calls);
-        let opts = Options {
-            mode: Mode::Enforce,
-            wait_lock: None,
-        };
-        let out = run_file(&c, &path, opts, &planner);
-        assert_eq!(
-            calls.load(Ordering::SeqCst),
-            2,
-            "re-planned once under the lock"
-        );
-        match &out.status {
-            Status::Refused(m) => {
-                assert!(m.contains("changed while it was being rewritten"), "{m}")
-            }
-            other => panic!("{other:?}"),
-        }
-        let got = fs::read_to_string(&path).unwrap();
-        assert_eq!(got, format!("{TEXT}{APPENDED}{APPENDED}"));
-        assert_eq!(
-            fs::read_dir(dir.path()).unwrap().count(),
-            1,
-            "no temp or lock left"
-        );
-    }
-
-    #[test]
-    fn a_tail_appended_during_the_rename_is_carried_over_or_saved() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = Confined::new(dir.path()).unwrap();
-        let path = dir.path().join("t.jsonl");
-        for (new_len_matches, expect_new) in [(true, "new\ntail\n"), (false, "new\nother\n")] {
-            fs::write(&path, "old\n").unwrap();
-            let old = File::open(&path).unwrap();
-            let mut writer = OpenOptions::new().append(true).open(&path).unwrap();
-            fs::write(dir.path().join("tmp"), "new\n").unwrap();
-            fs::rename(dir.path().join("tmp"), &path).unwrap();
-            writer.write_all(b"tail\n").unwrap();
-            if !new_len_matches {
-                let mut w = OpenOptions::new().append(true).open(&path).unwrap();
-                w.write_all(b"other\n").unwrap();
-            }
-            let note = carry_tail(&c, &path, &old, 4, 4).unwrap();
-            assert_eq!(fs::read_to_string(&path).unwrap(), expect_new, "{note}");
-            if !new_len_matches {
-                let side: Vec<_> = fs::read_dir(dir.path())
-                    .unwrap()
-                    .map(|e| e.unwrap().path())
-                    .filter(|p| p.to_string_lossy().contains(".tail-"))
-                    .collect();
-                assert_eq!(side.len(), 1, "{note}");
-                assert_eq!(fs::read_to_string(&side[0]).unwrap(), "tail\n");
-            }
-        }
-    }
-
-    #[test]
-    fn preview_validates_and_writes_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        fs::write(&path, TEXT).unwrap();
-        let c = Confined::new(dir.path()).unwrap();
-        let planner = |_: &Index, tree: &Tree| {
-            let mut p = Planned::default();
-            p.edits.remove.insert(tree.by_id["b"]);
-            Ok(p)
-        };
-        let opts = Options {
-            mode: Mode::Preview,
-            wait_lock: None,
-        };
-        let out = run_file(&c, &path, opts, &planner);
-        assert_eq!(out.status, Status::WouldChange);
-        assert_eq!(out.entries_removed, 1);
-        assert!(out.bytes_after < out.bytes_before);
-        assert_eq!(fs::read_to_string(&path).unwrap(), TEXT);
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
-    }
-
-    #[test]
-    fn removing_the_leaf_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t.jsonl");
-        fs::write(&path, TEXT).unwrap();
-        let c = Confined::new(dir.path()).unwrap();
-        let planner = |_: &Index, tree: &Tree| {
-            let mut p = Planned::default();
-            p.edits.remove.insert(tree.by_id["c"]);
-            Ok(p)
-        };
-        let opts = Options {
-            mode: Mode::Enforce,
-            wait_lock: None,
-        };
-        let out = run_file(&c, &path, opts, &planner);
-        assert!(matches!(out.status, Status::Refused(_)), "{:?}", out.status);
-        assert_eq!(fs::read_to_string(&path).unwrap(), TEXT);
-    }
-}
+#[path = "job_tests.rs"]
+mod tests;

@@ -19,6 +19,8 @@
 //! - [`validate`]: the checks every rewritten file must pass before it is committed;
 //! - [`values`]: the full JSON of selected entries, re-read by their byte ranges (for planners
 //!   such as `compact` that need whole messages);
+//! - [`append`]: append-only rewrites without a second index of the output (in-place
+//!   `compact`);
 //! - [`job`]: one file through plan → preview or apply under every safety rule (symlinks,
 //!   confinement, OpenClaw's lock, validation, concurrent-append checks, atomic replace).
 //!
@@ -38,9 +40,10 @@
 //! validate::validate(&index, &applied.index, &expectation)?;
 //! job::run_file(&confined, path, Options { mode: Mode::Preview, .. }, &planner)  // exact bytes after
 //! job::run_file_at(&confined, path, opts, &planner_at)  // planner gets the path too
-//! let (path_values, ctx) = crate::compact::load_active_context(path, &index, &tree)?; // messages
+//! let estimate = crate::compact::context_estimate(path, &index, &tree, &estimator)?; // tokens
 //! ```
 
+pub mod append;
 pub mod job;
 pub mod probe;
 pub mod rewrite;
@@ -91,7 +94,7 @@ impl Line {
 }
 
 /// The `type` of an entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum EntryType {
     Session,
     Message,
@@ -402,6 +405,11 @@ pub struct IndexBuilder {
 }
 
 impl IndexBuilder {
+    /// Continue an index with more lines (appended after its last line).
+    pub fn resume(index: Index) -> IndexBuilder {
+        IndexBuilder { index }
+    }
+
     pub fn push_line(&mut self, raw: &[u8]) {
         let idx = &mut self.index;
         let line_no = idx.lines.len();

@@ -189,25 +189,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             );
         }
     }
-    let mut append = Vec::new();
-    let mut appended_ids = Vec::new();
-    if !edits.append.is_empty() {
-        if index.lines.last().is_some_and(|l| !l.terminated) {
-            bail!("cannot append after a partially written last line");
-        }
-        for v in &edits.append {
-            let id = v
-                .get("id")
-                .and_then(Value::as_str)
-                .filter(|id| !id.is_empty())
-                .ok_or_else(|| anyhow::anyhow!("an appended entry has no string id"))?;
-            if tree.by_id.contains_key(id) || appended_ids.iter().any(|a| a == id) {
-                bail!("an appended entry reuses the id {id}");
-            }
-            appended_ids.push(id.to_owned());
-            append.push(crate::jsjson::to_string_compact(v));
-        }
-    }
+    let (append, appended_ids) = super::append::lines_of(index, tree, &edits.append)?;
     Ok(Resolved {
         actions,
         removed: removed.len(),

@@ -160,6 +160,14 @@ impl Tree {
         self.child_list[a..b].iter().map(|&c| c as usize)
     }
 
+    /// Take in the entries of `index` beyond those this tree was built from (lines appended
+    /// to the index since), exactly as [`Tree::build`] would place them; earlier entries keep
+    /// their positions and links. The compact parent and child tables are rebuilt: appends
+    /// are rare (one compaction entry), and the tables are small.
+    pub fn extend(&mut self, index: &Index) {
+        *self = Tree::build(index);
+    }
+
     /// The id of the leaf entry.
     pub fn leaf_id<'a>(&self, index: &'a Index) -> Option<&'a str> {
         self.leaf.and_then(|l| index.entries[l].id.as_deref())
@@ -376,6 +384,48 @@ mod tests {
 
     fn index(lines: &[&str]) -> Index {
         Index::from_reader(lines.join("\n").as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn extending_a_tree_matches_building_it_whole() {
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"x_unknown","id":"u","parentId":"a"}"#,
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"custom","id":"c"}"#,
+            r#"{"type":"message","id":"d","parentId":"zz","message":{"role":"user","content":"z"}}"#,
+            r#"{"type":"message","id":"a","parentId":"b","message":{"role":"user","content":"dup"}}"#,
+            r#"{"type":"compaction","id":"e","parentId":"f","summary":"s","firstKeptEntryId":"b"}"#,
+            r#"{"type":"label","id":"f","parentId":"b","targetId":"a"}"#,
+            r#"{"type":"x_unknown","id":"g","parentId":"e"}"#,
+        ];
+        for split in 1..lines.len() {
+            let whole = index(&lines);
+            let mut b = crate::transcript::IndexBuilder::default();
+            for l in &lines[..split] {
+                b.push_line(format!("{l}\n").as_bytes());
+            }
+            let head = b.finish();
+            let mut tree = Tree::build(&head);
+            let mut b = crate::transcript::IndexBuilder::resume(head);
+            for l in &lines[split..] {
+                b.push_line(format!("{l}\n").as_bytes());
+            }
+            let grown = b.finish();
+            tree.extend(&grown);
+            let want = Tree::build(&whole);
+            for i in 0..grown.entries.len() {
+                assert_eq!(tree.parent(i), want.parent(i), "split {split}");
+                let (got, exp): (Vec<_>, Vec<_>) =
+                    (tree.children(i).collect(), want.children(i).collect());
+                assert_eq!(got, exp, "split {split}");
+            }
+            assert_eq!(tree.by_id, want.by_id, "split {split}");
+            assert_eq!(tree.dangling, want.dangling, "split {split}");
+            assert_eq!(tree.duplicate_ids, want.duplicate_ids, "split {split}");
+            assert_eq!(tree.leaf, want.leaf, "split {split}");
+        }
     }
 
     const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;

@@ -6,9 +6,8 @@
 //! rather than a silent mix of two versions.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -17,38 +16,65 @@ use super::Index;
 
 /// The values of `entries` (entry indices of `index`), in the order given.
 pub fn read_entries(path: &Path, index: &Index, entries: &[usize]) -> Result<Vec<Value>> {
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))?;
-    let mut buf = Vec::new();
-    let mut out = Vec::with_capacity(entries.len());
-    for &i in entries {
+    let mut reader = EntryReader::open(path)?;
+    entries.iter().map(|&i| reader.read(index, i)).collect()
+}
+
+/// Reads entries one at a time by their byte ranges (one positioned read each into one
+/// reused buffer), so that a pass over many entries holds one line at a time.
+pub struct EntryReader {
+    file: File,
+    path: PathBuf,
+    buf: Vec<u8>,
+}
+
+impl EntryReader {
+    /// Open `path` (never through a symlink).
+    pub fn open(path: &Path) -> Result<EntryReader> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        Ok(EntryReader {
+            file,
+            path: path.to_owned(),
+            buf: Vec::new(),
+        })
+    }
+
+    /// The value of entry `i` of `index`; an error when the line no longer holds that entry.
+    pub fn read(&mut self, index: &Index, i: usize) -> Result<Value> {
         let e = &index.entries[i];
         let line = &index.lines[e.line];
-        buf.resize(line.len as usize, 0);
-        read_at(&mut file, line.start, &mut buf)
-            .with_context(|| format!("cannot read line {} of {}", e.line + 1, path.display()))?;
-        let body = buf.strip_suffix(b"\n").unwrap_or(&buf);
+        self.buf.resize(line.len as usize, 0);
+        self.file
+            .read_exact_at(&mut self.buf, line.start)
+            .with_context(|| {
+                format!("cannot read line {} of {}", e.line + 1, self.path.display())
+            })?;
+        let body = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
-        let v = crate::jsjson::parse(body)
-            .with_context(|| format!("line {} of {} does not parse", e.line + 1, path.display()))?;
+        let v = crate::jsjson::parse(body).with_context(|| {
+            format!(
+                "line {} of {} does not parse",
+                e.line + 1,
+                self.path.display()
+            )
+        })?;
         if v.get("id").and_then(Value::as_str) != e.id.as_deref() {
             bail!(
                 "{} changed while it was being read (line {})",
-                path.display(),
+                self.path.display(),
                 e.line + 1
             );
         }
-        out.push(v);
+        // Keep the buffer of a huge line only as long as it is needed.
+        if self.buf.capacity() > 1 << 20 {
+            self.buf = Vec::new();
+        }
+        Ok(v)
     }
-    Ok(out)
-}
-
-fn read_at(file: &mut File, start: u64, buf: &mut [u8]) -> std::io::Result<()> {
-    file.seek(SeekFrom::Start(start))?;
-    file.read_exact(buf)
 }
 
 #[cfg(test)]
@@ -69,5 +95,34 @@ mod tests {
         assert_eq!(vals[1]["message"]["content"], "hé");
         std::fs::write(&p, text.replace("\"id\":\"a\"", "\"id\":\"x\"")).unwrap();
         assert!(read_entries(&p, &index, &[1]).is_err());
+    }
+
+    #[test]
+    fn a_reader_takes_lines_of_any_size_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.jsonl");
+        let big = "x".repeat(3 << 20);
+        let text = format!(
+            "{{\"type\":\"session\",\"version\":3,\"id\":\"s\",\"timestamp\":\"t\",\"cwd\":\"/\"}}\n\
+{{\"type\":\"custom\",\"id\":\"a\",\"parentId\":null,\"data\":\"{big}\"}}\n\
+{{\"type\":\"custom\",\"id\":\"b\",\"parentId\":\"a\",\"data\":1}}\n"
+        );
+        std::fs::write(&p, &text).unwrap();
+        let index = Index::from_path(&p, None).unwrap();
+        let mut r = EntryReader::open(&p).unwrap();
+        assert_eq!(
+            r.read(&index, 1).unwrap()["data"].as_str().unwrap().len(),
+            big.len()
+        );
+        assert!(
+            r.buf.capacity() <= 1 << 20,
+            "a huge line's buffer is not kept"
+        );
+        assert_eq!(r.read(&index, 2).unwrap()["data"], 1);
+        assert_eq!(r.read(&index, 1).unwrap()["id"], "a");
+        // Not through a symlink.
+        let link = dir.path().join("l.jsonl");
+        std::os::unix::fs::symlink(&p, &link).unwrap();
+        assert!(EntryReader::open(&link).is_err());
     }
 }

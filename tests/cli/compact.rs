@@ -427,10 +427,73 @@ fn summarizer_output_is_used_and_failures_fall_back() {
             .contains("summary written by --summarizer"),
         "{r}"
     );
+    assert_eq!(
+        r["transcripts"][0]["details"]["summarySource"],
+        "summarizer"
+    );
     let entry = last_line(&std::fs::read(env.path("a.jsonl")).unwrap());
     let s = entry["summary"].as_str().unwrap();
-    assert!(s.contains("\n\nLocal model summary of "), "{s}");
+    // An honest first line: written by the operator's command, not the runtime's model.
+    let first = s.lines().next().unwrap();
+    assert!(
+        first.starts_with("[Offline compaction by clawkeeper"),
+        "{first}"
+    );
+    assert!(
+        first.contains("summariser command `sh sum.sh`, not by the runtime's model"),
+        "{first}"
+    );
+    assert!(!s.contains("no model was used"), "{s}");
+    assert_eq!(entry["details"]["offline"]["summarizer"], "sh sum.sh");
+    assert_eq!(entry["details"]["offline"]["tool"], "clawkeeper");
+    // The framing request, quoted under its heading, comes before the summariser's text, and
+    // the file blocks after it.
+    let framing = s.find("\n\n## Framing request\n> ").expect(s);
+    let body = s.find("\n\nLocal model summary of ").expect(s);
+    assert!(framing < body, "{s}");
+    let files = s
+        .find("\n\n<modified-files>\n")
+        .or(s.find("\n\n<read-files>\n"));
+    assert!(files.expect(s) > body, "{s}");
     assert!(!s.contains("## Activity"));
+    if let Some(o) = oracle() {
+        let loaded = o.load_all(&[env.path("a.jsonl")]);
+        assert!(loaded[0].ok, "{:?}", loaded[0].error);
+        assert_eq!(loaded[0].messages[0]["summary"], entry["summary"]);
+    }
+    // A preview says where the summary would come from, and does not run the command.
+    env.write("c.jsonl", &bytes);
+    env.write("mark.sh", b"#!/bin/sh\ntouch ran.marker\necho summary\n");
+    for mode in [&["--dry-run"][..], &[][..]] {
+        let mut args = vec![
+            "compact",
+            "--transcript",
+            "c.jsonl",
+            "--keep-recent-tokens",
+            "300",
+            "--min-tokens",
+            "0",
+            "--summarizer",
+            "sh mark.sh",
+        ];
+        args.extend_from_slice(mode);
+        let (code, r) = env.run_json(&args);
+        assert_eq!(code, 0, "{r}");
+        let t = &r["transcripts"][0];
+        assert_eq!(t["status"], "would-change", "{r}");
+        assert_eq!(t["details"]["summarySource"], "summarizer-on-enforce");
+        assert!(
+            t["notes"]
+                .to_string()
+                .contains("the summary would come from --summarizer `sh mark.sh`"),
+            "{r}"
+        );
+    }
+    assert!(
+        !env.path("ran.marker").exists(),
+        "a preview ran the summariser"
+    );
+    assert_eq!(std::fs::read(env.path("c.jsonl")).unwrap(), bytes);
     let mut args = base.to_vec();
     args.extend([
         "--transcript",
@@ -447,8 +510,13 @@ fn summarizer_output_is_used_and_failures_fall_back() {
             .contains("--summarizer failed (no answer within 0.3s); used the built-in summary"),
         "{r}"
     );
+    assert_eq!(
+        r["transcripts"][0]["details"]["summarySource"],
+        "builtin-fallback"
+    );
     let entry = last_line(&std::fs::read(env.path("b.jsonl")).unwrap());
     assert!(entry["summary"].as_str().unwrap().contains("## Activity"));
+    assert!(entry["details"]["offline"].get("summarizer").is_none());
 }
 
 #[test]

@@ -215,3 +215,131 @@ fn store_targets_compact_in_place_and_never_leave_the_sessions_dir() {
     // In place, the store is not touched.
     assert_eq!(std::fs::read(env.path(STORE)).unwrap(), store_before);
 }
+
+/// Strip thinking signatures (the successor drops them from kept older turns).
+fn unsigned(messages: &Value) -> Vec<Value> {
+    let mut out = messages.as_array().unwrap().clone();
+    for m in &mut out {
+        for b in m["content"].as_array_mut().into_iter().flatten() {
+            if let Some(o) = b.as_object_mut() {
+                o.remove("thinkingSignature");
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn many_sessions_of_one_store_all_get_their_successor() {
+    // Sessions run in parallel; the store is written once with every switch.
+    let env = TestEnv::new();
+    const N: usize = 12;
+    let mut store = serde_json::Map::new();
+    let mut originals = Vec::new();
+    for k in 0..N {
+        // (Seeds ≡ 3 mod 5 get a line only the runtime parses; those are refused.)
+        let seed = 600 + 5 * k as u64 + k as u64 % 3;
+        let bytes = generate_long(seed, 150).bytes;
+        let id = format!("sess{k}");
+        env.write(&format!("agents/main/sessions/{id}.jsonl"), &bytes);
+        store.insert(
+            format!("agent:main:s{k}"),
+            json!({"sessionId": id, "updatedAt": 1772442000000u64 + k as u64, "compactionCount": k}),
+        );
+        originals.push(bytes);
+    }
+    // One entry the run must leave alone.
+    store.insert(
+        "agent:main:gone".into(),
+        json!({"sessionId":"missing","updatedAt":1}),
+    );
+    env.write(
+        STORE,
+        serde_json::to_string_pretty(&Value::Object(store))
+            .unwrap()
+            .as_bytes(),
+    );
+    // One thread per session: all of them reach the store at about the same time.
+    let threads = N.to_string();
+    let (code, r) = env.run_json_with_env(
+        &[
+            "compact",
+            "--store",
+            STORE,
+            "--successor",
+            "--enforce",
+            "--keep-recent-tokens",
+            "300",
+            "--min-tokens",
+            "0",
+        ],
+        &[("RAYON_NUM_THREADS", &threads)],
+    );
+    assert_eq!(code, 0, "{r}");
+    let after: Value = serde_json::from_slice(&std::fs::read(env.path(STORE)).unwrap()).unwrap();
+    let mut files = Vec::new();
+    for (k, original) in originals.iter().enumerate() {
+        let key = format!("agent:main:s{k}");
+        let t = r["transcripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["sessionKey"] == json!(key))
+            .unwrap_or_else(|| panic!("{key} missing from {r}"));
+        let entry = &after[&key];
+        if t["status"] == "unchanged" {
+            // (A generated session may end right after a compaction: nothing to do.)
+            assert_eq!(entry["sessionId"], json!(format!("sess{k}")), "{key}");
+            assert_eq!(entry["compactionCount"], json!(k), "{key}");
+            continue;
+        }
+        assert_eq!(t["status"], "changed", "{key}: {t}");
+        assert_eq!(
+            entry["sessionId"], t["details"]["successorSessionId"],
+            "{key}"
+        );
+        assert_eq!(entry["sessionFile"], t["details"]["successorFile"], "{key}");
+        assert_eq!(entry["compactionCount"], json!(k + 1), "{key}");
+        assert_eq!(entry["updatedAt"], json!(1772442000000u64 + k as u64));
+        // The old transcript is untouched.
+        assert_eq!(
+            std::fs::read(env.path(&format!("agents/main/sessions/sess{k}.jsonl"))).unwrap(),
+            *original,
+            "{key}"
+        );
+        files.push(std::path::PathBuf::from(
+            entry["sessionFile"].as_str().unwrap(),
+        ));
+        files.push(env.path(&format!("agents/main/sessions/sess{k}.jsonl")));
+    }
+    assert_eq!(
+        after["agent:main:gone"],
+        json!({"sessionId":"missing","updatedAt":1})
+    );
+    let changed = files.len() / 2;
+    assert!(changed >= 8, "only {changed} sessions compacted: {r}");
+    assert_eq!(r["totals"]["changed"], json!(changed));
+    // Every successor is referenced: sessions dir = old files + successors + the store.
+    assert_eq!(names(&env).len(), N + changed + 1, "{:?}", names(&env));
+    let Some(o) = oracle() else { return };
+    let loaded = o.load_all(&files);
+    for (k, pair) in loaded.chunks(2).enumerate() {
+        let (new, old) = (&pair[0], &pair[1]);
+        assert!(new.ok, "successor {k}: {:?}", new.error);
+        let msgs = new.messages.as_array().unwrap();
+        assert_eq!(msgs[0]["role"], "compactionSummary", "successor {k}");
+        // After the summary (and the last summarised assistant turn, which the rotation keeps
+        // as the runtime does), the kept part starts at the cut, a user message, and is the
+        // tail of the old context.
+        let (new_msgs, old_msgs) = (unsigned(&new.messages), unsigned(&old.messages));
+        let cut = new_msgs
+            .iter()
+            .position(|m| m["role"] == "user")
+            .unwrap_or_else(|| panic!("successor {k}: no user message kept"));
+        let kept = &new_msgs[cut..];
+        assert!(
+            old_msgs.ends_with(kept),
+            "successor {k}: the newest messages are kept"
+        );
+    }
+}

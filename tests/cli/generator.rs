@@ -221,13 +221,28 @@ impl G {
             })
             .collect();
         self.assistant(Value::Array(blocks), "toolUse");
-        for c in &calls {
+        // Now and then a silent reply slips in between the call and its results, sometimes
+        // with a result written twice (a retried tool run), or a silent run follows the
+        // results: prune-noreply must keep tool pairing no worse.
+        let odd = self.tool_seq % 5;
+        if odd == 1 || odd == 2 {
+            self.silent();
+        }
+        for (k, c) in calls.iter().enumerate() {
             let mut content = vec![json!({"type":"text","text":self.pad("ok")})];
             if self.rng.chance(50) {
                 let img = self.image();
                 content.push(img);
             }
-            self.message(json!({"role":"toolResult","toolCallId":c,"toolName":"read","content":content,"isError":false}));
+            let result = json!({"role":"toolResult","toolCallId":c,"toolName":"read","content":content,"isError":false});
+            self.message(result.clone());
+            if odd == 1 && k == 0 {
+                self.message(result);
+            }
+        }
+        if odd == 4 {
+            self.silent();
+            self.silent();
         }
         self.reply();
     }

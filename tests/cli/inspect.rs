@@ -239,7 +239,12 @@ fn counts_match_an_independent_computation() {
             assert_eq!(row["images"], img.0, "{key}");
             assert_eq!(row["imageBytes"], img.1, "{key}");
             assert_eq!(row["silentReplies"], silent, "{key}");
-            assert!(row["estimatedContextTokens"].as_u64().unwrap() > 0, "{key}");
+            // (No estimate when the active branch runs through a line only the runtime parses.)
+            let unparsable = !row["unparsableLines"].as_array().unwrap().is_empty();
+            assert!(
+                row["estimatedContextTokens"].as_u64().unwrap() > 0 || unparsable,
+                "{key} {row}"
+            );
         }
         // Filters.
         let v = inspect(&env, &store, &["--no-cleanup", "--kind", "cron-run"]);

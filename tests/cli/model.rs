@@ -188,37 +188,114 @@ impl Model {
         }
     }
 
-    /// Whether the nearest assistant message above `line` made tool calls (and did not end
-    /// in error): then `line` ends that call's result span and must stay.
-    fn ends_tool_span(&self, line: usize) -> bool {
-        let mut c = self.parent(line);
-        while let Some(p) = c {
-            let v = self.v(p);
-            if v["type"] == "message" && v["message"]["role"] == "assistant" {
-                let calls = v["message"]["content"].as_array().is_some_and(|b| {
-                    b.iter().any(|b| {
-                        matches!(
-                            b["type"].as_str(),
-                            Some(
-                                "toolCall"
-                                    | "toolUse"
-                                    | "functionCall"
-                                    | "tool_use"
-                                    | "tool_call"
-                                    | "function_call"
-                            )
-                        )
-                    })
-                });
-                let failed = matches!(
-                    v["message"]["stopReason"].as_str(),
-                    Some("error" | "aborted")
-                );
-                return calls && !failed;
+    /// Lines of the active path whose messages the runtime puts in context (spec §6): after
+    /// the latest compaction, its kept entries (from its `firstKeptEntryId`, an unknown type
+    /// standing for its nearest known ancestor) and everything after it. The compaction's own
+    /// summary is left out (it takes no part in tool pairing).
+    pub fn active_context(&self) -> Vec<usize> {
+        let path = self.active_path();
+        let contributes = |l: usize| {
+            let v = self.v(l);
+            match v["type"].as_str() {
+                Some("message" | "custom_message") => true,
+                Some("branch_summary") => v["summary"].as_str().is_some_and(|s| !s.is_empty()),
+                _ => false,
             }
-            c = self.parent(p);
+        };
+        let Some(cpos) = path
+            .iter()
+            .rposition(|&l| self.v(l)["type"] == "compaction")
+        else {
+            return path.into_iter().filter(|&l| contributes(l)).collect();
+        };
+        let mut first = self.v(path[cpos])["firstKeptEntryId"]
+            .as_str()
+            .and_then(|id| self.line_of.get(id).copied());
+        let mut seen = HashSet::new();
+        while let Some(f) =
+            first.filter(|&f| !KNOWN.contains(&self.v(f)["type"].as_str().unwrap_or("")))
+        {
+            if !seen.insert(f) {
+                first = None;
+                break;
+            }
+            first = self.parent(f);
         }
-        false
+        let kept_from = first.and_then(|f| path[..cpos].iter().position(|&l| l == f));
+        let before = kept_from.map_or(&path[..0], |k| &path[k..cpos]);
+        before
+            .iter()
+            .chain(&path[cpos + 1..])
+            .copied()
+            .filter(|&l| contributes(l))
+            .collect()
+    }
+
+    /// Tool call/result problems of a context without the `removed` lines, as spec §13 counts
+    /// them: (calls without a result before the next assistant message, results that answer
+    /// no call of the preceding assistant, results for a call already answered).
+    pub fn pairing(&self, context: &[usize], removed: &HashSet<usize>) -> (usize, usize, usize) {
+        const CALLS: [&str; 6] = [
+            "toolCall",
+            "toolUse",
+            "functionCall",
+            "tool_use",
+            "tool_call",
+            "function_call",
+        ];
+        const IDS: [&str; 6] = [
+            "toolCallId",
+            "toolUseId",
+            "tool_call_id",
+            "tool_use_id",
+            "callId",
+            "call_id",
+        ];
+        let (mut missing, mut orphans, mut duplicates) = (0, 0, 0);
+        let mut calls: Vec<Option<String>> = Vec::new();
+        let mut answered: HashSet<String> = HashSet::new();
+        let mut ever: HashSet<String> = HashSet::new();
+        let unanswered = |calls: &[Option<String>], answered: &HashSet<String>| {
+            calls
+                .iter()
+                .filter(|c| c.as_ref().is_none_or(|c| !answered.contains(c)))
+                .count()
+        };
+        for &l in context.iter().filter(|l| !removed.contains(l)) {
+            let v = self.v(l);
+            if v["type"] != "message" {
+                continue;
+            }
+            let m = &v["message"];
+            match m["role"].as_str() {
+                Some("assistant") => {
+                    missing += unanswered(&calls, &answered);
+                    answered.clear();
+                    calls.clear();
+                    if !matches!(m["stopReason"].as_str(), Some("error" | "aborted")) {
+                        calls = m["content"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter(|b| CALLS.contains(&b["type"].as_str().unwrap_or("")))
+                            .map(|b| b["id"].as_str().map(str::to_owned))
+                            .collect();
+                    }
+                }
+                Some("toolResult") => match IDS.iter().find_map(|k| m[*k].as_str()) {
+                    None => orphans += 1,
+                    Some(id) if ever.contains(id) => duplicates += 1,
+                    Some(id) if calls.iter().any(|c| c.as_deref() == Some(id)) => {
+                        ever.insert(id.to_owned());
+                        answered.insert(id.to_owned());
+                    }
+                    Some(_) => orphans += 1,
+                },
+                _ => {}
+            }
+        }
+        missing += unanswered(&calls, &answered);
+        (missing, orphans, duplicates)
     }
 
     /// Lines the prune must remove.
@@ -283,12 +360,27 @@ impl Model {
                 }
                 c = self.parent(p);
             }
-            if pos > keep
-                && !self.mentioned_by_unparsable(&self.id(l))
-                && !pinned.contains(&l)
-                && !self.ends_tool_span(l)
-            {
+            if pos > keep && !self.mentioned_by_unparsable(&self.id(l)) && !pinned.contains(&l) {
                 out.insert(l);
+            }
+        }
+        // Tool pairing on the active context must not get worse (spec §13): try the removals
+        // one by one in context order and keep a reply whose removal, together with those
+        // already accepted, makes any count grow.
+        let context = self.active_context();
+        let base = self.pairing(&context, &HashSet::new());
+        let mut accepted = HashSet::new();
+        let candidates: Vec<usize> = context
+            .iter()
+            .copied()
+            .filter(|l| out.contains(l))
+            .collect();
+        for l in candidates {
+            accepted.insert(l);
+            let (m, o, d) = self.pairing(&context, &accepted);
+            if m > base.0 || o > base.1 || d > base.2 {
+                accepted.remove(&l);
+                out.remove(&l);
             }
         }
         let ids: HashSet<String> = out.iter().map(|&l| self.id(l)).collect();

@@ -1,19 +1,26 @@
 //! `compact --successor`: write a successor transcript instead of appending, as the runtime's
 //! truncate-after-compaction does, and point the store entry at it.
 //!
-//! Per store entry, under the transcript's lock: index and check the file as the other
-//! transcript commands do (files with unparsable lines are refused, since a successor could not
-//! carry them), plan the compaction, write the successor beside the old file (checked before it
-//! is renamed into place), then reload the store and set the entry's `sessionId`,
-//! `sessionFile` and `compactionCount + 1`, still pointing at the old file when re-checked. If
-//! the store cannot be updated, the successor is removed again. The old file is not touched;
-//! `cleanup` reclaims it later.
+//! Phase 1, per store entry in parallel, under the transcript's lock: index and check the file
+//! as the other transcript commands do (files with unparsable lines are refused, since a
+//! successor could not carry them), plan the compaction, and write the successor beside the old
+//! file (checked before it is renamed into place). The lock stays held.
+//!
+//! Phase 2, per store, once: check that no old transcript changed meanwhile, load the store,
+//! switch every entry that still points at its old file (`sessionId`, `sessionFile`,
+//! `compactionCount + 1`) and save it in one atomic write, guarded against a store that changed
+//! since it was loaded (then it is loaded again and the switches re-applied, a few times). So
+//! many sessions of one store never race each other for `sessions.json`, and no switch
+//! overwrites another. A successor whose switch did not land is removed again; one that cannot
+//! be removed is reported by path (status failed) rather than left behind silently. The old
+//! files are never touched; `cleanup` reclaims them later.
 
-use std::collections::HashMap;
-use std::path::Path;
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::Result;
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
@@ -21,16 +28,18 @@ use super::{External, describe, details, use_external};
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::cmd::transcript_targets::{self, Target};
 use crate::cmd::transcripts::{self, Labels};
-use crate::compact::plan::{self, Settings};
-use crate::compact::{context_of, rotate};
+use crate::compact::plan::{Compaction, Settings};
+use crate::compact::successor::{self, PathEntry};
+use crate::compact::{facts, load, rotate};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
-use crate::fsutil::lock::{self, Acquire};
+use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::progress::{self, Progress};
 use crate::store;
+use crate::transcript::IndexBuilder;
 use crate::transcript::job::{self, Outcome, Status};
 use crate::transcript::tree::{self, ContextItem};
-use crate::transcript::values;
+use crate::transcript::values::EntryReader;
 
 /// Run-wide settings of a successor run.
 pub(super) struct Run<'a> {
@@ -56,32 +65,203 @@ pub(super) fn run(
         labels.command,
         progress::wanted(mode.json, mode.quiet),
     );
-    let mut results: Vec<(Outcome, Option<String>)> = resolved
+    // Phase 1, in parallel: plan and write every successor (each under its transcript's lock,
+    // which is held until its store entry is switched).
+    let prepared: Vec<(Outcome, Option<String>, Option<Pending>)> = resolved
         .targets
         .par_iter()
         .zip(&sizes)
         .map(|(t, bytes)| {
             let mut out = Outcome::new(&t.path, Status::Unchanged);
-            if let Err(status) = one(t, run, &mut out) {
-                out.status = status;
-                out.bytes_after = out.bytes_before;
-            }
+            let pending = match prepare(t, run, &mut out) {
+                Ok(p) => p,
+                Err(status) => {
+                    out.status = status;
+                    out.bytes_after = out.bytes_before;
+                    None
+                }
+            };
             progress.inc(*bytes);
-            (out, t.session_key.clone())
+            (out, t.session_key.clone(), pending)
         })
         .collect();
     progress.finish();
+    // Phase 2, per store: one atomic write that switches every entry at once.
+    let mut results = Vec::with_capacity(prepared.len() + resolved.skipped.len());
+    let mut by_store: BTreeMap<PathBuf, Vec<(usize, Pending)>> = BTreeMap::new();
+    for (i, (out, key, pending)) in prepared.into_iter().enumerate() {
+        results.push((out, key));
+        if let Some(p) = pending {
+            by_store.entry(p.store.clone()).or_default().push((i, p));
+        }
+    }
+    for (store_path, group) in by_store {
+        commit(&store_path, group, &mut results);
+    }
     results.extend(resolved.skipped);
     transcripts::report(mode, labels, count, &results)
 }
 
-fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
+/// A successor on disk whose store entry is not switched yet.
+struct Pending {
+    store: PathBuf,
+    key: String,
+    old: PathBuf,
+    /// The old transcript's size and mtime when it was indexed.
+    old_stamp: (u64, Option<SystemTime>),
+    rotated: rotate::Rotated,
+    confined: Confined,
+    _lock: SessionLock,
+}
+
+/// How often the store is loaded again when another writer changed it between our load and
+/// our write (each attempt re-checks every entry on the fresh store).
+const STORE_ATTEMPTS: usize = 5;
+
+/// Switch the entries of one store to their successors in a single atomic write. Successors
+/// whose switch did not land are removed again (the old transcripts were never touched); one
+/// that cannot be removed is reported by path.
+fn commit(
+    store_path: &Path,
+    group: Vec<(usize, Pending)>,
+    results: &mut [(Outcome, Option<String>)],
+) {
+    let mut live = Vec::with_capacity(group.len());
+    for (i, p) in group {
+        match job::stamp(&p.old) {
+            Ok(s) if s == p.old_stamp => live.push((i, p)),
+            Ok(_) => undo(
+                &mut results[i].0,
+                p,
+                Status::Refused(
+                    "the transcript changed while the successor was written; its store entry was not switched"
+                        .into(),
+                ),
+            ),
+            Err(e) => undo(&mut results[i].0, p, job::failed(e.into())),
+        }
+    }
+    if live.is_empty() {
+        return;
+    }
+    let dir = store_path.parent().unwrap_or(Path::new("."));
+    let confined = match Confined::new(dir) {
+        Ok(c) => c,
+        Err(e) => {
+            let why = format!("{e:#}");
+            for (i, p) in live {
+                undo(&mut results[i].0, p, Status::Failed(why.clone()));
+            }
+            return;
+        }
+    };
+    for attempt in 1..=STORE_ATTEMPTS {
+        let mut loaded = match store::load(store_path) {
+            Ok(l) => l,
+            Err(e) => {
+                let why = format!("{e:#}");
+                for (i, p) in live {
+                    undo(&mut results[i].0, p, Status::Refused(why.clone()));
+                }
+                return;
+            }
+        };
+        let mut switched = Vec::with_capacity(live.len());
+        for (i, p) in live {
+            match switch_entry(&mut loaded.store, dir, store_path, &p) {
+                Ok(()) => switched.push((i, p)),
+                Err(why) => undo(&mut results[i].0, p, Status::Refused(why)),
+            }
+        }
+        if switched.is_empty() {
+            return;
+        }
+        match store::save(&confined, store_path, &loaded.store, None, loaded.stamp) {
+            Ok(_) => {
+                for (i, p) in switched {
+                    done(&mut results[i].0, p);
+                }
+                return;
+            }
+            // Another writer changed the store after we loaded it: load it again.
+            Err(_) if attempt < STORE_ATTEMPTS && store::stamp(store_path) != loaded.stamp => {
+                std::thread::sleep(Duration::from_millis(20 * attempt as u64));
+                live = switched;
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                for (i, p) in switched {
+                    undo(&mut results[i].0, p, Status::Refused(why.clone()));
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// The store entry now points at the successor.
+fn done(out: &mut Outcome, p: Pending) {
+    out.status = Status::Changed;
+    out.bytes_after = p.rotated.bytes_written;
+    out.notes.push(format!(
+        "wrote successor {} ({} entries); {} now points at it; the old file stays for cleanup",
+        p.rotated.path.display(),
+        p.rotated.entries_written,
+        p.key
+    ));
+    if let Some(Value::Object(d)) = &mut out.details {
+        d.insert("successorSessionId".into(), json!(p.rotated.session_id));
+        d.insert(
+            "successorFile".into(),
+            json!(p.rotated.path.display().to_string()),
+        );
+    }
+}
+
+/// The store entry was not switched: remove the successor again (the old transcript was never
+/// touched). A successor that cannot be removed is named, so it is not left behind silently.
+fn undo(out: &mut Outcome, p: Pending, status: Status) {
+    out.bytes_after = out.bytes_before;
+    let file = p.rotated.path.display().to_string();
+    match p.confined.remove_file(&p.rotated.path) {
+        Ok(_) => {
+            out.status = status;
+            out.notes.push(format!(
+                "removed the successor {file} again; {} and the old transcript are unchanged",
+                p.key
+            ));
+        }
+        Err(e) => {
+            let why = match &status {
+                Status::Refused(r) | Status::Failed(r) | Status::Skipped(r) | Status::Locked(r) => {
+                    r.clone()
+                }
+                _ => String::new(),
+            };
+            out.status = Status::Failed(format!(
+                "{why}; the successor {file} could not be removed ({e:#}) and no store entry points at it: delete it by hand"
+            ));
+            if let Some(Value::Object(d)) = &mut out.details {
+                d.insert("successorFile".into(), json!(file));
+                d.insert("successorUnreferenced".into(), json!(true));
+            }
+        }
+    }
+}
+
+/// Plan one transcript and, with `--enforce`, write its successor (checked and renamed into
+/// place); the store entry is switched later by [`commit`].
+fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, Status> {
     let (Some(store_path), Some(key)) = (&t.store, &t.session_key) else {
         return Err(Status::Refused("--successor needs a store entry".into()));
     };
+    let sqlite = crate::targets::sqlite_marker_of_dir(&t.dir);
+    if let (Some(db), true) = (&sqlite, run.enforce) {
+        return Err(Status::Refused(transcripts::moved_to_sqlite(db)));
+    }
     let confined = Confined::new(&t.dir).map_err(job::failed)?;
     job::check_target(&confined, &t.path)?;
-    let _lock = if run.enforce {
+    let lock = if run.enforce {
         match lock::acquire(&confined, &t.path, run.wait_lock).map_err(job::failed)? {
             Acquire::Locked(l) => Some(l),
             Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string())),
@@ -90,55 +270,55 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
         None
     };
     let before = job::stamp(&t.path).map_err(|e| job::failed(e.into()))?;
-    let (index, tree) = job::index_checked(&t.path, out)?;
+    let (index, mut tree) = job::index_checked(&t.path, out)?;
     if !index.unparsable.is_empty() {
         return Err(Status::Refused(
             "lines that do not parse cannot be carried into a successor; compact in place instead"
                 .into(),
         ));
     }
-    let nodes: Vec<usize> = (0..index.entries.len())
-        .filter(|&i| tree::is_node(&index.entries[i]))
-        .collect();
-    let mut all = values::read_entries(&t.path, &index, &nodes).map_err(job::failed)?;
-    // Entries without a `parentId` hang below the previous indexed entry in the runtime; the
-    // successor is written in another order, so give them that parent explicitly.
-    for (v, &i) in all.iter_mut().zip(&nodes) {
-        if v.get("parentId").is_none()
-            && let (Some(obj), Some(p)) = (v.as_object_mut(), tree.parent(i))
-        {
-            let id = index.entries[p].id.as_deref().unwrap_or_default();
-            obj.insert("parentId".into(), json!(id));
-        }
-    }
-    let pos: HashMap<usize, usize> = nodes.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    let active = tree.active_path();
-    crate::compact::ensure_rooted(&index, &active)
+    crate::compact::ensure_rooted(&index, &tree.active_path())
         .map_err(|e| Status::Skipped(format!("{e:#}")))?;
-    let path_values: Vec<Value> = active.iter().map(|i| all[pos[i]].clone()).collect();
-    let context = context_of(&index, &tree, &active, &path_values);
-    let taken = |id: &str| tree.by_id.contains_key(id);
-    let mut c = match plan::plan(&path_values, &context, run.settings, &taken, run.now) {
+    let scan = facts::scan(
+        &t.path,
+        &index,
+        &tree,
+        &run.settings.estimator,
+        &mut |_, _| {},
+    )
+    .map_err(job::failed)?;
+    let planned = load::plan_file(&t.path, &index, &tree, &scan, run.settings, run.now)
+        .map_err(job::failed)?;
+    let mut c = match planned {
         Ok(c) => c,
         Err(leave) => {
             out.notes = vec![format!("left alone: {leave}")];
-            return Ok(());
+            out.notes
+                .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
+            return Ok(None);
         }
     };
     out.notes = describe(&index, &c);
+    out.notes
+        .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
+    let mut source = "builtin";
     if let Some(ext) = run.external {
-        out.notes
-            .push(use_external(ext, &mut c, run.enforce, run.now));
+        let write = |c: &Compaction, w: &mut dyn Write| {
+            load::write_request(&t.path, &index, &scan.active, c, w)
+        };
+        let (note, s) = use_external(ext, &mut c, run.enforce, run.now, &write);
+        out.notes.push(note);
+        source = s;
     }
-    out.details = Some(details(&c, &run.settings.estimator));
-    if !run.enforce {
+    out.details = Some(details(&c, &run.settings.estimator, source));
+    let Some(lock) = lock else {
         out.status = Status::WouldChange;
         out.notes.push(format!(
             "would write a successor transcript and point {key} at it; the old file stays"
         ));
-        return Ok(());
-    }
-    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &active)
+        return Ok(None);
+    };
+    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &scan.active)
         .into_iter()
         .filter_map(|item| match item {
             ContextItem::Entry(i) => index.entries[i].id.as_deref().map(str::to_owned),
@@ -146,74 +326,80 @@ fn one(t: &Target, run: &Run, out: &mut Outcome) -> Result<(), Status> {
         })
         .skip_while(|id| *id != c.cut.first_kept_id)
         .collect();
-    let mut branch: Vec<usize> = active.iter().map(|i| pos[i]).collect();
-    all.push(c.entry.to_value());
-    branch.push(all.len() - 1);
+    let mut branch = scan.active;
+    drop(scan.facts);
+    // The new compaction joins the index and the tree as the file's last entry would.
+    let entry = c.entry.to_value();
+    let mut builder = IndexBuilder::resume(index);
+    builder.push_line(format!("{}\n", crate::jsjson::to_string_compact(&entry)).as_bytes());
+    let index = builder.finish();
+    tree.extend(&index);
+    let appended = index.entries.len() - 1;
+    branch.push(appended);
+    let mut reader = EntryReader::open(&t.path).map_err(job::failed)?;
+    let mut detail = |p: usize| -> anyhow::Result<PathEntry> {
+        Ok(match branch[p] {
+            i if i == appended => PathEntry::of(&entry),
+            i => PathEntry::of(&reader.read(&index, i)?),
+        })
+    };
+    let rewrites = successor::build(&index, &tree, &branch, &mut detail)
+        .map_err(job::failed)?
+        .ok_or_else(|| Status::Refused("no compaction on the active path".into()))?;
     let header = crate::jsjson::parse(&index.header_raw).map_err(|e| job::failed(e.into()))?;
     let cwd = header.get("cwd").and_then(Value::as_str).unwrap_or("");
-    let rotated =
-        rotate::write_successor(&confined, &t.path, cwd, &all, &branch, &kept_tail, run.now)
-            .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    let undo = |why: Status| {
-        let _ = confined.remove_file(&rotated.path);
-        why
-    };
-    if job::stamp(&t.path).map_err(|e| undo(job::failed(e.into())))? != before {
-        return Err(undo(Status::Refused(
-            "the transcript changed while the successor was written; nothing was changed".into(),
-        )));
-    }
-    point_store_at(store_path, key, &t.path, &rotated).map_err(|e| undo(job::failed(e)))?;
-    out.status = Status::Changed;
-    out.bytes_after = rotated.bytes_written;
-    out.notes.push(format!(
-        "wrote successor {} ({} entries); {key} now points at it; the old file stays for cleanup",
-        rotated.path.display(),
-        rotated.entries_written
-    ));
-    if let Some(Value::Object(d)) = &mut out.details {
-        d.insert("successorSessionId".into(), json!(rotated.session_id));
-        d.insert(
-            "successorFile".into(),
-            json!(rotated.path.display().to_string()),
-        );
-    }
-    Ok(())
+    let rotated = rotate::write_successor(
+        &confined,
+        &t.path,
+        cwd,
+        &index,
+        &rewrites,
+        (appended, &entry),
+        &kept_tail,
+        run.now,
+    )
+    .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    Ok(Some(Pending {
+        store: store_path.clone(),
+        key: key.clone(),
+        old: t.path.clone(),
+        old_stamp: before,
+        rotated,
+        confined,
+        _lock: lock,
+    }))
 }
 
-/// Reload the store and switch `key` to the successor (it must still name `old`).
-fn point_store_at(
+/// Switch `key` of a freshly loaded store to the successor (it must still name the old file).
+fn switch_entry(
+    store: &mut store::Store,
+    dir: &Path,
     store_path: &Path,
-    key: &str,
-    old: &Path,
-    rotated: &rotate::Rotated,
-) -> Result<()> {
-    let dir = store_path.parent().unwrap_or(Path::new("."));
-    let confined = Confined::new(dir)?;
-    let mut loaded = store::load(store_path)?;
-    let entry = loaded
-        .store
+    p: &Pending,
+) -> Result<(), String> {
+    let key = &p.key;
+    let entry = store
         .get_mut(key)
-        .ok_or_else(|| anyhow!("{key} is no longer in {}", store_path.display()))?;
+        .ok_or_else(|| format!("{key} is no longer in {}", store_path.display()))?;
     let now_points_at = store::entry_transcript(entry, dir);
-    if now_points_at.as_deref() != Some(&crate::store::paths::canonical(old)) {
-        bail!(
+    if now_points_at.as_deref() != Some(&crate::store::paths::canonical(&p.old)) {
+        return Err(format!(
             "{key} no longer points at {} in {}",
-            old.display(),
+            p.old.display(),
             store_path.display()
-        );
+        ));
     }
     let obj = entry
         .as_object_mut()
-        .with_context(|| format!("{key} in {} is not an object", store_path.display()))?;
+        .ok_or_else(|| format!("{key} in {} is not an object", store_path.display()))?;
     let count = obj
         .get("compactionCount")
         .and_then(Value::as_f64)
         .unwrap_or(0.0);
-    obj.insert("sessionId".into(), json!(rotated.session_id));
+    obj.insert("sessionId".into(), json!(p.rotated.session_id));
     obj.insert(
         "sessionFile".into(),
-        json!(rotated.path.display().to_string()),
+        json!(p.rotated.path.display().to_string()),
     );
     obj.insert(
         "compactionCount".into(),
@@ -223,6 +409,9 @@ fn point_store_at(
             1
         }),
     );
-    store::save(&confined, store_path, &loaded.store, None, loaded.stamp)?;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "successor_tests.rs"]
+mod tests;

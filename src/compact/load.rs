@@ -1,0 +1,117 @@
+//! A compaction planned from a transcript file in bounded memory.
+//!
+//! [`plan_file`] runs the steps on the file: the active path's figures (one pass,
+//! [`super::facts::scan`], done by the caller), the decision ([`plan::decide`]), the summary
+//! of the decided range (a second pass over just that range, each entry fed to a
+//! [`SummaryBuilder`] and dropped), and the entry to append ([`plan::finish`]).
+//! [`write_request`] streams the `--summarizer` request (the summarised messages, re-read one
+//! at a time) into the command's stdin. Nothing here holds more than one entry of the file.
+
+use std::io::{self, Write};
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use super::context_message;
+use super::facts::{IndexCalls, Scan};
+use super::plan::{self, Compaction, ContextSize, Leave, Settings, TOOL};
+use super::summary::{self, SummaryBuilder};
+use crate::transcript::Index;
+use crate::transcript::tree::Tree;
+use crate::transcript::values::EntryReader;
+
+/// Decide, summarise and build the entry for the transcript at `path` (indexed as `index`,
+/// `tree`, scanned as `scan`). The inner `Err` says why it is left alone; the outer one that
+/// the file could not be read as indexed.
+pub fn plan_file(
+    path: &Path,
+    index: &Index,
+    tree: &Tree,
+    scan: &Scan,
+    settings: &Settings,
+    now: &str,
+) -> Result<Result<Compaction, Leave>> {
+    let id = |p: usize| scan.id(index, p);
+    let calls = IndexCalls {
+        index,
+        active: &scan.active,
+    };
+    let size = ContextSize {
+        tokens: scan.context_tokens,
+        messages: scan.context_len,
+    };
+    let decision = match plan::decide(&scan.facts, &calls, size, &id, settings) {
+        Ok(d) => d,
+        Err(leave) => return Ok(Err(leave)),
+    };
+    let mut reader = EntryReader::open(path)?;
+    let mut read = |p: usize| reader.read(index, scan.active[p]);
+    let previous = decision
+        .cut
+        .previous_compaction
+        .map(&mut read)
+        .transpose()?;
+    let framing_before = decision.framing_before.map(&mut read).transpose()?;
+    let mut builder = SummaryBuilder::default();
+    for &p in &decision.summarized {
+        builder.push(&read(p)?);
+    }
+    let generator = format!("{TOOL} {}", settings.version);
+    let summary = summary::finish(
+        builder,
+        previous.as_ref(),
+        framing_before.as_ref().and_then(|e| e.get("message")),
+        &generator,
+        now,
+    );
+    let leaf_id = scan
+        .active
+        .last()
+        .and_then(|&i| index.entries[i].id.as_deref());
+    let taken = |id: &str| tree.by_id.contains_key(id);
+    Ok(Ok(plan::finish(
+        decision,
+        summary,
+        previous.as_ref(),
+        leaf_id,
+        settings,
+        &taken,
+        now,
+    )))
+}
+
+/// Write the `--summarizer` request of `c` to `out`: `{"previousSummary": …, "messages":
+/// […]}` as one compact JSON document (what `JSON.stringify` writes), the summarised messages
+/// in the runtime's context shape, read back from the file one at a time.
+pub fn write_request(
+    path: &Path,
+    index: &Index,
+    active: &[usize],
+    c: &Compaction,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let mut reader = EntryReader::open(path).map_err(io::Error::other)?;
+    let mut head = String::from("{\"previousSummary\":");
+    match &c.previous_summary {
+        Some(s) => crate::jsjson::write_string(&mut head, s),
+        None => head.push_str("null"),
+    }
+    head.push_str(",\"messages\":[");
+    out.write_all(head.as_bytes())?;
+    let mut first = true;
+    for &p in &c.summarized {
+        let v: Value = reader
+            .read(index, active[p])
+            .map_err(|e| io::Error::other(format!("{e:#}")))?;
+        let Some(m) = context_message(&v) else {
+            continue;
+        };
+        if !first {
+            out.write_all(b",")?;
+        }
+        first = false;
+        out.write_all(crate::jsjson::to_string_compact(&m).as_bytes())?;
+    }
+    out.write_all(b"]}")
+}
