@@ -144,7 +144,7 @@ pub fn scan(
 ) -> Result<Scan> {
     let active = tree.active_path();
     super::ensure_rooted(index, &active)?;
-    let mut reader = EntryReader::open(path)?;
+    let mut reader = EntryReader::open_light(path)?;
     let mut facts = Vec::with_capacity(active.len());
     for (p, &i) in active.iter().enumerate() {
         let v = reader.read(index, i)?;
@@ -196,7 +196,7 @@ pub fn context_estimate(
     let active = tree.active_path();
     super::ensure_rooted(index, &active)?;
     let items = tree::context_of(index, tree, &active);
-    let mut reader = EntryReader::open(path)?;
+    let mut reader = EntryReader::open_light(path)?;
     let mut trailing = 0;
     for (k, item) in items.iter().enumerate().rev() {
         let i = match *item {

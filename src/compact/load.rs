@@ -45,7 +45,7 @@ pub fn plan_file(
         Ok(d) => d,
         Err(leave) => return Ok(Err(leave)),
     };
-    let mut reader = EntryReader::open(path)?;
+    let mut reader = EntryReader::open_light(path)?;
     let mut read = |p: usize| reader.read(index, scan.active[p]);
     let previous = decision
         .cut

@@ -38,7 +38,7 @@ use crate::layout::{self, ArchiveReason, FileKind};
 use crate::maintenance::{files, run};
 use crate::store;
 use crate::transcript::Index;
-use crate::transcript::job::{self, Mode, Options, Planner, PlannerAt, Status};
+use crate::transcript::job::{self, Planner, PlannerAt, Status};
 use crate::transcript::tree::{self, Tree};
 use scan::Counts;
 
@@ -423,10 +423,6 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
     let (_, pairing) = tree::active_context(&index, &tree);
     f.orphan_tool_results = pairing.orphans;
     f.context_tokens = (hooks.context_tokens)(path, &index, &tree).ok();
-    let opts = Options {
-        mode: Mode::Preview,
-        wait_lock: None,
-    };
     if let Ok(confined) = Confined::new(dir) {
         // An applied run takes the write lock: a stale lock is reclaimed (its bytes freed
         // too), a held one makes the command skip the file.
@@ -449,7 +445,7 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
         if f.context_tokens
             .is_some_and(|t| t > hooks.compact_min_tokens)
         {
-            let o = job::run_file_at(&confined, path, opts, hooks.compact);
+            let o = job::predict_at(&confined, path, &index, hooks.compact);
             if o.status == Status::WouldChange {
                 f.compact_tokens = o
                     .details

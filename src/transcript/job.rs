@@ -268,6 +268,11 @@ pub fn check_editable(index: &Index, out: &mut Outcome) -> Result<Tree, Status> 
 /// which reads back only the lines the plan patches. No validation pass and no lock: this is
 /// for reports that predict many files at once (`inspect`), not for writing.
 pub fn predict(confined: &Confined, path: &Path, index: &Index, planner: &Planner) -> Outcome {
+    predict_at(confined, path, index, &|_, i, t| planner(i, t))
+}
+
+/// [`predict`] with a planner that also reads the file (see [`PlannerAt`]).
+pub fn predict_at(confined: &Confined, path: &Path, index: &Index, planner: &PlannerAt) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
     if let Err(status) = predict_inner(confined, path, index, planner, &mut out) {
         out.status = status;
@@ -279,12 +284,12 @@ fn predict_inner(
     confined: &Confined,
     path: &Path,
     index: &Index,
-    planner: &Planner,
+    planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     let tree = check_editable(index, out)?;
-    let planned = planner(index, &tree).map_err(Status::Skipped)?;
+    let planned = planner(path, index, &tree).map_err(Status::Skipped)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {

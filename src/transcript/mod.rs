@@ -323,6 +323,55 @@ impl Entry {
     }
 }
 
+/// Where the base64 `data` of one image block lies in its line: readers that do not need
+/// the picture (token estimates, summaries, size predictions of blocks being replaced) leave
+/// these bytes out instead of scanning and copying them again. Only long strings without
+/// escapes are recorded, so cutting their contents always leaves valid JSON (`"data":""`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Payload {
+    pub line: u32,
+    /// Position of the block in `message.content`.
+    pub block: u32,
+    /// Byte offset of the string's first character within the line.
+    pub start: u32,
+    pub len: u32,
+}
+
+impl Index {
+    /// The payloads of line `line`.
+    pub fn payloads_of(&self, line: usize) -> &[Payload] {
+        let from = self.payloads.partition_point(|p| (p.line as usize) < line);
+        let to = self.payloads.partition_point(|p| (p.line as usize) <= line);
+        &self.payloads[from..to]
+    }
+}
+
+/// `raw` (line `line` of `index`) without the payloads that `keep` rejects: the bytes of
+/// their strings are left out, so each becomes `""`.
+pub fn without_payloads<'a>(
+    index: &Index,
+    line: usize,
+    raw: &'a [u8],
+    keep: impl Fn(&Payload) -> bool,
+) -> std::borrow::Cow<'a, [u8]> {
+    let cut: Vec<&Payload> = index
+        .payloads_of(line)
+        .iter()
+        .filter(|p| !keep(p) && (p.start as usize + p.len as usize) <= raw.len())
+        .collect();
+    if cut.is_empty() {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let mut out = Vec::with_capacity(raw.len() - cut.iter().map(|p| p.len as usize).sum::<usize>());
+    let mut at = 0;
+    for p in cut {
+        out.extend_from_slice(&raw[at..p.start as usize]);
+        at = p.start as usize + p.len as usize;
+    }
+    out.extend_from_slice(&raw[at..]);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The index of one transcript file.
 #[derive(Debug, Default, Clone)]
 pub struct Index {
@@ -334,6 +383,8 @@ pub struct Index {
     pub header_raw: Vec<u8>,
     /// Raw bytes of every unparsable line, by line index.
     pub unparsable: Vec<(usize, Vec<u8>)>,
+    /// Base64 payloads of image blocks, in line order (see [`Payload`]).
+    pub payloads: Vec<Payload>,
     /// Line indices of entries whose strings hold invalid UTF-8 (JSON parsers that skip a
     /// string do not decode it; the runtime reads such bytes as U+FFFD). They are entries,
     /// kept byte for byte, and reported.
@@ -441,6 +492,22 @@ impl IndexBuilder {
                 if std::str::from_utf8(body).is_err() {
                     idx.invalid_utf8.push(line_no);
                 }
+                if let Some(m) = &p.message
+                    && let Content::Blocks(blocks) = &m.content
+                {
+                    for (k, b) in blocks.iter().enumerate() {
+                        if let Some((start, len)) = b.payload
+                            && start + len <= u32::MAX as usize
+                        {
+                            idx.payloads.push(Payload {
+                                line: line_no as u32,
+                                block: k as u32,
+                                start: start as u32,
+                                len: len as u32,
+                            });
+                        }
+                    }
+                }
                 let mut e = Entry::from_probe(line_no, &p);
                 if e.kind == EntryType::Session {
                     e.set_version(header_version(body));
@@ -470,6 +537,31 @@ fn header_version(body: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn image_payloads_are_recorded_and_can_be_left_out() {
+        let b64 = "QUJD".repeat(400);
+        let line = format!(
+            "{{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"message\":{{\"role\":\"user\",\"content\":[{{\"type\":\"text\",\"text\":\"x\"}},{{\"data\":\"{b64}\",\"type\":\"image\"}},{{\"type\":\"image\",\"data\":\"short\"}},{{\"type\":\"image\",\"data\":\"{b64}\\n\"}}]}}}}\n"
+        );
+        let text = format!("{{\"type\":\"session\",\"version\":3,\"id\":\"s\"}}\n{line}");
+        let idx = Index::from_reader(text.as_bytes()).unwrap();
+        // Only the long, escape-free string of an image block is a payload.
+        assert_eq!(idx.payloads.len(), 1);
+        let p = idx.payloads[0];
+        assert_eq!((p.line, p.block, p.len as usize), (1, 1, b64.len()));
+        assert_eq!(&line[p.start as usize..][..b64.len()], b64);
+        let light = without_payloads(&idx, 1, line.as_bytes(), |_| false);
+        let v: serde_json::Value = serde_json::from_slice(&light).unwrap();
+        assert_eq!(
+            v["message"]["content"][1],
+            serde_json::json!({"data": "", "type": "image"})
+        );
+        assert_eq!(v["message"]["content"][3]["data"], format!("{b64}\n"));
+        let kept = without_payloads(&idx, 1, line.as_bytes(), |_| true);
+        assert_eq!(&*kept, line.as_bytes());
+        assert!(idx.payloads_of(0).is_empty());
+    }
 
     #[test]
     fn index_records_lines_entries_and_unparsable_bytes() {

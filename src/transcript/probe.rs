@@ -186,6 +186,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for MessageProbe<'a> {
 thread_local! {
     /// Set by [`probe_line`] for the line being probed.
     static MAY_HOLD_IMAGE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+    /// The address range of the line being probed (for payload offsets).
+    static LINE: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// Keys that name the tool call a result answers, in the order the runtime tries them.
@@ -289,7 +291,14 @@ pub struct BlockProbe<'a> {
     pub text: Lenient<'a>,
     pub id: Lenient<'a>,
     pub is_object: bool,
+    /// For an image block: the byte range (within the line) of its `data` string's contents
+    /// when that string is long and has no escapes (a base64 payload), see
+    /// [`crate::transcript::Payload`].
+    pub payload: Option<(usize, usize)>,
 }
+
+/// `data` strings shorter than this are not worth recording as payloads.
+pub const PAYLOAD_MIN: usize = 1024;
 
 struct BlockSeed<'a>(ContentSeed<'a>);
 
@@ -311,14 +320,31 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
             is_object: true,
             ..BlockProbe::default()
         };
+        let mut data = None;
         while let Some(key) = a.next_key::<Cow<'de, str>>()? {
             match key.as_ref() {
                 "type" => b.kind = a.next_value()?,
                 "text" if self.0.want_text => b.text = a.next_value()?,
                 "id" => b.id = a.next_value()?,
+                "data" => {
+                    // Borrowed (no copy) when the string has no escapes, as base64 never has.
+                    if let Lenient::Str(Cow::Borrowed(s)) = a.next_value::<Lenient<'a>>()?
+                        && s.len() >= PAYLOAD_MIN
+                    {
+                        data = Some((s.as_ptr() as usize, s.len()));
+                    }
+                }
                 _ => {
                     a.next_value::<IgnoredAny>()?;
                 }
+            }
+        }
+        if b.kind.as_str() == Some("image")
+            && let Some((ptr, len)) = data
+        {
+            let (start, end) = LINE.get();
+            if ptr >= start && ptr + len <= end {
+                b.payload = Some((ptr - start, len));
             }
         }
         Ok(b)
@@ -355,6 +381,8 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
 /// contains `"image"` (without it no block can be an image).
 pub fn probe_line(bytes: &[u8]) -> Result<LineProbe<'_>, serde_json::Error> {
     MAY_HOLD_IMAGE.set(memchr::memmem::find(bytes, b"\"image\"").is_some());
+    let start = bytes.as_ptr() as usize;
+    LINE.set((start, start + bytes.len()));
     let probe: LineProbe<'_> = serde_json::from_slice(bytes)?;
     if has_surrogate_escape(bytes) {
         // The probe skips strings without decoding them; decode the whole line to be sure.

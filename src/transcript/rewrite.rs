@@ -329,7 +329,10 @@ pub fn predicted_size(file: &std::fs::File, index: &Index, resolved: &Resolved) 
                 if line.terminated && buf.last() != Some(&b'\n') {
                     bail!("the file changed while it was being read (line {})", n + 1);
                 }
-                size += patch_line(n, line, &buf, patch)?.len() as u64;
+                // The data of blocks the patch replaces cannot reach the output: skip it.
+                let replaced = |p: &super::Payload| patch.blocks.iter().all(|(b, _)| *b != p.block);
+                let raw = super::without_payloads(index, n, &buf, replaced);
+                size += patch_line(n, line, &raw, patch)?.len() as u64;
             }
         }
     }

@@ -26,6 +26,8 @@ pub struct EntryReader {
     file: File,
     path: PathBuf,
     buf: Vec<u8>,
+    /// Leave the base64 payloads of image blocks out (their `data` reads as `""`).
+    light: bool,
 }
 
 impl EntryReader {
@@ -40,6 +42,17 @@ impl EntryReader {
             file,
             path: path.to_owned(),
             buf: Vec::new(),
+            light: false,
+        })
+    }
+
+    /// Like [`EntryReader::open`], for readers that never look at pictures (token estimates,
+    /// summaries): the base64 payloads the index recorded are left out before parsing, so an
+    /// image block's `data` reads as `""` and its bytes are neither scanned nor copied.
+    pub fn open_light(path: &Path) -> Result<EntryReader> {
+        Ok(EntryReader {
+            light: true,
+            ..EntryReader::open(path)?
         })
     }
 
@@ -53,7 +66,12 @@ impl EntryReader {
             .with_context(|| {
                 format!("cannot read line {} of {}", e.line + 1, self.path.display())
             })?;
-        let body = self.buf.strip_suffix(b"\n").unwrap_or(&self.buf);
+        let raw = if self.light {
+            super::without_payloads(index, e.line, &self.buf, |_| false)
+        } else {
+            std::borrow::Cow::Borrowed(&self.buf[..])
+        };
+        let body = raw.strip_suffix(b"\n").unwrap_or(&raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
         let v = crate::jsjson::parse(body).with_context(|| {
             format!(
