@@ -115,16 +115,26 @@ struct Writer<W: Write> {
     t: u64,
     bytes: u64,
     call: u64,
+    /// Ids used so far: 8 hex digits, like the runtime's, but never twice in one file.
+    ids: std::collections::HashSet<String>,
 }
 
 impl<W: Write> Writer<W> {
+    fn new_id(&mut self) -> String {
+        loop {
+            let id = self.rng.hex(8);
+            if self.ids.insert(id.clone()) {
+                return id;
+            }
+        }
+    }
     fn line(&mut self, s: &str) {
         self.out.write_all(s.as_bytes()).unwrap();
         self.out.write_all(b"\n").unwrap();
         self.bytes += s.len() as u64 + 1;
     }
     fn entry(&mut self, body: &str) {
-        let id = self.rng.hex(8);
+        let id = self.new_id();
         let parent = self
             .parent
             .as_ref()
@@ -229,7 +239,7 @@ impl<W: Write> Writer<W> {
     }
     /// A `custom` entry (extension state, not part of the model's context).
     fn custom(&mut self, custom_type: &str, data: &str) {
-        let id = self.rng.hex(8);
+        let id = self.new_id();
         let parent = self
             .parent
             .as_ref()
@@ -253,6 +263,7 @@ fn write_transcript(path: &Path, seed: u64, session_id: &str, start: u64, target
         t: start,
         bytes: 0,
         call: 0,
+        ids: std::collections::HashSet::new(),
     };
     let header = format!(
         "{{\"type\":\"session\",\"version\":3,\"id\":\"{session_id}\",\"timestamp\":\"{}\",\"cwd\":\"/home/op/.openclaw/workspace\"}}",

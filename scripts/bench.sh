@@ -18,7 +18,7 @@ MEAN_KB="${MEAN_KB:-500}"
 BIG_MB="${BIG_MB:-500}"
 RUNS="${RUNS:-3}"
 ORACLE="${CLAWKEEPER_ORACLE:-$HOME/.cache/openclaw-oracle/openclaw}"
-GEN_VERSION=2 # bump when examples/gen_bench.rs changes what it writes
+GEN_VERSION=3 # bump when examples/gen_bench.rs changes what it writes
 
 cargo build --release --quiet --example gen_bench
 cargo build --release --quiet
