@@ -158,18 +158,21 @@ pub fn parse_agent_key(key: &str) -> Option<AgentKey> {
     if raw.is_empty() {
         return None;
     }
-    let parts: Vec<&str> = raw.split(':').collect();
-    if parts.len() < 3 || parts[1].is_empty() || parts[2].is_empty() || parts[0] != "agent" {
+    // `agent:<id>:<rest>` where neither `<id>` nor the first segment of `<rest>` is empty.
+    let mut parts = raw.splitn(3, ':');
+    let (Some("agent"), Some(id), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    if id.is_empty() || rest.is_empty() || rest.starts_with(':') {
         return None;
     }
-    let agent_id = js_trim(parts[1]);
-    let rest = parts[2..].join(":");
-    if agent_id.is_empty() || rest.is_empty() {
+    let agent_id = js_trim(id);
+    if agent_id.is_empty() {
         return None;
     }
     Some(AgentKey {
         agent_id: agent_id.to_string(),
-        rest,
+        rest: rest.to_string(),
     })
 }
 

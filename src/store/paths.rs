@@ -12,6 +12,9 @@ use crate::config::grammar::js_trim;
 
 /// `path.resolve(p)`: absolute against the cwd, `.`/`..` folded lexically, no symlinks read.
 pub fn resolve(p: &Path) -> PathBuf {
+    if is_plain_absolute(p) {
+        return p.to_path_buf();
+    }
     let abs = if p.is_absolute() {
         p.to_path_buf()
     } else {
@@ -30,6 +33,19 @@ pub fn resolve(p: &Path) -> PathBuf {
         }
     }
     out
+}
+
+/// An absolute path that `resolve` would return unchanged: no `.` or `..` component, no
+/// doubled or trailing separator (the common case, checked without allocating).
+fn is_plain_absolute(p: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let b = p.as_os_str().as_bytes();
+    b.len() > 1
+        && b[0] == b'/'
+        && b[b.len() - 1] != b'/'
+        && b[1..]
+            .split(|&c| c == b'/')
+            .all(|seg| !seg.is_empty() && seg != b"." && seg != b"..")
 }
 
 /// `canonicalizePathForComparison`: realpath when it exists, else the resolved path.
@@ -107,11 +123,13 @@ fn real_or_self(p: &Path) -> PathBuf {
     real.unwrap_or_else(|| p.to_path_buf())
 }
 
-type Shared<T> = std::sync::Mutex<std::collections::HashMap<PathBuf, T>>;
+/// Caches keyed by the path's bytes (hashing a `Path` walks its components, which is most of
+/// the cost of a lookup).
+type Shared<T> = std::sync::Mutex<std::collections::HashMap<std::ffi::OsString, T>>;
 
 fn lock<T>(
     m: &'static Shared<T>,
-) -> std::sync::MutexGuard<'static, std::collections::HashMap<PathBuf, T>> {
+) -> std::sync::MutexGuard<'static, std::collections::HashMap<std::ffi::OsString, T>> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -121,7 +139,7 @@ fn dir_cache() -> &'static Shared<PathBuf> {
 }
 
 fn known_dir(dir: &Path) -> Option<PathBuf> {
-    lock(dir_cache()).get(dir).cloned()
+    lock(dir_cache()).get(dir.as_os_str()).cloned()
 }
 
 /// `realpath` of a directory, remembered for the rest of the run.
@@ -130,7 +148,7 @@ fn real_dir(dir: &Path) -> Option<PathBuf> {
         return Some(hit);
     }
     let real = std::fs::canonicalize(dir).ok()?;
-    lock(dir_cache()).insert(dir.to_path_buf(), real.clone());
+    lock(dir_cache()).insert(dir.as_os_str().to_owned(), real.clone());
     Some(real)
 }
 
@@ -143,7 +161,7 @@ fn symlinks_in_real_dir(
         Shared<std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>>,
     > = std::sync::OnceLock::new();
     let listings = LISTINGS.get_or_init(Default::default);
-    if let Some(hit) = lock(listings).get(dir) {
+    if let Some(hit) = lock(listings).get(dir.as_os_str()) {
         return Some(hit.clone());
     }
     if real_dir(dir)? != dir {
@@ -157,7 +175,7 @@ fn symlinks_in_real_dir(
         }
     }
     let special = std::sync::Arc::new(special);
-    lock(listings).insert(dir.to_path_buf(), special.clone());
+    lock(listings).insert(dir.as_os_str().to_owned(), special.clone());
     Some(special)
 }
 
@@ -289,6 +307,10 @@ mod tests {
     fn resolves_lexically() {
         assert_eq!(resolve(Path::new("/a/b/../c/./d")), PathBuf::from("/a/c/d"));
         assert_eq!(resolve(Path::new("/../x")), PathBuf::from("/x"));
+        assert_eq!(resolve(Path::new("/a/b")), PathBuf::from("/a/b"));
+        assert_eq!(resolve(Path::new("/a//b/")), PathBuf::from("/a/b"));
+        assert_eq!(resolve(Path::new("/a/./b")), PathBuf::from("/a/b"));
+        assert_eq!(resolve(Path::new("/")), PathBuf::from("/"));
     }
 
     #[test]
