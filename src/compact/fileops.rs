@@ -1,9 +1,10 @@
 //! The file lists of a compaction, as the runtime computes them: `read`/`write`/`edit` tool
 //! calls with a string `arguments.path`; modified = edited ∪ written, read = read − modified,
 //! both sorted by UTF-16 code units, merged with the previous compaction's `details` unless it
-//! came from a hook; and the `<read-files>` / `<modified-files>` blocks appended to summaries
-//! (each capped at [`MAX_FILES_LISTED`] paths and [`MAX_FILE_LIST_CHARS`] characters, then an
-//! "… and N more (see details)" line; `details` keeps them all).
+//! came from a hook; and the `<read-files>` / `<modified-files>` blocks appended to summaries.
+//! The blocks name every file (they are what tells the model, after the compaction, which
+//! files the summarised work touched), even when that makes the summary longer than the few
+//! KB its other sections are capped to.
 
 use std::collections::BTreeSet;
 
@@ -11,11 +12,6 @@ use serde_json::Value;
 
 use super::str_field;
 use super::summary::tool_calls;
-
-/// Paths named per block.
-pub const MAX_FILES_LISTED: usize = 30;
-/// Characters (UTF-16 units) of paths per block.
-pub const MAX_FILE_LIST_CHARS: usize = 2000;
 
 fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
     let mut v: Vec<String> = set.into_iter().collect();
@@ -91,22 +87,7 @@ fn file_block(tag: &str, files: &[String]) -> Option<String> {
     if files.is_empty() {
         return None;
     }
-    let mut body = String::new();
-    let mut chars = 0;
-    for (i, f) in files.iter().enumerate() {
-        let len = f.encode_utf16().count() + 1;
-        if i == MAX_FILES_LISTED || chars + len > MAX_FILE_LIST_CHARS {
-            body.push_str(&format!("… and {} more (see details)\n", files.len() - i));
-            break;
-        }
-        chars += len;
-        body.push_str(f);
-        body.push('\n');
-    }
-    Some(format!(
-        "<{tag}>\n{}\n</{tag}>",
-        body.trim_end_matches('\n')
-    ))
+    Some(format!("<{tag}>\n{}\n</{tag}>", files.join("\n")))
 }
 
 /// `formatFileOperations`: the file blocks appended to a summary ("" when both are empty).

@@ -12,14 +12,15 @@
 //! ## Tools called             name ×count (k errors), ≤ 20 rows
 //! ## Tool Failures            as the runtime's safeguard writes them (≤ 8 lines, 240 chars)
 //! ## User requests            oldest 5 and newest 10, whitespace collapsed, ≤ 200 chars each
-//! <read-files> / <modified-files>   ≤ 30 paths and 2000 chars each
+//! <read-files> / <modified-files>   every file, as the runtime lists them
 //! ```
 //!
 //! Caps keep the summary a few KB: a longer framing
 //! request is cut with a `[… shortened: N more characters]` line (an already shortened one
 //! carried from an earlier offline summary is not cut again); a longer previous summary keeps
-//! its first 1500 and last 2500 characters with a marker between; longer tool tables and file
-//! blocks end with `… and N more` (`details` keeps every file). Whatever remains too long
+//! its first 1500 and last 2500 characters with a marker between; a longer tool table ends with
+//! `… and N more`. The file blocks are never shortened: they name every file touched.
+//! Whatever remains too long
 //! (an operator's summariser may print anything) is cut as the runtime's safeguard cuts its
 //! own summaries: at 16,000 characters in all, the file blocks kept, with its
 //! `[Compaction summary truncated to fit budget]` marker. Lengths count UTF-16 units.
