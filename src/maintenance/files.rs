@@ -452,6 +452,7 @@ pub fn remove_trajectories(
         let mut candidates = vec![runtime.clone()];
         if let Some(p) = read_pointer(&pointer, id.as_deref())
             && p != runtime
+            && pointed_trajectory_removable(&p, referenced)
         {
             candidates.push(p);
         }
@@ -477,6 +478,17 @@ fn remove_in(confined: &Confined, p: &Path) {
 
 fn is_regular(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
+}
+
+/// Whether a pointer's `runtimeFile` may be removed with its session. The pointer is plain
+/// JSON anyone can edit, so unlike OpenClaw we only follow it to a trajectory file
+/// (`*.trajectory.jsonl`) that no kept session owns: a pointer naming `sessions.json` or a live
+/// transcript must not delete it.
+fn pointed_trajectory_removable(p: &Path, referenced: &HashSet<String>) -> bool {
+    p.file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_suffix(".trajectory.jsonl"))
+        .is_some_and(|stem| !stem.is_empty() && !referenced.contains(stem))
 }
 
 /// A trajectory pointer's `runtimeFile`, when the pointer is valid for `session_id`.

@@ -10,6 +10,8 @@ mod compact_successor;
 mod crash;
 mod demo;
 mod generator;
+mod hostile;
+mod hostile_cleanup;
 mod inspect;
 mod inspect_targets;
 mod model;
