@@ -30,7 +30,7 @@ fn env_num(name: &str, default: u64) -> u64 {
 
 /// A transcript of about `mb` MiB: turns with a large image each, heartbeat runs of silent
 /// replies between them, so both commands rewrite lines all through the file.
-fn big_transcript(mb: u64) -> Vec<u8> {
+pub(crate) fn big_transcript(mb: u64) -> Vec<u8> {
     let image = "QUJD".repeat(64 * 1024); // 256 KiB of base64
     let mut out = String::new();
     out.push_str(r#"{"type":"session","version":3,"id":"big","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"}"#);

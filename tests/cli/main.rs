@@ -8,6 +8,7 @@ mod cleanup_safety;
 mod compact;
 mod compact_successor;
 mod crash;
+mod crash_compact;
 mod demo;
 mod generator;
 mod hostile;
