@@ -481,3 +481,96 @@ fn appends_racing_a_rewrite_are_never_lost() {
         }
     }
 }
+
+/// `input` with odd lines spliced in after its second line: CRLF endings, blank and
+/// whitespace-only lines, invalid UTF-8, lone surrogate escapes, a line that is not JSON.
+fn with_odd_lines(input: &[u8]) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let odd: Vec<Vec<u8>> = vec![
+        b"\r".to_vec(),
+        b"   \t".to_vec(),
+        b"{\"type\":\"custom\",\"id\":\"c1\",\"customType\":\"x\",\"data\":\"\xff\xfe\xc0\"}"
+            .to_vec(),
+        br#"{"type":"custom","id":"c2","customType":"x","data":"\ud800 and \udfff"}"#.to_vec(),
+        b"not json at all {".to_vec(),
+    ];
+    let mut lines: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
+    assert_eq!(lines.pop(), Some(&b""[..]));
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        out.extend_from_slice(l);
+        // CRLF on the header and the first entry.
+        out.extend_from_slice(if i < 2 { b"\r\n" } else { b"\n" });
+        if i == 1 {
+            out.extend_from_slice(b"\n");
+            for o in &odd {
+                out.extend_from_slice(o);
+                out.push(b'\n');
+            }
+        }
+    }
+    (out, odd)
+}
+
+#[test]
+fn every_writer_keeps_odd_lines_or_refuses_and_reports_them() {
+    for w in writers() {
+        let env = TestEnv::new();
+        let (text, odd) = with_odd_lines(&w.input);
+        let w = Writer {
+            input: text.clone(),
+            ..w
+        };
+        setup(&env, &w);
+        let before = tree(&env.work());
+        let (code, v) = enforce(&env, &w, false);
+        let t = &v["transcripts"][0];
+        // The lines this tool cannot decode are reported by number, whatever it did.
+        let unparsable: Vec<u64> = t["unparsableLines"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_u64).collect())
+            .unwrap_or_default();
+        assert!(
+            unparsable.contains(&7) && unparsable.contains(&8),
+            "{}: {v}",
+            w.name
+        );
+        let now = fs::read(env.path(&format!("{SESSIONS}/s1.jsonl"))).unwrap();
+        match (code, status(&v)) {
+            (0, "changed") => {
+                for o in &odd {
+                    let mut line = o.clone();
+                    line.push(b'\n');
+                    assert!(
+                        now.windows(line.len()).any(|win| win == line.as_slice()),
+                        "{}: lost {:?}",
+                        w.name,
+                        String::from_utf8_lossy(o)
+                    );
+                }
+            }
+            (3, "refused") => assert_eq!(tree(&env.work()), before, "{}", w.name),
+            other => panic!("{}: {other:?} {v}", w.name),
+        }
+        assert_eq!(
+            w.store_only,
+            now == text,
+            "{}: the old file must stay exactly when a successor is written",
+            w.name
+        );
+    }
+}
+
+#[test]
+fn every_writer_refuses_a_transcript_with_a_bom() {
+    for w in writers() {
+        let env = TestEnv::new();
+        let mut text = b"\xef\xbb\xbf".to_vec();
+        text.extend_from_slice(&w.input);
+        let w = Writer { input: text, ..w };
+        setup(&env, &w);
+        let before = tree(&env.work());
+        let (code, v) = enforce(&env, &w, false);
+        assert_eq!((code, status(&v)), (3, "refused"), "{}: {v}", w.name);
+        assert_eq!(tree(&env.work()), before, "{}", w.name);
+    }
+}
