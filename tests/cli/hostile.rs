@@ -278,6 +278,22 @@ fn every_writer_refuses_agents_that_moved_to_sqlite() {
             assert_eq!(tree(&env.work()), before, "{} wrote something", w.name);
         }
     }
+    // A transcript in a subdirectory of the sessions directory belongs to the agent too.
+    for w in writers().into_iter().filter(|w| !w.store_only) {
+        let env = TestEnv::new();
+        env.write(&format!("{SESSIONS}/sub/s1.jsonl"), &w.input);
+        env.write("agents/main/agent/openclaw-agent.sqlite", b"");
+        let before = tree(&env.work());
+        let mut args = w.args.clone();
+        args.extend([
+            "--transcript",
+            "agents/main/sessions/sub/s1.jsonl",
+            "--enforce",
+        ]);
+        let (code, v) = env.run_json(&args);
+        assert_eq!((code, status(&v)), (3, "refused"), "{}: {v}", w.name);
+        assert_eq!(tree(&env.work()), before, "{} wrote something", w.name);
+    }
     // Read-only inspect still runs and says so.
     let env = TestEnv::new();
     setup(&env, &writers()[0]);
