@@ -429,3 +429,31 @@ fn every_writer_removes_temps_of_dead_runs_and_nothing_else() {
         assert_eq!(fs::read(&outside).unwrap(), b"keep");
     }
 }
+
+#[test]
+fn a_fifo_or_directory_in_place_of_the_lock_is_respected_without_blocking() {
+    let lock_rel = format!("{SESSIONS}/s1.jsonl.lock");
+    for w in writers() {
+        for special in ["fifo", "dir"] {
+            let env = TestEnv::new();
+            setup(&env, &w);
+            let p = env.path(&lock_rel);
+            if special == "dir" {
+                fs::create_dir(&p).unwrap();
+            } else {
+                let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+                // SAFETY: mkfifo on a path we own.
+                assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+            }
+            let before = tree(&env.work());
+            let (code, v) = enforce(&env, &w, false);
+            assert_eq!(
+                (code, status(&v)),
+                (4, "locked"),
+                "{} / {special}: {v}",
+                w.name
+            );
+            assert_eq!(tree(&env.work()), before, "{} / {special}", w.name);
+        }
+    }
+}
