@@ -385,12 +385,39 @@ fn transcript_candidates(
     out
 }
 
+/// Canonical paths cleanup never archives: the store itself and the transcripts of the entries
+/// it keeps. A removed entry's `sessionFile` may name either; OpenClaw then renames the store
+/// away (writing a new one) or archives a live session's transcript.
+pub fn protected_paths(s: &Store, sessions_dir: &Path, store_path: &Path) -> HashSet<PathBuf> {
+    let mut out: HashSet<PathBuf> = s
+        .values()
+        .filter_map(|e| store::entry_transcript(e, sessions_dir))
+        .map(|p| paths::canonical(&p))
+        .collect();
+    out.insert(paths::canonical(store_path));
+    out
+}
+
+/// Whether `p` (an artifact of an evicted entry) is the store itself or `<id>.jsonl` /
+/// `<id>.trajectory.jsonl` / `<id>.trajectory-path.json` of a session id `kept` still has.
+pub fn store_or_kept(p: &Path, store_path: &Path, kept: impl Fn(&str) -> bool) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let stem = [".trajectory.jsonl", ".trajectory-path.json", ".jsonl"]
+        .iter()
+        .find_map(|s| name.strip_suffix(s));
+    stem.is_some_and(&kept)
+        || (p.file_name() == store_path.file_name()
+            && paths::canonical(p) == paths::canonical(store_path))
+}
+
 /// `archiveRemovedSessionTranscripts` with `restrictToStoreDir`: rename each unreferenced
-/// removed transcript to `<path>.deleted.<ts>`. Returns the directories archived into.
+/// removed transcript to `<path>.deleted.<ts>`, except [`protected_paths`]. Returns the
+/// directories archived into.
 pub fn archive_removed(
     confined: &Confined,
     removed: &RemovedFiles,
     referenced: &HashSet<String>,
+    protected: &HashSet<PathBuf>,
     sessions_dir: &Path,
     home: &Path,
 ) -> Vec<PathBuf> {
@@ -402,7 +429,7 @@ pub fn archive_removed(
         }
         for cand in transcript_candidates(id.as_deref(), file.as_deref(), sessions_dir, home) {
             let c = paths::canonical(&cand);
-            if !paths::is_strictly_inside(&dir, &c) || !c.exists() {
+            if !paths::is_strictly_inside(&dir, &c) || !c.exists() || protected.contains(&c) {
                 continue;
             }
             let stamp = layout::format_archive_timestamp(super::now_ms() as i64);
@@ -452,17 +479,23 @@ pub fn remove_trajectories(
         let mut candidates = vec![runtime.clone()];
         if let Some(p) = read_pointer(&pointer, id.as_deref())
             && p != runtime
-            && pointed_trajectory_removable(&p, referenced)
+            && p.to_string_lossy().ends_with(".trajectory.jsonl")
         {
             candidates.push(p);
         }
         for cand in candidates {
             let c = paths::canonical(&cand);
-            if paths::is_strictly_inside(&dir, &c) && is_regular(&cand) {
+            if paths::is_strictly_inside(&dir, &c)
+                && is_regular(&cand)
+                && !owned_by_kept(&cand, ".trajectory.jsonl", referenced)
+            {
                 remove_in(confined, &cand);
             }
         }
-        if paths::is_strictly_inside(&dir, &paths::canonical(&pointer)) && is_regular(&pointer) {
+        if paths::is_strictly_inside(&dir, &paths::canonical(&pointer))
+            && is_regular(&pointer)
+            && !owned_by_kept(&pointer, ".trajectory-path.json", referenced)
+        {
             remove_in(confined, &pointer);
         }
     }
@@ -480,15 +513,15 @@ fn is_regular(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
 }
 
-/// Whether a pointer's `runtimeFile` may be removed with its session. The pointer is plain
-/// JSON anyone can edit, so unlike OpenClaw we only follow it to a trajectory file
-/// (`*.trajectory.jsonl`) that no kept session owns: a pointer naming `sessions.json` or a live
-/// transcript must not delete it.
-fn pointed_trajectory_removable(p: &Path, referenced: &HashSet<String>) -> bool {
+/// Whether `p` is `<id><suffix>` for a session the store keeps. A removed entry's
+/// `sessionFile` may name a kept session's transcript, and its trajectory pointer (plain JSON)
+/// any file at all, so unlike OpenClaw only trajectory files (`*.trajectory.jsonl`) that no
+/// kept session owns are removed: never `sessions.json`, a transcript or a kept trajectory.
+fn owned_by_kept(p: &Path, suffix: &str, referenced: &HashSet<String>) -> bool {
     p.file_name()
         .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(".trajectory.jsonl"))
-        .is_some_and(|stem| !stem.is_empty() && !referenced.contains(stem))
+        .and_then(|n| n.strip_suffix(suffix))
+        .is_some_and(|stem| referenced.contains(stem))
 }
 
 /// A trajectory pointer's `runtimeFile`, when the pointer is valid for `session_id`.
@@ -572,7 +605,14 @@ mod tests {
         removed.remember(&json!({"sessionId": "gone"}));
         removed.remember(&json!({"sessionId": "kept"}));
         let referenced: HashSet<String> = ["kept".to_string()].into();
-        let dirs = archive_removed(&c, &removed, &referenced, &d, Path::new("/nonexistent"));
+        let dirs = archive_removed(
+            &c,
+            &removed,
+            &referenced,
+            &HashSet::new(),
+            &d,
+            Path::new("/nonexistent"),
+        );
         assert_eq!(dirs, vec![d.clone()]);
         remove_trajectories(&c, &removed, &referenced, &d);
         assert!(!d.join("gone.trajectory.jsonl").exists());

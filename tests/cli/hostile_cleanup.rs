@@ -465,3 +465,64 @@ fn a_store_rewritten_during_cleanup_never_loses_the_other_writers_update() {
     }
     eprintln!("store races: {outcomes:?}");
 }
+
+#[test]
+fn a_removed_entry_naming_the_store_or_a_kept_transcript_never_takes_it_along() {
+    // Pruned by age (archived) and evicted by the disk budget (deleted): either way the store
+    // and the kept session's files stay. (OpenClaw renames the store away and writes a new
+    // one, and archives or deletes the kept session's transcript.)
+    for config in [
+        "{}",
+        "{ session: { maintenance: { pruneAfter: \"365d\", maxDiskBytes: 10, highWaterBytes: 5 } } }",
+    ] {
+        let env = TestEnv::new();
+        env.write_config(config);
+        let d = env.sessions_dir("main");
+        env.write_store(&store_of(&[
+            (
+                "agent:main:a".into(),
+                entry("x", 90 * DAY, "\"sessionFile\": \"sessions.json\""),
+            ),
+            (
+                "agent:main:b".into(),
+                entry("y", 91 * DAY, "\"sessionFile\": \"keep.jsonl\""),
+            ),
+            (
+                "agent:main:c".into(),
+                entry(
+                    "z",
+                    92 * DAY,
+                    &format!("\"sessionFile\": \"{}\"", d.join("keep.jsonl").display()),
+                ),
+            ),
+            ("agent:main:keep".into(), entry("keep", MIN, "")),
+        ]));
+        let keep = env.transcript("keep", MIN);
+        env.file("keep.trajectory.jsonl", "rt\n", MIN);
+        let o = env.run(&[
+            "cleanup",
+            "--enforce",
+            "--json",
+            "--active-key",
+            "agent:main:keep",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{config}: {}", stderr(&o));
+        let store = env.store_text();
+        assert!(store.contains("\"keep\""), "{config}: {store}");
+        assert!(
+            !store.contains("\"x\"") && !store.contains("\"y\""),
+            "{config}: {store}"
+        );
+        assert!(keep.exists(), "{config}: {:?}", env.listing());
+        assert!(
+            d.join("keep.trajectory.jsonl").exists(),
+            "{config}: {:?}",
+            env.listing()
+        );
+        assert_eq!(
+            env.listing(),
+            ["keep.jsonl", "keep.trajectory.jsonl", "sessions.json"],
+            "{config}"
+        );
+    }
+}
