@@ -141,6 +141,9 @@ fn special_files_named_like_transcripts_never_block_and_are_never_removed() {
     );
 }
 
+/// Where a trajectory pointer points, from the sessions dir and the outside dir.
+type PointerTarget = dyn Fn(&Path, &Path) -> String;
+
 #[test]
 fn entry_checkpoint_and_pointer_paths_never_reach_outside_or_live_files() {
     let env = TestEnv::new();
@@ -185,7 +188,7 @@ fn entry_checkpoint_and_pointer_paths_never_reach_outside_or_live_files() {
     env.transcript("keep", MIN);
     // Trajectory pointers of the pruned session that name the store, a live transcript, a
     // file outside and the outside through `..`.
-    let targets: [&dyn Fn(&Path, &Path) -> String; 4] = [
+    let targets: [&PointerTarget; 4] = [
         &|d, _| d.join("sessions.json").display().to_string(),
         &|d, _| d.join("keep.jsonl").display().to_string(),
         &|_, o| o.join("rt.trajectory.jsonl").display().to_string(),
