@@ -233,3 +233,30 @@ fn store_targets_never_write_through_symlinks_or_outside_the_sessions_dir() {
         );
     }
 }
+
+#[test]
+fn store_targets_that_are_fifos_or_directories_are_refused_without_blocking() {
+    for w in writers() {
+        let env = TestEnv::new();
+        setup(&env, &w);
+        let t = env.path(&format!("{SESSIONS}/s1.jsonl"));
+        fs::remove_file(&t).unwrap();
+        let c = std::ffi::CString::new(t.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo on a path we own.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        fs::create_dir(env.path(&format!("{SESSIONS}/s2.jsonl"))).unwrap();
+        env.write(
+            STORE,
+            br#"{"agent:main:main": {"sessionId": "s1", "updatedAt": 2}, "agent:main:b": {"sessionId": "s2", "updatedAt": 1}}"#,
+        );
+        let before = tree(&env.work());
+        let mut args = w.args.clone();
+        args.extend(["--store", STORE, "--enforce"]);
+        let (code, v) = env.run_json(&args);
+        assert_eq!(code, 3, "{}: {v}", w.name);
+        for t in v["transcripts"].as_array().unwrap() {
+            assert_eq!(t["status"], "refused", "{}: {t}", w.name);
+        }
+        assert_eq!(tree(&env.work()), before, "{}", w.name);
+    }
+}
