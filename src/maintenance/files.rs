@@ -385,33 +385,8 @@ fn transcript_candidates(
     out
 }
 
-/// Canonical paths cleanup never archives: the store itself and the transcripts of the entries
-/// it keeps. A removed entry's `sessionFile` may name either; OpenClaw then renames the store
-/// away (writing a new one) or archives a live session's transcript.
-pub fn protected_paths(s: &Store, sessions_dir: &Path, store_path: &Path) -> HashSet<PathBuf> {
-    let mut out: HashSet<PathBuf> = s
-        .values()
-        .filter_map(|e| store::entry_transcript(e, sessions_dir))
-        .map(|p| paths::canonical(&p))
-        .collect();
-    out.insert(paths::canonical(store_path));
-    out
-}
-
-/// Whether `p` (an artifact of an evicted entry) is the store itself or `<id>.jsonl` /
-/// `<id>.trajectory.jsonl` / `<id>.trajectory-path.json` of a session id `kept` still has.
-pub fn store_or_kept(p: &Path, store_path: &Path, kept: impl Fn(&str) -> bool) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let stem = [".trajectory.jsonl", ".trajectory-path.json", ".jsonl"]
-        .iter()
-        .find_map(|s| name.strip_suffix(s));
-    stem.is_some_and(&kept)
-        || (p.file_name() == store_path.file_name()
-            && paths::canonical(p) == paths::canonical(store_path))
-}
-
 /// `archiveRemovedSessionTranscripts` with `restrictToStoreDir`: rename each unreferenced
-/// removed transcript to `<path>.deleted.<ts>`, except [`protected_paths`]. Returns the
+/// removed transcript to `<path>.deleted.<ts>`, except [`super::protect::protected_paths`]. Returns the
 /// directories archived into.
 pub fn archive_removed(
     confined: &Confined,
@@ -487,14 +462,14 @@ pub fn remove_trajectories(
             let c = paths::canonical(&cand);
             if paths::is_strictly_inside(&dir, &c)
                 && is_regular(&cand)
-                && !owned_by_kept(&cand, ".trajectory.jsonl", referenced)
+                && !super::protect::owned_by_kept(&cand, ".trajectory.jsonl", referenced)
             {
                 remove_in(confined, &cand);
             }
         }
         if paths::is_strictly_inside(&dir, &paths::canonical(&pointer))
             && is_regular(&pointer)
-            && !owned_by_kept(&pointer, ".trajectory-path.json", referenced)
+            && !super::protect::owned_by_kept(&pointer, ".trajectory-path.json", referenced)
         {
             remove_in(confined, &pointer);
         }
@@ -511,17 +486,6 @@ fn remove_in(confined: &Confined, p: &Path) {
 
 fn is_regular(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_file())
-}
-
-/// Whether `p` is `<id><suffix>` for a session the store keeps. A removed entry's
-/// `sessionFile` may name a kept session's transcript, and its trajectory pointer (plain JSON)
-/// any file at all, so unlike OpenClaw only trajectory files (`*.trajectory.jsonl`) that no
-/// kept session owns are removed: never `sessions.json`, a transcript or a kept trajectory.
-fn owned_by_kept(p: &Path, suffix: &str, referenced: &HashSet<String>) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(suffix))
-        .is_some_and(|stem| referenced.contains(stem))
 }
 
 /// A trajectory pointer's `runtimeFile`, when the pointer is valid for `session_id`.

@@ -441,7 +441,7 @@ pub fn apply(
         let protected = if removed.0.is_empty() {
             HashSet::new()
         } else {
-            files::protected_paths(&s, &dir, store_path)
+            super::protect::protected_paths(&s, &dir, store_path)
         };
         let dirs =
             files::archive_removed(&confined, &removed, &referenced, &protected, &dir, &o.home);
@@ -485,7 +485,7 @@ pub fn apply(
     .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
     if !dm_files.0.is_empty() {
         let referenced = files::referenced_ids(&s);
-        let protected = files::protected_paths(&s, &dir, store_path);
+        let protected = super::protect::protected_paths(&s, &dir, store_path);
         files::archive_removed(&confined, &dm_files, &referenced, &protected, &dir, &o.home);
     }
     let unreferenced = if o.is_warn() {
