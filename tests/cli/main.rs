@@ -13,6 +13,7 @@ mod demo;
 mod generator;
 mod hostile;
 mod hostile_cleanup;
+mod hostile_cleanup_apply;
 mod hostile_lines;
 mod inspect;
 mod inspect_targets;
