@@ -1,8 +1,8 @@
 //! Hostile stores and sessions directories for `cleanup --enforce`, beyond `cleanup_safety`:
 //! special files named like transcripts and archives, paths in entries, checkpoints and
 //! trajectory pointers that lead outside the directory or onto files that must stay, invalid
-//! UTF-8 in `sessions.json`, locks of every kind, temps of
-//! killed runs (the plan and its application: `hostile_cleanup_apply`).
+//! UTF-8 in `sessions.json`, locks of every kind, temps of killed runs. Between plan and
+//! apply (`--max-delete`, a concurrent store writer): `hostile_cleanup_apply`.
 
 use std::fs;
 use std::os::unix::fs::symlink;
