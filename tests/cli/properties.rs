@@ -143,3 +143,40 @@ fn an_entry_without_parent_id_hangs_below_the_previous_one() {
         Verdict::Accepted
     );
 }
+
+/// Found by the `transcript_rewrite` fuzzer: a compaction whose `firstKeptEntryId` names an
+/// entry of a type the runtime does not index. The runtime (and the tool) keep from that
+/// entry's nearest indexed ancestor; the independent checker used to keep nothing before the
+/// compaction.
+#[test]
+fn first_kept_on_an_unindexed_entry_keeps_from_its_indexed_ancestor() {
+    let text = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"}"#,
+        r#"{"type":"message","id":"e0","parentId":null,"message":{"role":"assistant","content":[{"type":"text","text":"NO_REPLY"}],"timestamp":0}}"#,
+        r#"{"type":"mystery","id":"e1","parentId":"e0"}"#,
+        r#"{"type":"compaction","id":"e2","parentId":"e1","firstKeptEntryId":"e1","summary":"summary","tokensBefore":100}"#,
+        r#"{"type":"message","id":"e3","parentId":"e2","message":{"role":"user","content":"look","timestamp":3}}"#,
+        "",
+    ]
+    .join("\n")
+    .into_bytes();
+    assert_eq!(
+        treegen::independent_context(&text),
+        ["summary:e2", "e0", "e3"]
+    );
+    let index = Index::from_reader(&text[..]).unwrap();
+    let tree = Tree::build(&index);
+    let e2 = index
+        .entries
+        .iter()
+        .position(|e| e.id.as_deref() == Some("e2"))
+        .unwrap();
+    let edits = Edits {
+        remove: [e2].into(),
+        ..Edits::default()
+    };
+    assert_eq!(
+        treegen::check_edits(&text, &index, &tree, &edits),
+        Verdict::Accepted
+    );
+}

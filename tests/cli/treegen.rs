@@ -413,9 +413,27 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
         Some(cpos) => {
             let c = &entries[path[cpos]];
             out.push(format!("summary:{}", c.id));
+            // A first-kept id naming an entry the runtime does not index stands for its
+            // nearest indexed ancestor (`SessionManager.resolveCanonicalParentId`).
+            let mut first_kept = c
+                .first_kept
+                .as_deref()
+                .and_then(|id| by_id.get(id).copied());
+            let mut seen = HashSet::new();
+            while let Some(k) = first_kept.filter(|&k| !INDEXED.contains(&entries[k].kind.as_str()))
+            {
+                first_kept = if seen.insert(k) {
+                    entries[k]
+                        .parent
+                        .as_deref()
+                        .and_then(|p| by_id.get(p).copied())
+                } else {
+                    None
+                };
+            }
             let mut found = false;
             for &i in &path[..cpos] {
-                if c.first_kept.as_deref() == Some(entries[i].id.as_str()) {
+                if Some(i) == first_kept {
                     found = true;
                 }
                 if found && entries[i].contributes {
