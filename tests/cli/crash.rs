@@ -9,6 +9,8 @@
 //! uninterrupted result, every transcript is at its name or archived with its bytes intact,
 //! and the next run reaches exactly the uninterrupted result.
 //!
+//! `compact` (in place and `--successor`) is in `crash_compact`.
+//!
 //! `CLAWKEEPER_CRASH_ITERS` sets the number of kills (default 20; half as many for cleanup),
 //! `CLAWKEEPER_CRASH_MB` the approximate transcript size (default 24),
 //! `CLAWKEEPER_CRASH_STORE_ENTRIES` the store size (default 1200 entries, about 10 MB).
