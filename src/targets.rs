@@ -101,10 +101,15 @@ pub fn sqlite_marker(store_path: &std::path::Path) -> Option<PathBuf> {
 
 /// [`sqlite_marker`] for a sessions directory. The directory is resolved first (a relative
 /// `.` has no parent otherwise), and a database that is itself a symlink still counts.
+/// A transcript in a subdirectory of `agents/<id>/sessions` belongs to that agent too, so
+/// every enclosing directory named `sessions` is checked as well.
 pub fn sqlite_marker_of_dir(sessions_dir: &std::path::Path) -> Option<PathBuf> {
     let dir = std::fs::canonicalize(sessions_dir).ok()?;
-    let marker = dir.parent()?.join("agent").join("openclaw-agent.sqlite");
-    std::fs::symlink_metadata(&marker).is_ok().then_some(marker)
+    let enclosing = dir.ancestors().skip(1).filter(|a| a.ends_with("sessions"));
+    std::iter::once(dir.as_path())
+        .chain(enclosing)
+        .filter_map(|d| Some(d.parent()?.join("agent").join("openclaw-agent.sqlite")))
+        .find(|marker| std::fs::symlink_metadata(marker).is_ok())
 }
 
 #[cfg(test)]

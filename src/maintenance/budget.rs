@@ -298,6 +298,10 @@ pub fn enforce(
             }
             id_refs.remove(id);
             for p in files::entry_artifacts(&entry, d.sessions_dir) {
+                // Its `sessionFile` may name the store or a kept session's file.
+                if super::protect::store_or_kept(&p, d.store_path, |k| id_refs.contains_key(k)) {
+                    continue;
+                }
                 let n = remover.remove(&p, None) as i64;
                 if n <= 0 {
                     continue;

@@ -386,11 +386,13 @@ fn transcript_candidates(
 }
 
 /// `archiveRemovedSessionTranscripts` with `restrictToStoreDir`: rename each unreferenced
-/// removed transcript to `<path>.deleted.<ts>`. Returns the directories archived into.
+/// removed transcript to `<path>.deleted.<ts>`, except [`super::protect::protected_paths`]. Returns the
+/// directories archived into.
 pub fn archive_removed(
     confined: &Confined,
     removed: &RemovedFiles,
     referenced: &HashSet<String>,
+    protected: &HashSet<PathBuf>,
     sessions_dir: &Path,
     home: &Path,
 ) -> Vec<PathBuf> {
@@ -402,7 +404,7 @@ pub fn archive_removed(
         }
         for cand in transcript_candidates(id.as_deref(), file.as_deref(), sessions_dir, home) {
             let c = paths::canonical(&cand);
-            if !paths::is_strictly_inside(&dir, &c) || !c.exists() {
+            if !paths::is_strictly_inside(&dir, &c) || !c.exists() || protected.contains(&c) {
                 continue;
             }
             let stamp = layout::format_archive_timestamp(super::now_ms() as i64);
@@ -452,16 +454,23 @@ pub fn remove_trajectories(
         let mut candidates = vec![runtime.clone()];
         if let Some(p) = read_pointer(&pointer, id.as_deref())
             && p != runtime
+            && p.to_string_lossy().ends_with(".trajectory.jsonl")
         {
             candidates.push(p);
         }
         for cand in candidates {
             let c = paths::canonical(&cand);
-            if paths::is_strictly_inside(&dir, &c) && is_regular(&cand) {
+            if paths::is_strictly_inside(&dir, &c)
+                && is_regular(&cand)
+                && !super::protect::owned_by_kept(&cand, ".trajectory.jsonl", referenced)
+            {
                 remove_in(confined, &cand);
             }
         }
-        if paths::is_strictly_inside(&dir, &paths::canonical(&pointer)) && is_regular(&pointer) {
+        if paths::is_strictly_inside(&dir, &paths::canonical(&pointer))
+            && is_regular(&pointer)
+            && !super::protect::owned_by_kept(&pointer, ".trajectory-path.json", referenced)
+        {
             remove_in(confined, &pointer);
         }
     }
@@ -560,7 +569,14 @@ mod tests {
         removed.remember(&json!({"sessionId": "gone"}));
         removed.remember(&json!({"sessionId": "kept"}));
         let referenced: HashSet<String> = ["kept".to_string()].into();
-        let dirs = archive_removed(&c, &removed, &referenced, &d, Path::new("/nonexistent"));
+        let dirs = archive_removed(
+            &c,
+            &removed,
+            &referenced,
+            &HashSet::new(),
+            &d,
+            Path::new("/nonexistent"),
+        );
         assert_eq!(dirs, vec![d.clone()]);
         remove_trajectories(&c, &removed, &referenced, &d);
         assert!(!d.join("gone.trajectory.jsonl").exists());

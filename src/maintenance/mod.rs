@@ -14,6 +14,7 @@ pub mod budget;
 pub mod entries;
 pub mod files;
 pub mod log;
+pub mod protect;
 pub mod run;
 
 /// `Date.now()`.

@@ -438,7 +438,13 @@ pub fn apply(
         }
         logs.extend(log::entry_steps(mr.len(), st.len(), cp.len()));
         let referenced = files::referenced_ids(&s);
-        let dirs = files::archive_removed(&confined, &removed, &referenced, &dir, &o.home);
+        let protected = if removed.0.is_empty() {
+            HashSet::new()
+        } else {
+            super::protect::protected_paths(&s, &dir, store_path)
+        };
+        let dirs =
+            files::archive_removed(&confined, &removed, &referenced, &protected, &dir, &o.home);
         if !removed.0.is_empty() {
             files::remove_trajectories(&confined, &removed, &referenced, &dir);
         }
@@ -479,7 +485,8 @@ pub fn apply(
     .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
     if !dm_files.0.is_empty() {
         let referenced = files::referenced_ids(&s);
-        files::archive_removed(&confined, &dm_files, &referenced, &dir, &o.home);
+        let protected = super::protect::protected_paths(&s, &dir, store_path);
+        files::archive_removed(&confined, &dm_files, &referenced, &protected, &dir, &o.home);
     }
     let unreferenced = if o.is_warn() {
         SweepReport {

@@ -35,13 +35,23 @@ pub struct Loaded {
     pub stamp: Option<Stamp>,
 }
 
-/// Size and modification time of a file: what a concurrent writer changes.
-pub type Stamp = (u64, Option<std::time::SystemTime>);
+/// Size, modification time, inode and change time of a file: what a concurrent writer
+/// changes. The inode and ctime matter where file times are coarse (a jiffy on many kernels):
+/// a writer that replaces the store with one of the same size within the same tick (a bumped
+/// `updatedAt`) still gives it a new inode.
+pub type Stamp = (u64, Option<std::time::SystemTime>, u64, i64, i64);
 
 /// The current stamp of `path` (not following a symlink); `None` when it does not exist.
 pub fn stamp(path: &Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
     let m = std::fs::symlink_metadata(path).ok()?;
-    Some((m.len(), m.modified().ok()))
+    Some((
+        m.len(),
+        m.modified().ok(),
+        m.ino(),
+        m.ctime(),
+        m.ctime_nsec(),
+    ))
 }
 
 /// Load and normalise a store. Missing file → empty store. Unparsable or non-object → refused.

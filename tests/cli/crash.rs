@@ -9,6 +9,8 @@
 //! uninterrupted result, every transcript is at its name or archived with its bytes intact,
 //! and the next run reaches exactly the uninterrupted result.
 //!
+//! `compact` (in place and `--successor`) is in `crash_compact`.
+//!
 //! `CLAWKEEPER_CRASH_ITERS` sets the number of kills (default 20; half as many for cleanup),
 //! `CLAWKEEPER_CRASH_MB` the approximate transcript size (default 24),
 //! `CLAWKEEPER_CRASH_STORE_ENTRIES` the store size (default 1200 entries, about 10 MB).
@@ -30,7 +32,7 @@ fn env_num(name: &str, default: u64) -> u64 {
 
 /// A transcript of about `mb` MiB: turns with a large image each, heartbeat runs of silent
 /// replies between them, so both commands rewrite lines all through the file.
-fn big_transcript(mb: u64) -> Vec<u8> {
+pub(crate) fn big_transcript(mb: u64) -> Vec<u8> {
     let image = "QUJD".repeat(64 * 1024); // 256 KiB of base64
     let mut out = String::new();
     out.push_str(r#"{"type":"session","version":3,"id":"big","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"}"#);

@@ -103,3 +103,80 @@ fn planner_removals_always_validate_and_random_removals_are_all_or_nothing() {
         );
     }
 }
+
+/// Found by the `transcript_rewrite` fuzzer: an entry without a `parentId` field after a
+/// compaction. The runtime hangs it below its leaf so far (the compaction), as the tool does;
+/// removing the compaction re-parents it onto the compaction's parent and the context loses
+/// exactly the summary. The independent checker used to treat such an entry as a root.
+#[test]
+fn an_entry_without_parent_id_hangs_below_the_previous_one() {
+    let text = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"}"#,
+        r#"{"type":"label","id":"e0","parentId":"missing","targetId":"x","label":"l"}"#,
+        r#"{"type":"message","id":"gar"#,
+        r#"{"type":"message","id":"e1","parentId":"e0","message":{"role":"user","content":"ask 1","timestamp":1}}"#,
+        "",
+        r#"{"type":"compaction","id":"e2","parentId":"e1","firstKeptEntryId":"e1","summary":"summary","tokensBefore":100}"#,
+        r#"{"type":"message","id":"r3"}"#,
+        r#"{"type":"mystery","id":"e3","parentId":"missing"}"#,
+        "",
+    ]
+    .join("\n")
+    .into_bytes();
+    assert_eq!(
+        treegen::independent_context(&text),
+        ["summary:e2", "e1", "r3"]
+    );
+    let index = Index::from_reader(&text[..]).unwrap();
+    let tree = Tree::build(&index);
+    let e2 = index
+        .entries
+        .iter()
+        .position(|e| e.id.as_deref() == Some("e2"))
+        .unwrap();
+    let edits = Edits {
+        remove: [e2].into(),
+        ..Edits::default()
+    };
+    assert_eq!(
+        treegen::check_edits(&text, &index, &tree, &edits),
+        Verdict::Accepted
+    );
+}
+
+/// Found by the `transcript_rewrite` fuzzer: a compaction whose `firstKeptEntryId` names an
+/// entry of a type the runtime does not index. The runtime (and the tool) keep from that
+/// entry's nearest indexed ancestor; the independent checker used to keep nothing before the
+/// compaction.
+#[test]
+fn first_kept_on_an_unindexed_entry_keeps_from_its_indexed_ancestor() {
+    let text = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"}"#,
+        r#"{"type":"message","id":"e0","parentId":null,"message":{"role":"assistant","content":[{"type":"text","text":"NO_REPLY"}],"timestamp":0}}"#,
+        r#"{"type":"mystery","id":"e1","parentId":"e0"}"#,
+        r#"{"type":"compaction","id":"e2","parentId":"e1","firstKeptEntryId":"e1","summary":"summary","tokensBefore":100}"#,
+        r#"{"type":"message","id":"e3","parentId":"e2","message":{"role":"user","content":"look","timestamp":3}}"#,
+        "",
+    ]
+    .join("\n")
+    .into_bytes();
+    assert_eq!(
+        treegen::independent_context(&text),
+        ["summary:e2", "e0", "e3"]
+    );
+    let index = Index::from_reader(&text[..]).unwrap();
+    let tree = Tree::build(&index);
+    let e2 = index
+        .entries
+        .iter()
+        .position(|e| e.id.as_deref() == Some("e2"))
+        .unwrap();
+    let edits = Edits {
+        remove: [e2].into(),
+        ..Edits::default()
+    };
+    assert_eq!(
+        treegen::check_edits(&text, &index, &tree, &edits),
+        Verdict::Accepted
+    );
+}

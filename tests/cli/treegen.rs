@@ -324,7 +324,20 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
         first_kept: Option<String>,
         contributes: bool,
     }
+    const INDEXED: [&str; 9] = [
+        "message",
+        "custom_message",
+        "compaction",
+        "branch_summary",
+        "model_change",
+        "thinking_level_change",
+        "label",
+        "session_info",
+        "custom",
+    ];
     let mut entries: Vec<E> = Vec::new();
+    // The runtime hangs an indexed entry without a `parentId` field below its leaf so far.
+    let mut last_indexed: Option<String> = None;
     for (n, raw) in text.split(|&b| b == b'\n').enumerate() {
         if n == 0 {
             continue;
@@ -348,25 +361,22 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
             "branch_summary" => v["summary"].as_str().is_some_and(|s| !s.is_empty()),
             _ => false,
         };
+        let indexed = INDEXED.contains(&kind.as_str());
+        let parent = match v.get("parentId") {
+            None if indexed => last_indexed.clone(),
+            p => p.and_then(Value::as_str).map(str::to_owned),
+        };
+        if indexed {
+            last_indexed = Some(id.to_owned());
+        }
         entries.push(E {
             id: id.to_owned(),
-            parent: v["parentId"].as_str().map(str::to_owned),
+            parent,
             first_kept: v["firstKeptEntryId"].as_str().map(str::to_owned),
             kind,
             contributes,
         });
     }
-    const INDEXED: [&str; 9] = [
-        "message",
-        "custom_message",
-        "compaction",
-        "branch_summary",
-        "model_change",
-        "thinking_level_change",
-        "label",
-        "session_info",
-        "custom",
-    ];
     let by_id: HashMap<&str, usize> = entries
         .iter()
         .enumerate()
@@ -403,9 +413,27 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
         Some(cpos) => {
             let c = &entries[path[cpos]];
             out.push(format!("summary:{}", c.id));
+            // A first-kept id naming an entry the runtime does not index stands for its
+            // nearest indexed ancestor (`SessionManager.resolveCanonicalParentId`).
+            let mut first_kept = c
+                .first_kept
+                .as_deref()
+                .and_then(|id| by_id.get(id).copied());
+            let mut seen = HashSet::new();
+            while let Some(k) = first_kept.filter(|&k| !INDEXED.contains(&entries[k].kind.as_str()))
+            {
+                first_kept = if seen.insert(k) {
+                    entries[k]
+                        .parent
+                        .as_deref()
+                        .and_then(|p| by_id.get(p).copied())
+                } else {
+                    None
+                };
+            }
             let mut found = false;
             for &i in &path[..cpos] {
-                if c.first_kept.as_deref() == Some(entries[i].id.as_str()) {
+                if Some(i) == first_kept {
                     found = true;
                 }
                 if found && entries[i].contributes {
