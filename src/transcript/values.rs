@@ -58,6 +58,17 @@ impl EntryReader {
 
     /// The value of entry `i` of `index`; an error when the line no longer holds that entry.
     pub fn read(&mut self, index: &Index, i: usize) -> Result<Value> {
+        self.read_with(index, i, crate::jsjson::parse)
+    }
+
+    /// [`EntryReader::read`] with another parser of the line (e.g. one that keeps only some
+    /// members); its value must keep the entry's `id`.
+    pub fn read_with(
+        &mut self,
+        index: &Index,
+        i: usize,
+        parse: impl Fn(&[u8]) -> serde_json::Result<Value>,
+    ) -> Result<Value> {
         let e = &index.entries[i];
         let line = &index.lines[e.line];
         self.buf.resize(line.len as usize, 0);
@@ -73,7 +84,7 @@ impl EntryReader {
         };
         let body = raw.strip_suffix(b"\n").unwrap_or(&raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
-        let v = crate::jsjson::parse(body).with_context(|| {
+        let v = parse(body).with_context(|| {
             format!(
                 "line {} of {} does not parse",
                 e.line + 1,
