@@ -173,6 +173,9 @@ pub fn utf16_len(s: &str) -> u64 {
     // characters outside the BMP (their lead bytes are 0xF0 and above); counted per byte so
     // that the loop vectorises.
     let b = s.as_bytes();
+    if b.is_ascii() {
+        return b.len() as u64;
+    }
     let starts = b.iter().filter(|&&x| (x as i8) >= -0x40).count();
     let astral = b.iter().filter(|&&x| x >= 0xF0).count();
     (starts + astral) as u64

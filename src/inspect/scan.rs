@@ -16,7 +16,7 @@
 //!   blocks of assistant messages.
 
 use std::borrow::Cow;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::transcript::probe::Lenient;
-use crate::transcript::{EntryType, Index, IndexBuilder};
+use crate::transcript::{EntryType, Index, IndexBuilder, Payload};
 
 /// Counts from one pass over one transcript.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,23 +54,17 @@ pub fn scan_path(path: &Path) -> Result<(Index, Counts)> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    scan_reader(BufReader::with_capacity(1 << 20, file))
-        .with_context(|| format!("cannot read {}", path.display()))
+    scan_reader(file).with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// [`scan_path`] over any reader.
-pub fn scan_reader(mut r: impl BufRead) -> std::io::Result<(Index, Counts)> {
+pub fn scan_reader(r: impl Read) -> std::io::Result<(Index, Counts)> {
     let mut builder = IndexBuilder::default();
     let mut counts = Counts::default();
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        if r.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
-        count_line(&buf, &mut counts);
-        builder.push_line(&buf);
-    }
+    crate::transcript::for_each_line(r, |line| {
+        builder.push_line(line);
+        count_line(line, builder.last_payloads(), &mut counts);
+    })?;
     let index = builder.finish();
     finish_counts(&index, &mut counts);
     Ok((index, counts))
@@ -78,7 +72,7 @@ pub fn scan_reader(mut r: impl BufRead) -> std::io::Result<(Index, Counts)> {
 
 /// Read only through `Read` (for tests over byte slices).
 pub fn scan_bytes(bytes: &[u8]) -> (Index, Counts) {
-    scan_reader(BufReader::new(bytes.take(u64::MAX))).expect("reading a slice cannot fail")
+    scan_reader(bytes.take(u64::MAX)).expect("reading a slice cannot fail")
 }
 
 fn finish_counts(index: &Index, c: &mut Counts) {
@@ -138,12 +132,25 @@ struct BlockView<'a> {
     content: Option<&'a RawValue>,
 }
 
-fn count_line(raw: &[u8], c: &mut Counts) {
+/// Count one line. The base64 payloads the index recorded for it (image blocks of
+/// `message.content`) are cut out before parsing and their lengths added back to the blocks
+/// (and the tool output) holding them, so they are not scanned again.
+fn count_line(raw: &[u8], payloads: &[Payload], c: &mut Counts) {
     if !may_count(raw) {
         return;
     }
     let body = raw.strip_suffix(b"\n").unwrap_or(raw);
-    let Ok(line) = serde_json::from_slice::<LineView>(body) else {
+    let refs: Vec<&Payload> = payloads.iter().collect();
+    let light = crate::transcript::cut_payloads(body, &refs);
+    // Only the payloads actually cut (those within the body) are added back.
+    let cut: Vec<&Payload> = match &light {
+        Cow::Borrowed(_) => Vec::new(),
+        Cow::Owned(_) => refs
+            .into_iter()
+            .filter(|p| (p.start as usize + p.len as usize) <= body.len())
+            .collect(),
+    };
+    let Ok(line) = serde_json::from_slice::<LineView>(&light) else {
         return;
     };
     match line.kind.as_str() {
@@ -154,47 +161,54 @@ fn count_line(raw: &[u8], c: &mut Counts) {
             };
             let Some(content) = m.content else { return };
             let role = m.role.as_str().map(Cow::Borrowed);
+            let cut_bytes: u64 = cut.iter().map(|p| p.len as u64).sum();
             if role.as_deref() == Some("toolResult") {
-                c.tool_output_bytes += content.get().len() as u64;
+                c.tool_output_bytes += content.get().len() as u64 + cut_bytes;
             }
             let assistant = role.as_deref() == Some("assistant");
-            count_blocks(content, assistant, c, 0);
+            count_blocks(content, assistant, &cut, c, 0);
         }
         Some("custom_message") => {
             if let Some(content) = line.content {
-                count_blocks(content, false, c, 0);
+                count_blocks(content, false, &[], c, 0);
             }
         }
         _ => {}
     }
 }
 
-/// Count image (and, for assistant content, thinking) blocks of a `content` value.
-fn count_blocks(content: &RawValue, assistant: bool, c: &mut Counts, depth: u32) {
+/// Count image (and, for assistant content, thinking) blocks of a `content` value; `cut` are
+/// the payloads left out of its top-level blocks (by block position).
+fn count_blocks(content: &RawValue, assistant: bool, cut: &[&Payload], c: &mut Counts, depth: u32) {
     if !content.get().starts_with('[') || depth > 8 {
         return;
     }
     let Ok(blocks) = serde_json::from_str::<Vec<&RawValue>>(content.get()) else {
         return;
     };
-    for raw in blocks {
+    for (k, raw) in blocks.into_iter().enumerate() {
         if !raw.get().starts_with('{') {
             continue;
         }
+        let left_out: u64 = cut
+            .iter()
+            .filter(|p| p.block as usize == k)
+            .map(|p| p.len as u64)
+            .sum();
         let Ok(b) = serde_json::from_str::<BlockView>(raw.get()) else {
             continue;
         };
         match b.kind.as_str() {
             Some("image") => {
                 c.images += 1;
-                c.image_bytes += raw.get().len() as u64;
+                c.image_bytes += raw.get().len() as u64 + left_out;
             }
             Some(t) if assistant && depth == 0 && THINKING_TYPES.contains(&t) => {
                 c.thinking_bytes += raw.get().len() as u64;
             }
             _ => {
                 if let Some(inner) = b.content {
-                    count_blocks(inner, false, c, depth + 1);
+                    count_blocks(inner, false, &[], c, depth + 1);
                 }
             }
         }
@@ -239,5 +253,29 @@ mod tests {
         assert_eq!(c.silent_replies, 1);
         assert!(c.compacted);
         assert_eq!(c.unparsable_lines, vec![7]);
+    }
+
+    #[test]
+    fn payloads_left_out_of_the_parse_still_count_in_full() {
+        let b64 = "QUJD".repeat(600);
+        let img = format!(r#"{{"type":"image","data":"{b64}","mimeType":"image/png"}}"#);
+        let nested = format!(r#"{{"type":"tool_result","content":[{img}]}}"#);
+        let tool_content = format!(r#"[{{"type":"text","text":"out"}},{img},{img}]"#);
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_string(),
+            format!(
+                r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"user","content":[{img},"x",{nested}]}}}}"#
+            ),
+            format!(
+                r#"{{"type":"message","id":"c","parentId":"a","message":{{"role":"toolResult","toolCallId":"x","content":{tool_content}}}}}"#
+            ),
+            format!(r#"{{"type":"custom_message","id":"d","parentId":"c","content":[{img}]}}"#),
+        ];
+        let text = lines.join("\n") + "\n";
+        let (index, c) = scan_bytes(text.as_bytes());
+        assert_eq!(index.payloads.len(), 3, "top-level message blocks only");
+        assert_eq!(c.images, 5);
+        assert_eq!(c.image_bytes, 5 * img.len() as u64);
+        assert_eq!(c.tool_output_bytes, tool_content.len() as u64);
     }
 }

@@ -71,18 +71,32 @@ impl EntryReader {
     ) -> Result<Value> {
         let e = &index.entries[i];
         let line = &index.lines[e.line];
-        self.buf.resize(line.len as usize, 0);
-        self.file
-            .read_exact_at(&mut self.buf, line.start)
-            .with_context(|| {
-                format!("cannot read line {} of {}", e.line + 1, self.path.display())
-            })?;
-        let raw = if self.light {
-            super::without_payloads(index, e.line, &self.buf, |_| false)
+        // A light reader reads the bytes around the payloads only: their text is neither
+        // copied from the page cache nor scanned.
+        let skip: &[super::Payload] = if self.light {
+            index.payloads_of(e.line)
         } else {
-            std::borrow::Cow::Borrowed(&self.buf[..])
+            &[]
         };
-        let body = raw.strip_suffix(b"\n").unwrap_or(&raw);
+        let skip = skip
+            .iter()
+            .map(|p| (p.start as u64, p.len as u64))
+            .filter(|(start, len)| start + len <= line.len);
+        let skipped: u64 = skip.clone().map(|(_, len)| len).sum();
+        self.buf.resize((line.len - skipped) as usize, 0);
+        let (mut from, mut to) = (0u64, 0usize);
+        for (start, len) in skip.chain(std::iter::once((line.len, 0))) {
+            let n = (start - from) as usize;
+            self.file
+                .read_exact_at(&mut self.buf[to..to + n], line.start + from)
+                .with_context(|| {
+                    format!("cannot read line {} of {}", e.line + 1, self.path.display())
+                })?;
+            to += n;
+            from = start + len;
+        }
+        let raw = &self.buf[..];
+        let body = raw.strip_suffix(b"\n").unwrap_or(raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
         let v = parse(body).with_context(|| {
             format!(
