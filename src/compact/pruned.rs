@@ -61,6 +61,29 @@ pub const FACTS: Keep = Keep {
     block: &["type", "text", "thinking", "name", "arguments", "content"],
 };
 
+/// What the summary of a summarised range is built from (`summary::SummaryBuilder::push`:
+/// the context message, its classification, tools, failures, files and requests): the
+/// members [`FACTS`] keeps plus a tool result's `isError`, `toolName`, `toolCallId` and
+/// `details`. Provider usage is not read.
+pub const SUMMARY: Keep = Keep {
+    entry: FACTS.entry,
+    message: &[
+        "role",
+        "content",
+        "stopReason",
+        "command",
+        "output",
+        "summary",
+        "display",
+        "excludeFromContext",
+        "isError",
+        "toolName",
+        "toolCallId",
+        "details",
+    ],
+    block: FACTS.block,
+};
+
 /// Parse one line (without its terminator) keeping only what `keep` names.
 pub fn parse(bytes: &[u8], keep: &Keep) -> serde_json::Result<Value> {
     let mut de = serde_json::Deserializer::from_slice(bytes);
@@ -203,6 +226,64 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::compact::facts::EntryFacts;
+    use crate::compact::summary::{self, SummaryBuilder};
+    use crate::compact::testgen::{self, PathBuilder, Rng};
+    use crate::compact::{Estimator, TokenCounter};
+
+    /// Generated entries of every kind the readers look at.
+    fn entries(rng: &mut Rng) -> Vec<Value> {
+        let turns = 1 + rng.below(12) as usize;
+        let mut b = PathBuilder::random(rng, turns);
+        for k in 0..30 {
+            let m = testgen::message(rng, 1000 + k);
+            b.message(m);
+        }
+        b.message(
+            json!({"role":"toolResult","toolCallId":"c9","toolName":"exec","isError":true,
+            "details":{"status":"failed","exitCode":2},"content":[{"type":"text","text":"boom"}]}),
+        );
+        b.message(json!({"role":"user","content":"System (untrusted): [x] Exec completed ok"}));
+        b.message(json!({"role":"user","content":"Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK."}));
+        b.message(json!({"role":"assistant","content":[{"type":"text","text":"NO_REPLY"}],"stopReason":"stop"}));
+        b.push("custom_message", json!({"customType":"k","content":[{"type":"text","text":"note"}],"display":false,"details":{"a":1}}));
+        b.push(
+            "branch_summary",
+            json!({"summary":"went elsewhere","fromId":"x"}),
+        );
+        b.push(
+            "compaction",
+            json!({"summary":"earlier","firstKeptEntryId":"x","tokensBefore":12}),
+        );
+        b.entries
+    }
+
+    #[test]
+    fn readers_see_the_same_through_pruned_entries() {
+        let estimators = [TokenCounter::Heuristic, TokenCounter::O200k].map(Estimator::new);
+        for seed in 0..12 {
+            let mut rng = Rng::new(seed);
+            let all = entries(&mut rng);
+            let mut full_summary = SummaryBuilder::default();
+            let mut pruned_summary = SummaryBuilder::default();
+            for e in &all {
+                let line = crate::jsjson::to_string_compact(e);
+                let full = crate::jsjson::parse(line.as_bytes()).unwrap();
+                let facts = parse(line.as_bytes(), &FACTS).unwrap();
+                for est in &estimators {
+                    assert_eq!(
+                        EntryFacts::of(&facts, est),
+                        EntryFacts::of(&full, est),
+                        "{line}"
+                    );
+                }
+                full_summary.push(&full);
+                pruned_summary.push(&parse(line.as_bytes(), &SUMMARY).unwrap());
+            }
+            let done = |b| summary::finish(b, None, None, "t 0", "2026-01-01T00:00:00.000Z");
+            assert_eq!(done(pruned_summary), done(full_summary), "seed {seed}");
+        }
+    }
 
     #[test]
     fn keeps_the_named_members_whole_and_nothing_else() {
