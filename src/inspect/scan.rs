@@ -116,6 +116,17 @@ struct LineView<'a> {
     content: Option<&'a RawValue>,
 }
 
+/// [`LineView`] with its message read in the same pass.
+#[derive(Deserialize)]
+struct MessageLineView<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Lenient<'a>,
+    #[serde(borrow, default)]
+    message: Option<MessageView<'a>>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
 #[derive(Deserialize)]
 struct MessageView<'a> {
     #[serde(borrow, default)]
@@ -150,15 +161,22 @@ fn count_line(raw: &[u8], payloads: &[Payload], c: &mut Counts) {
             .filter(|p| (p.start as usize + p.len as usize) <= body.len())
             .collect(),
     };
-    let Ok(line) = serde_json::from_slice::<LineView>(&light) else {
-        return;
-    };
-    match line.kind.as_str() {
-        Some("message") => {
-            let Some(msg) = line.message else { return };
-            let Ok(m) = serde_json::from_str::<MessageView>(msg.get()) else {
+    // One pass when `message` is an object (or absent); else the line, then its message.
+    let (kind, message, content) = match serde_json::from_slice::<MessageLineView>(&light) {
+        Ok(l) => (l.kind, l.message.map(Ok), l.content),
+        Err(_) => {
+            let Ok(line) = serde_json::from_slice::<LineView>(&light) else {
                 return;
             };
+            let message = line
+                .message
+                .map(|m| serde_json::from_str::<MessageView>(m.get()).map_err(drop));
+            (line.kind, message, line.content)
+        }
+    };
+    match kind.as_str() {
+        Some("message") => {
+            let Some(Ok(m)) = message else { return };
             let Some(content) = m.content else { return };
             let role = m.role.as_str().map(Cow::Borrowed);
             let cut_bytes: u64 = cut.iter().map(|p| p.len as u64).sum();
@@ -166,15 +184,30 @@ fn count_line(raw: &[u8], payloads: &[Payload], c: &mut Counts) {
                 c.tool_output_bytes += content.get().len() as u64 + cut_bytes;
             }
             let assistant = role.as_deref() == Some("assistant");
-            count_blocks(content, assistant, &cut, c, 0);
+            if may_hold_counted_blocks(content, assistant) {
+                count_blocks(content, assistant, &cut, c, 0);
+            }
         }
         Some("custom_message") => {
-            if let Some(content) = line.content {
+            if let Some(content) = content {
                 count_blocks(content, false, &[], c, 0);
             }
         }
         _ => {}
     }
+}
+
+/// Whether a message's `content` can hold a block [`count_blocks`] counts: its raw text names
+/// an image (or, for an assistant, a thinking type), or has a `\u` escape that could spell one.
+fn may_hold_counted_blocks(content: &RawValue, assistant: bool) -> bool {
+    let t = content.get().as_bytes();
+    let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
+    has(b"\"image\"")
+        || has(b"\\u")
+        || assistant
+            && THINKING_TYPES
+                .iter()
+                .any(|k| has(format!("\"{k}\"").as_bytes()))
 }
 
 /// Count image (and, for assistant content, thinking) blocks of a `content` value; `cut` are
@@ -270,12 +303,22 @@ mod tests {
                 r#"{{"type":"message","id":"c","parentId":"a","message":{{"role":"toolResult","toolCallId":"x","content":{tool_content}}}}}"#
             ),
             format!(r#"{{"type":"custom_message","id":"d","parentId":"c","content":[{img}]}}"#),
+            // A non-object message: the line is read in two steps.
+            format!(
+                r#"{{"type":"custom_message","id":"e","parentId":"d","message":"odd","content":[{img}]}}"#
+            ),
+            // An escaped type is still an image.
+            r#"{"type":"message","id":"f","parentId":"e","message":{"role":"toolResult","toolCallId":"y","content":[{"type":"im\u0061ge","data":"QQ=="}]}}"#.to_string(),
         ];
         let text = lines.join("\n") + "\n";
         let (index, c) = scan_bytes(text.as_bytes());
         assert_eq!(index.payloads.len(), 3, "top-level message blocks only");
-        assert_eq!(c.images, 5);
-        assert_eq!(c.image_bytes, 5 * img.len() as u64);
-        assert_eq!(c.tool_output_bytes, tool_content.len() as u64);
+        let escaped = r#"{"type":"im\u0061ge","data":"QQ=="}"#;
+        assert_eq!(c.images, 7);
+        assert_eq!(c.image_bytes, 6 * img.len() as u64 + escaped.len() as u64);
+        assert_eq!(
+            c.tool_output_bytes,
+            (tool_content.len() + escaped.len() + 2) as u64
+        );
     }
 }
