@@ -278,7 +278,16 @@ pub fn inspect_store(
                 })
                 .collect()
         },
-        || predict_cleanup(agent_id, store_path, &dir, hooks, sqlite, &mut cleanup_notes),
+        || {
+            predict_cleanup(
+                agent_id,
+                store_path,
+                &dir,
+                hooks,
+                sqlite,
+                &mut cleanup_notes,
+            )
+        },
     );
     for row in &mut rows {
         row.facts = row.transcript.as_ref().and_then(|p| facts.get(p)).cloned();

@@ -362,6 +362,40 @@ pub fn without_payloads<'a>(
     cut_payloads(raw, &cut)
 }
 
+/// Read line `n` of `index` from `file` into `buf`, leaving out the payloads `cut` selects
+/// (those that lie within the line): one positioned read, then the pieces between them are
+/// moved together in place, so the payloads are never scanned or parsed. Returns how many
+/// bytes were left out.
+pub fn read_line_without(
+    file: &File,
+    index: &Index,
+    n: usize,
+    buf: &mut Vec<u8>,
+    cut: impl Fn(&Payload) -> bool,
+) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let line = &index.lines[n];
+    buf.resize(line.len as usize, 0);
+    file.read_exact_at(buf, line.start)?;
+    let (mut w, mut r, mut skipped) = (0usize, 0usize, 0u64);
+    for p in index.payloads_of(n).iter().filter(|p| cut(p)) {
+        let (start, end) = (p.start as usize, p.start as usize + p.len as usize);
+        if end > buf.len() {
+            continue;
+        }
+        buf.copy_within(r..start, w);
+        w += start - r;
+        r = end;
+        skipped += p.len as u64;
+    }
+    if r != w {
+        let len = buf.len();
+        buf.copy_within(r..len, w);
+        buf.truncate(w + (len - r));
+    }
+    Ok(skipped)
+}
+
 /// `raw` without the bytes of `payloads` (of this line, in line order); payloads that do not
 /// lie within `raw` are left in.
 pub fn cut_payloads<'a>(raw: &'a [u8], payloads: &[&Payload]) -> std::borrow::Cow<'a, [u8]> {

@@ -6,7 +6,7 @@
 //! rather than a silent mix of two versions.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -70,31 +70,13 @@ impl EntryReader {
         parse: impl Fn(&[u8]) -> serde_json::Result<Value>,
     ) -> Result<Value> {
         let e = &index.entries[i];
-        let line = &index.lines[e.line];
         // A light reader reads the bytes around the payloads only: their text is neither
         // copied from the page cache nor scanned.
-        let skip: &[super::Payload] = if self.light {
-            index.payloads_of(e.line)
-        } else {
-            &[]
-        };
-        let skip = skip
-            .iter()
-            .map(|p| (p.start as u64, p.len as u64))
-            .filter(|(start, len)| start + len <= line.len);
-        let skipped: u64 = skip.clone().map(|(_, len)| len).sum();
-        self.buf.resize((line.len - skipped) as usize, 0);
-        let (mut from, mut to) = (0u64, 0usize);
-        for (start, len) in skip.chain(std::iter::once((line.len, 0))) {
-            let n = (start - from) as usize;
-            self.file
-                .read_exact_at(&mut self.buf[to..to + n], line.start + from)
-                .with_context(|| {
-                    format!("cannot read line {} of {}", e.line + 1, self.path.display())
-                })?;
-            to += n;
-            from = start + len;
-        }
+        let light = self.light;
+        super::read_line_without(&self.file, index, e.line, &mut self.buf, |_| light)
+            .with_context(|| {
+                format!("cannot read line {} of {}", e.line + 1, self.path.display())
+            })?;
         let raw = &self.buf[..];
         let body = raw.strip_suffix(b"\n").unwrap_or(raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
