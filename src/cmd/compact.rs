@@ -97,8 +97,7 @@ pub fn planner<'a>(
 ) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
     move |path, index, tree| {
         let fail = |e: anyhow::Error| format!("{e:#}");
-        let scan =
-            facts::scan(path, index, tree, &settings.estimator, &mut |_, _| {}).map_err(fail)?;
+        let scan = facts::scan_facts(path, index, tree, &settings.estimator).map_err(fail)?;
         let mut c = match load::plan_file(path, index, tree, &scan, settings, now).map_err(fail)? {
             Ok(c) => c,
             Err(leave) => {

@@ -13,6 +13,11 @@ fn heur() -> Estimator {
 fn utf16_counts_surrogate_pairs_twice() {
     assert_eq!(utf16_len("héllo 😀"), 8);
     assert_eq!(utf16_len("漢字"), 2);
+    // Every width of UTF-8 sequence, mixed, against `str::encode_utf16`.
+    let mixed = "a\u{7f}\u{80}é\u{7ff}\u{800}漢\u{ffff}\u{10000}😀\u{10ffff}z";
+    for s in [mixed, "", "plain ascii", &mixed.repeat(9)] {
+        assert_eq!(utf16_len(s), s.encode_utf16().count() as u64, "{s:?}");
+    }
 }
 
 #[test]

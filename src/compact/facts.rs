@@ -16,7 +16,7 @@ use anyhow::Result;
 use serde_json::Value;
 
 use super::estimate::{self, ContextEstimate, Estimator};
-use super::{context_message, cut, entry_type, is_context_entry, str_field};
+use super::{context_message, cut, entry_type, is_context_entry, pruned, str_field};
 use crate::transcript::tree::{self, ContextItem, Tree};
 use crate::transcript::values::EntryReader;
 use crate::transcript::{Index, Role};
@@ -142,12 +142,33 @@ pub fn scan(
     estimator: &Estimator,
     visit: &mut dyn FnMut(usize, &Value),
 ) -> Result<Scan> {
+    scan_with(path, index, tree, estimator, &crate::jsjson::parse, visit)
+}
+
+/// [`scan`] without a visitor: each entry is parsed with only the members its figures are
+/// computed from (`pruned::FACTS`), the rest of the line skipped without being built.
+pub fn scan_facts(path: &Path, index: &Index, tree: &Tree, estimator: &Estimator) -> Result<Scan> {
+    scan_with(path, index, tree, estimator, &parse_facts, &mut |_, _| {})
+}
+
+fn parse_facts(bytes: &[u8]) -> serde_json::Result<Value> {
+    pruned::parse(bytes, &pruned::FACTS)
+}
+
+fn scan_with(
+    path: &Path,
+    index: &Index,
+    tree: &Tree,
+    estimator: &Estimator,
+    parse: &dyn Fn(&[u8]) -> serde_json::Result<Value>,
+    visit: &mut dyn FnMut(usize, &Value),
+) -> Result<Scan> {
     let active = tree.active_path();
     super::ensure_rooted(index, &active)?;
     let mut reader = EntryReader::open_light(path)?;
     let mut facts = Vec::with_capacity(active.len());
     for (p, &i) in active.iter().enumerate() {
-        let v = reader.read(index, i)?;
+        let v = reader.read_with(index, i, parse)?;
         facts.push(EntryFacts::of(&v, estimator));
         visit(p, &v);
     }
@@ -202,7 +223,7 @@ pub fn context_estimate(
         let i = match *item {
             ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
         };
-        let v = reader.read(index, i)?;
+        let v = reader.read_with(index, i, parse_facts)?;
         let Some(m) = context_message(&v) else {
             continue;
         };
@@ -318,6 +339,13 @@ mod tests {
                 let mut seen = 0;
                 let scan = scan(&p, &index, &tree, &est, &mut |_, _| seen += 1).unwrap();
                 assert_eq!(seen, entries.len());
+                let light = scan_facts(&p, &index, &tree, &est).unwrap();
+                assert_eq!(light.facts, scan.facts);
+                assert_eq!(light.active, scan.active);
+                assert_eq!(
+                    (light.context_tokens, light.context_len),
+                    (scan.context_tokens, scan.context_len)
+                );
                 assert_eq!(scan.facts, crate::compact::cut::facts_of(entries, &est));
                 // The context as Values, the way the runtime rebuilds it.
                 let values =

@@ -16,6 +16,7 @@ use serde_json::Value;
 use super::context_message;
 use super::facts::{IndexCalls, Scan};
 use super::plan::{self, Compaction, ContextSize, Leave, Settings, TOOL};
+use super::pruned;
 use super::summary::{self, SummaryBuilder};
 use crate::transcript::Index;
 use crate::transcript::tree::Tree;
@@ -53,9 +54,11 @@ pub fn plan_file(
         .map(&mut read)
         .transpose()?;
     let framing_before = decision.framing_before.map(&mut read).transpose()?;
+    // The summarised entries are parsed with only what the summary reads.
     let mut builder = SummaryBuilder::default();
     for &p in &decision.summarized {
-        builder.push(&read(p)?);
+        let parse = |b: &[u8]| pruned::parse(b, &pruned::SUMMARY);
+        builder.push(&reader.read_with(index, scan.active[p], parse)?);
     }
     let generator = format!("{TOOL} {}", settings.version);
     let summary = summary::finish(

@@ -29,6 +29,7 @@ pub mod facts;
 pub mod fileops;
 pub mod load;
 pub mod plan;
+pub mod pruned;
 pub mod rotate;
 pub mod successor;
 pub mod summary;

@@ -263,14 +263,32 @@ pub fn inspect_store(
     }
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     (hooks.progress)(Tick::Planned(unique.iter().map(|p| size(p)).sum()));
-    let facts: HashMap<PathBuf, TranscriptFacts> = unique
-        .par_iter()
-        .map(|p| {
-            let f = analyse(p, &dir, hooks);
-            (hooks.progress)(Tick::Done(size(p)));
-            (p.clone(), f)
-        })
-        .collect();
+    // The cleanup prediction works on its own scratch mirror: it runs beside the transcript
+    // pass instead of after it.
+    let sqlite = r.sqlite.is_some();
+    let mut cleanup_notes = Vec::new();
+    let (facts, cleanup) = rayon::join(
+        || -> HashMap<PathBuf, TranscriptFacts> {
+            unique
+                .par_iter()
+                .map(|p| {
+                    let f = analyse(p, &dir, hooks);
+                    (hooks.progress)(Tick::Done(size(p)));
+                    (p.clone(), f)
+                })
+                .collect()
+        },
+        || {
+            predict_cleanup(
+                agent_id,
+                store_path,
+                &dir,
+                hooks,
+                sqlite,
+                &mut cleanup_notes,
+            )
+        },
+    );
     for row in &mut rows {
         row.facts = row.transcript.as_ref().and_then(|p| facts.get(p)).cloned();
     }
@@ -306,7 +324,8 @@ pub fn inspect_store(
         }
     }
     r.sessions = rows;
-    r.reclaimable.cleanup = predict_cleanup(agent_id, store_path, &dir, hooks, &mut r)?;
+    r.reclaimable.cleanup = cleanup?;
+    r.notes.append(&mut cleanup_notes);
     Ok(r)
 }
 
@@ -466,13 +485,14 @@ fn predict_cleanup(
     store_path: &Path,
     dir: &Path,
     hooks: &Hooks,
-    r: &mut StoreReport,
+    sqlite: bool,
+    notes: &mut Vec<String>,
 ) -> Result<Option<i64>> {
     let Some(opts) = hooks.cleanup else {
         return Ok(None);
     };
-    if r.sqlite.is_some() {
-        r.notes.push(
+    if sqlite {
+        notes.push(
             "cleanup --enforce refuses this store (moved to SQLite): reclaims nothing".into(),
         );
         return Ok(Some(0));
@@ -486,7 +506,7 @@ fn predict_cleanup(
         .filter_map(store::session_file)
         .any(|f| Path::new(f).is_absolute());
     if absolute {
-        r.notes.push(
+        notes.push(
             "some entries name their transcript by absolute path; the cleanup figure assumes they resolve as in a copy of the directory"
                 .into(),
         );
@@ -499,7 +519,7 @@ fn predict_cleanup(
     let name = store_path.file_name().unwrap_or_default();
     let scratch_store = scratch.sessions_dir().join(name);
     if let Err(e) = run::apply(agent_id, &scratch_store, opts, None) {
-        r.notes.push(format!(
+        notes.push(format!(
             "cleanup --enforce would stop: {}",
             format!("{e:#}").replace(
                 &scratch.sessions_dir().display().to_string(),

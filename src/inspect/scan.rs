@@ -16,7 +16,7 @@
 //!   blocks of assistant messages.
 
 use std::borrow::Cow;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -25,7 +25,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::transcript::probe::Lenient;
-use crate::transcript::{EntryType, Index, IndexBuilder};
+use crate::transcript::{EntryType, Index, IndexBuilder, Payload};
 
 /// Counts from one pass over one transcript.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,23 +54,17 @@ pub fn scan_path(path: &Path) -> Result<(Index, Counts)> {
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    scan_reader(BufReader::with_capacity(1 << 20, file))
-        .with_context(|| format!("cannot read {}", path.display()))
+    scan_reader(file).with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// [`scan_path`] over any reader.
-pub fn scan_reader(mut r: impl BufRead) -> std::io::Result<(Index, Counts)> {
+pub fn scan_reader(r: impl Read) -> std::io::Result<(Index, Counts)> {
     let mut builder = IndexBuilder::default();
     let mut counts = Counts::default();
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        if r.read_until(b'\n', &mut buf)? == 0 {
-            break;
-        }
-        count_line(&buf, &mut counts);
-        builder.push_line(&buf);
-    }
+    crate::transcript::for_each_line(r, |line| {
+        builder.push_line(line);
+        count_line(line, builder.last_payloads(), &mut counts);
+    })?;
     let index = builder.finish();
     finish_counts(&index, &mut counts);
     Ok((index, counts))
@@ -78,7 +72,7 @@ pub fn scan_reader(mut r: impl BufRead) -> std::io::Result<(Index, Counts)> {
 
 /// Read only through `Read` (for tests over byte slices).
 pub fn scan_bytes(bytes: &[u8]) -> (Index, Counts) {
-    scan_reader(BufReader::new(bytes.take(u64::MAX))).expect("reading a slice cannot fail")
+    scan_reader(bytes.take(u64::MAX)).expect("reading a slice cannot fail")
 }
 
 fn finish_counts(index: &Index, c: &mut Counts) {
@@ -122,6 +116,17 @@ struct LineView<'a> {
     content: Option<&'a RawValue>,
 }
 
+/// [`LineView`] with its message read in the same pass.
+#[derive(Deserialize)]
+struct MessageLineView<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: Lenient<'a>,
+    #[serde(borrow, default)]
+    message: Option<MessageView<'a>>,
+    #[serde(borrow, default)]
+    content: Option<&'a RawValue>,
+}
+
 #[derive(Deserialize)]
 struct MessageView<'a> {
     #[serde(borrow, default)]
@@ -138,63 +143,105 @@ struct BlockView<'a> {
     content: Option<&'a RawValue>,
 }
 
-fn count_line(raw: &[u8], c: &mut Counts) {
+/// Count one line. The base64 payloads the index recorded for it (image blocks of
+/// `message.content`) are cut out before parsing and their lengths added back to the blocks
+/// (and the tool output) holding them, so they are not scanned again.
+fn count_line(raw: &[u8], payloads: &[Payload], c: &mut Counts) {
     if !may_count(raw) {
         return;
     }
     let body = raw.strip_suffix(b"\n").unwrap_or(raw);
-    let Ok(line) = serde_json::from_slice::<LineView>(body) else {
-        return;
+    let refs: Vec<&Payload> = payloads.iter().collect();
+    let light = crate::transcript::cut_payloads(body, &refs);
+    // Only the payloads actually cut (those within the body) are added back.
+    let cut: Vec<&Payload> = match &light {
+        Cow::Borrowed(_) => Vec::new(),
+        Cow::Owned(_) => refs
+            .into_iter()
+            .filter(|p| (p.start as usize + p.len as usize) <= body.len())
+            .collect(),
     };
-    match line.kind.as_str() {
-        Some("message") => {
-            let Some(msg) = line.message else { return };
-            let Ok(m) = serde_json::from_str::<MessageView>(msg.get()) else {
+    // One pass when `message` is an object (or absent); else the line, then its message.
+    let (kind, message, content) = match serde_json::from_slice::<MessageLineView>(&light) {
+        Ok(l) => (l.kind, l.message.map(Ok), l.content),
+        Err(_) => {
+            let Ok(line) = serde_json::from_slice::<LineView>(&light) else {
                 return;
             };
+            let message = line
+                .message
+                .map(|m| serde_json::from_str::<MessageView>(m.get()).map_err(drop));
+            (line.kind, message, line.content)
+        }
+    };
+    match kind.as_str() {
+        Some("message") => {
+            let Some(Ok(m)) = message else { return };
             let Some(content) = m.content else { return };
             let role = m.role.as_str().map(Cow::Borrowed);
+            let cut_bytes: u64 = cut.iter().map(|p| p.len as u64).sum();
             if role.as_deref() == Some("toolResult") {
-                c.tool_output_bytes += content.get().len() as u64;
+                c.tool_output_bytes += content.get().len() as u64 + cut_bytes;
             }
             let assistant = role.as_deref() == Some("assistant");
-            count_blocks(content, assistant, c, 0);
+            if may_hold_counted_blocks(content, assistant) {
+                count_blocks(content, assistant, &cut, c, 0);
+            }
         }
         Some("custom_message") => {
-            if let Some(content) = line.content {
-                count_blocks(content, false, c, 0);
+            if let Some(content) = content {
+                count_blocks(content, false, &[], c, 0);
             }
         }
         _ => {}
     }
 }
 
-/// Count image (and, for assistant content, thinking) blocks of a `content` value.
-fn count_blocks(content: &RawValue, assistant: bool, c: &mut Counts, depth: u32) {
+/// Whether a message's `content` can hold a block [`count_blocks`] counts: its raw text names
+/// an image (or, for an assistant, a thinking type), or has a `\u` escape that could spell one.
+fn may_hold_counted_blocks(content: &RawValue, assistant: bool) -> bool {
+    let t = content.get().as_bytes();
+    let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
+    has(b"\"image\"")
+        || has(b"\\u")
+        || assistant
+            && THINKING_TYPES
+                .iter()
+                .any(|k| has(format!("\"{k}\"").as_bytes()))
+}
+
+/// Count image (and, for assistant content, thinking) blocks of a `content` value; `cut` are
+/// the payloads left out of its top-level blocks (by block position).
+fn count_blocks(content: &RawValue, assistant: bool, cut: &[&Payload], c: &mut Counts, depth: u32) {
     if !content.get().starts_with('[') || depth > 8 {
         return;
     }
     let Ok(blocks) = serde_json::from_str::<Vec<&RawValue>>(content.get()) else {
         return;
     };
-    for raw in blocks {
+    for (k, raw) in blocks.into_iter().enumerate() {
         if !raw.get().starts_with('{') {
             continue;
         }
+        let left_out: u64 = cut
+            .iter()
+            .filter(|p| p.block as usize == k)
+            .map(|p| p.len as u64)
+            .sum();
         let Ok(b) = serde_json::from_str::<BlockView>(raw.get()) else {
             continue;
         };
         match b.kind.as_str() {
             Some("image") => {
                 c.images += 1;
-                c.image_bytes += raw.get().len() as u64;
+                c.image_bytes += raw.get().len() as u64 + left_out;
             }
             Some(t) if assistant && depth == 0 && THINKING_TYPES.contains(&t) => {
                 c.thinking_bytes += raw.get().len() as u64;
             }
             _ => {
                 if let Some(inner) = b.content {
-                    count_blocks(inner, false, c, depth + 1);
+                    count_blocks(inner, false, &[], c, depth + 1);
                 }
             }
         }
@@ -239,5 +286,39 @@ mod tests {
         assert_eq!(c.silent_replies, 1);
         assert!(c.compacted);
         assert_eq!(c.unparsable_lines, vec![7]);
+    }
+
+    #[test]
+    fn payloads_left_out_of_the_parse_still_count_in_full() {
+        let b64 = "QUJD".repeat(600);
+        let img = format!(r#"{{"type":"image","data":"{b64}","mimeType":"image/png"}}"#);
+        let nested = format!(r#"{{"type":"tool_result","content":[{img}]}}"#);
+        let tool_content = format!(r#"[{{"type":"text","text":"out"}},{img},{img}]"#);
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_string(),
+            format!(
+                r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"user","content":[{img},"x",{nested}]}}}}"#
+            ),
+            format!(
+                r#"{{"type":"message","id":"c","parentId":"a","message":{{"role":"toolResult","toolCallId":"x","content":{tool_content}}}}}"#
+            ),
+            format!(r#"{{"type":"custom_message","id":"d","parentId":"c","content":[{img}]}}"#),
+            // A non-object message: the line is read in two steps.
+            format!(
+                r#"{{"type":"custom_message","id":"e","parentId":"d","message":"odd","content":[{img}]}}"#
+            ),
+            // An escaped type is still an image.
+            r#"{"type":"message","id":"f","parentId":"e","message":{"role":"toolResult","toolCallId":"y","content":[{"type":"im\u0061ge","data":"QQ=="}]}}"#.to_string(),
+        ];
+        let text = lines.join("\n") + "\n";
+        let (index, c) = scan_bytes(text.as_bytes());
+        assert_eq!(index.payloads.len(), 3, "top-level message blocks only");
+        let escaped = r#"{"type":"im\u0061ge","data":"QQ=="}"#;
+        assert_eq!(c.images, 7);
+        assert_eq!(c.image_bytes, 6 * img.len() as u64 + escaped.len() as u64);
+        assert_eq!(
+            c.tool_output_bytes,
+            (tool_content.len() + escaped.len() + 2) as u64
+        );
     }
 }

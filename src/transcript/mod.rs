@@ -52,7 +52,7 @@ pub mod validate;
 pub mod values;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -357,7 +357,52 @@ pub fn without_payloads<'a>(
     let cut: Vec<&Payload> = index
         .payloads_of(line)
         .iter()
-        .filter(|p| !keep(p) && (p.start as usize + p.len as usize) <= raw.len())
+        .filter(|p| !keep(p))
+        .collect();
+    cut_payloads(raw, &cut)
+}
+
+/// Read line `n` of `index` from `file` into `buf`, leaving out the payloads `cut` selects
+/// (those that lie within the line): one positioned read, then the pieces between them are
+/// moved together in place, so the payloads are never scanned or parsed. Returns how many
+/// bytes were left out.
+pub fn read_line_without(
+    file: &File,
+    index: &Index,
+    n: usize,
+    buf: &mut Vec<u8>,
+    cut: impl Fn(&Payload) -> bool,
+) -> std::io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let line = &index.lines[n];
+    buf.resize(line.len as usize, 0);
+    file.read_exact_at(buf, line.start)?;
+    let (mut w, mut r, mut skipped) = (0usize, 0usize, 0u64);
+    for p in index.payloads_of(n).iter().filter(|p| cut(p)) {
+        let (start, end) = (p.start as usize, p.start as usize + p.len as usize);
+        if end > buf.len() {
+            continue;
+        }
+        buf.copy_within(r..start, w);
+        w += start - r;
+        r = end;
+        skipped += p.len as u64;
+    }
+    if r != w {
+        let len = buf.len();
+        buf.copy_within(r..len, w);
+        buf.truncate(w + (len - r));
+    }
+    Ok(skipped)
+}
+
+/// `raw` without the bytes of `payloads` (of this line, in line order); payloads that do not
+/// lie within `raw` are left in.
+pub fn cut_payloads<'a>(raw: &'a [u8], payloads: &[&Payload]) -> std::borrow::Cow<'a, [u8]> {
+    let cut: Vec<&Payload> = payloads
+        .iter()
+        .copied()
+        .filter(|p| (p.start as usize + p.len as usize) <= raw.len())
         .collect();
     if cut.is_empty() {
         return std::borrow::Cow::Borrowed(raw);
@@ -399,21 +444,13 @@ impl Index {
             Some(n) => Box::new(file.take(n)),
             None => Box::new(file),
         };
-        Index::from_reader(BufReader::with_capacity(1 << 20, reader))
-            .with_context(|| format!("cannot read {}", path.display()))
+        Index::from_reader(reader).with_context(|| format!("cannot read {}", path.display()))
     }
 
     /// Index everything a reader yields.
-    pub fn from_reader(mut r: impl BufRead) -> std::io::Result<Index> {
+    pub fn from_reader(r: impl Read) -> std::io::Result<Index> {
         let mut b = IndexBuilder::default();
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            if r.read_until(b'\n', &mut buf)? == 0 {
-                break;
-            }
-            b.push_line(&buf);
-        }
+        for_each_line(r, |line| b.push_line(line))?;
         Ok(b.finish())
     }
 
@@ -447,6 +484,45 @@ impl Index {
     pub fn entry_of_line(&self, line: usize) -> Option<&Entry> {
         self.lines.get(line)?.entry().map(|e| &self.entries[e])
     }
+}
+
+/// Feed every line of `r` to `f`, in order, each with its terminator (`\n`) if it has one.
+/// Lines are handed out of the read buffer itself; only a line that spans two reads is
+/// copied (into a buffer as long as the longest such line, released after a huge one).
+pub fn for_each_line(mut r: impl Read, mut f: impl FnMut(&[u8])) -> std::io::Result<()> {
+    let mut buf = vec![0u8; 1 << 20];
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let n = match r.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let mut chunk = &buf[..n];
+        if !carry.is_empty() {
+            let Some(i) = memchr::memchr(b'\n', chunk) else {
+                carry.extend_from_slice(chunk);
+                continue;
+            };
+            carry.extend_from_slice(&chunk[..=i]);
+            f(&carry);
+            carry.clear();
+            if carry.capacity() > 1 << 20 {
+                carry = Vec::new();
+            }
+            chunk = &chunk[i + 1..];
+        }
+        while let Some(i) = memchr::memchr(b'\n', chunk) {
+            f(&chunk[..=i]);
+            chunk = &chunk[i + 1..];
+        }
+        carry.extend_from_slice(chunk);
+    }
+    if !carry.is_empty() {
+        f(&carry);
+    }
+    Ok(())
 }
 
 /// Builds an [`Index`] from lines pushed in file order (each with its terminator, if any).
@@ -522,6 +598,14 @@ impl IndexBuilder {
         idx.lines.push(line);
     }
 
+    /// The payloads of the last line pushed.
+    pub fn last_payloads(&self) -> &[Payload] {
+        let idx = &self.index;
+        let last = idx.lines.len().saturating_sub(1) as u32;
+        let from = idx.payloads.partition_point(|p| p.line < last);
+        &idx.payloads[from..]
+    }
+
     pub fn finish(self) -> Index {
         self.index
     }
@@ -561,6 +645,28 @@ mod tests {
         let kept = without_payloads(&idx, 1, line.as_bytes(), |_| true);
         assert_eq!(&*kept, line.as_bytes());
         assert!(idx.payloads_of(0).is_empty());
+    }
+
+    #[test]
+    fn lines_are_split_across_reads_of_any_size() {
+        /// Yields at most `n` bytes per read.
+        struct Trickle<'a>(&'a [u8], usize);
+        impl Read for Trickle<'_> {
+            fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+                let n = self.0.len().min(self.1).min(out.len());
+                out[..n].copy_from_slice(&self.0[..n]);
+                self.0 = &self.0[n..];
+                Ok(n)
+            }
+        }
+        let long = "y".repeat(3 << 20);
+        let text = format!("a\n\nbc\r\n{long}\nlast");
+        for n in [1, 2, 3, 7, 1 << 20, usize::MAX] {
+            let mut got: Vec<Vec<u8>> = Vec::new();
+            for_each_line(Trickle(text.as_bytes(), n), |l| got.push(l.to_vec())).unwrap();
+            let want: Vec<&[u8]> = text.as_bytes().split_inclusive(|&b| b == b'\n').collect();
+            assert_eq!(got, want, "reads of {n}");
+        }
     }
 
     #[test]

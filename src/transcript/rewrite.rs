@@ -316,7 +316,6 @@ fn patch_line(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Vec<u8
 /// ranges, through `file`) and patched exactly as `apply` patches them. Used to predict what
 /// a command frees without streaming the whole file a second time.
 pub fn predicted_size(file: &std::fs::File, index: &Index, resolved: &Resolved) -> Result<u64> {
-    use std::os::unix::fs::FileExt;
     let mut size = 0u64;
     let mut buf = Vec::new();
     for (n, line) in index.lines.iter().enumerate() {
@@ -324,15 +323,21 @@ pub fn predicted_size(file: &std::fs::File, index: &Index, resolved: &Resolved) 
             LineAction::Keep => size += line.len,
             LineAction::Drop => {}
             LineAction::Patch(patch) => {
-                buf.resize(line.len as usize, 0);
-                file.read_exact_at(&mut buf, line.start)?;
+                // No payload is read: the data of blocks the patch replaces cannot reach the
+                // output, and a kept one is written as it is stored (an escape-free string
+                // is its own JSON text), so it counts its length.
+                let skipped = super::read_line_without(file, index, n, &mut buf, |_| true)?;
                 if line.terminated && buf.last() != Some(&b'\n') {
                     bail!("the file changed while it was being read (line {})", n + 1);
                 }
-                // The data of blocks the patch replaces cannot reach the output: skip it.
-                let replaced = |p: &super::Payload| patch.blocks.iter().all(|(b, _)| *b != p.block);
-                let raw = super::without_payloads(index, n, &buf, replaced);
-                size += patch_line(n, line, &raw, patch)?.len() as u64;
+                let replaced: u64 = index
+                    .payloads_of(n)
+                    .iter()
+                    .filter(|p| p.start as u64 + p.len as u64 <= line.len)
+                    .filter(|p| patch.blocks.iter().any(|(b, _)| *b == p.block))
+                    .map(|p| p.len as u64)
+                    .sum();
+                size += patch_line(n, line, &buf, patch)?.len() as u64 + skipped - replaced;
             }
         }
     }
@@ -424,6 +429,38 @@ mod tests {
         let mut out = Vec::new();
         apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         assert_ne!(out.len(), text.len());
+        assert_eq!(predicted(&text, &index, &resolved), out.len() as u64);
+    }
+
+    #[test]
+    fn predicted_size_counts_kept_payloads_without_reading_them() {
+        let b64 = "QUJD+/==".repeat(300);
+        let img = format!(r#"{{"type":"image","data":"{b64}","mimeType":"image/png"}}"#);
+        let text = [
+            H.to_string(),
+            format!(
+                r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"user","content":[{img},{{"type":"text","text":"caf\u00e9"}},{img}]}}}}"#
+            ),
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":"NO_REPLY"}}"#.to_string(),
+            // Re-parented: patched with its payload kept.
+            format!(
+                r#"{{"type":"message","id":"c","parentId":"b","message":{{"role":"toolResult","toolCallId":"x","content":[{img}]}}}}"#
+            ),
+            String::new(),
+        ]
+        .join("\n");
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        assert_eq!(index.payloads.len(), 3);
+        let tree = Tree::build(&index);
+        let placeholder = serde_json::json!({"type": "text", "text": "[image data removed]"});
+        let edits = Edits {
+            remove: [tree.by_id["b"]].into(),
+            replace_blocks: [(tree.by_id["a"], vec![(2, placeholder)])].into(),
+            ..Edits::default()
+        };
+        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let mut out = Vec::new();
+        apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         assert_eq!(predicted(&text, &index, &resolved), out.len() as u64);
     }
 

@@ -6,7 +6,7 @@
 //! rather than a silent mix of two versions.
 
 use std::fs::File;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
@@ -58,22 +58,29 @@ impl EntryReader {
 
     /// The value of entry `i` of `index`; an error when the line no longer holds that entry.
     pub fn read(&mut self, index: &Index, i: usize) -> Result<Value> {
+        self.read_with(index, i, crate::jsjson::parse)
+    }
+
+    /// [`EntryReader::read`] with another parser of the line (e.g. one that keeps only some
+    /// members); its value must keep the entry's `id`.
+    pub fn read_with(
+        &mut self,
+        index: &Index,
+        i: usize,
+        parse: impl Fn(&[u8]) -> serde_json::Result<Value>,
+    ) -> Result<Value> {
         let e = &index.entries[i];
-        let line = &index.lines[e.line];
-        self.buf.resize(line.len as usize, 0);
-        self.file
-            .read_exact_at(&mut self.buf, line.start)
+        // A light reader reads the bytes around the payloads only: their text is neither
+        // copied from the page cache nor scanned.
+        let light = self.light;
+        super::read_line_without(&self.file, index, e.line, &mut self.buf, |_| light)
             .with_context(|| {
                 format!("cannot read line {} of {}", e.line + 1, self.path.display())
             })?;
-        let raw = if self.light {
-            super::without_payloads(index, e.line, &self.buf, |_| false)
-        } else {
-            std::borrow::Cow::Borrowed(&self.buf[..])
-        };
-        let body = raw.strip_suffix(b"\n").unwrap_or(&raw);
+        let raw = &self.buf[..];
+        let body = raw.strip_suffix(b"\n").unwrap_or(raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
-        let v = crate::jsjson::parse(body).with_context(|| {
+        let v = parse(body).with_context(|| {
             format!(
                 "line {} of {} does not parse",
                 e.line + 1,

@@ -1,0 +1,324 @@
+//! Entries parsed with only the fields a reader looks at.
+//!
+//! A transcript line is mostly bookkeeping that token estimates never read (provider, model,
+//! `usage.cost`, signatures, tool ids, …). [`parse`] builds the entry's [`Value`] from the raw
+//! bytes keeping, at the three levels the compaction facts read (the entry, its `message`, and
+//! the blocks of a `content` array), only the members [`Keep`] names; everything else is
+//! skipped by the parser without being built. Kept members are whole values, parsed exactly
+//! as `jsjson::parse` parses them (duplicate keys, number text, JavaScript key order).
+//!
+//! The result is not the entry: it is the entry as seen by a reader that only asks for the
+//! kept members. [`FACTS`] lists what `facts::EntryFacts::of` (token estimates, usage, turn
+//! starts, framing candidates) and the entry reader's id check look at.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+
+/// The members kept at each level.
+#[derive(Debug, Clone, Copy)]
+pub struct Keep {
+    /// Of the entry.
+    pub entry: &'static [&'static str],
+    /// Of `entry.message`.
+    pub message: &'static [&'static str],
+    /// Of each block of an array `content` (of the entry or of its message).
+    pub block: &'static [&'static str],
+}
+
+/// What the compaction facts of an entry are computed from: the context message the runtime
+/// makes of it (`compact::context_message`), its estimate (`estimate::for_each_piece`), usage
+/// (`estimate::message_usage`), turn starts (`cut::is_user_message`) and framing candidates
+/// (`plan::is_framing_candidate`, `classify`).
+pub const FACTS: Keep = Keep {
+    entry: &[
+        "type",
+        "id",
+        "message",
+        "customType",
+        "content",
+        "display",
+        "details",
+        "timestamp",
+        "summary",
+        "fromId",
+        "tokensBefore",
+        "firstKeptEntryId",
+    ],
+    message: &[
+        "role",
+        "content",
+        "stopReason",
+        "usage",
+        "command",
+        "output",
+        "summary",
+        "display",
+        "excludeFromContext",
+    ],
+    block: &["type", "text", "thinking", "name", "arguments", "content"],
+};
+
+/// What the summary of a summarised range is built from (`summary::SummaryBuilder::push`:
+/// the context message, its classification, tools, failures, files and requests): the
+/// members [`FACTS`] keeps plus a tool result's `isError`, `toolName`, `toolCallId` and
+/// `details`. Provider usage is not read.
+pub const SUMMARY: Keep = Keep {
+    entry: FACTS.entry,
+    message: &[
+        "role",
+        "content",
+        "stopReason",
+        "command",
+        "output",
+        "summary",
+        "display",
+        "excludeFromContext",
+        "isError",
+        "toolName",
+        "toolCallId",
+        "details",
+    ],
+    block: FACTS.block,
+};
+
+/// Parse one line (without its terminator) keeping only what `keep` names.
+pub fn parse(bytes: &[u8], keep: &Keep) -> serde_json::Result<Value> {
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let mut v = Pruned {
+        level: Level::Entry,
+        keep,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
+    crate::jsjson::normalize_key_order(&mut v);
+    Ok(v)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Entry,
+    Message,
+    /// A `content` value: blocks when it is an array.
+    Content,
+    Block,
+}
+
+#[derive(Clone, Copy)]
+struct Pruned<'k> {
+    level: Level,
+    keep: &'k Keep,
+}
+
+impl Pruned<'_> {
+    fn names(&self) -> &'static [&'static str] {
+        match self.level {
+            Level::Entry => self.keep.entry,
+            Level::Message => self.keep.message,
+            Level::Block => self.keep.block,
+            Level::Content => &[],
+        }
+    }
+
+    /// The seed of a kept member `key` of an object at this level (`None`: a whole value).
+    fn child(&self, key: &str) -> Option<Pruned<'_>> {
+        let level = match (self.level, key) {
+            (Level::Entry, "message") => Level::Message,
+            (Level::Entry | Level::Message, "content") => Level::Content,
+            _ => return None,
+        };
+        Some(Pruned {
+            level,
+            keep: self.keep,
+        })
+    }
+}
+
+/// serde_json's private name of an arbitrary-precision number (a one-member map).
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+impl<'de> DeserializeSeed<'de> for Pruned<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Pruned<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        if self.level == Level::Content {
+            let block = Pruned {
+                level: Level::Block,
+                keep: self.keep,
+            };
+            while let Some(v) = a.next_element_seed(block)? {
+                items.push(v);
+            }
+        } else {
+            while let Some(v) = a.next_element::<Value>()? {
+                items.push(v);
+            }
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+        let mut map = Map::new();
+        let mut first = true;
+        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+            if std::mem::take(&mut first) && key == NUMBER_TOKEN {
+                let text: String = a.next_value()?;
+                let n = text
+                    .parse::<serde_json::Number>()
+                    .map_err(de::Error::custom)?;
+                return Ok(Value::Number(n));
+            }
+            // A `content` object (not blocks) is kept whole, like any value below the levels.
+            let kept = self.level == Level::Content || self.names().contains(&key.as_ref());
+            if !kept {
+                a.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let v = match self.child(&key).filter(|_| self.level != Level::Content) {
+                Some(seed) => a.next_value_seed(seed)?,
+                None => a.next_value::<Value>()?,
+            };
+            map.insert(key.into_owned(), v);
+        }
+        Ok(Value::Object(map))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::compact::facts::EntryFacts;
+    use crate::compact::summary::{self, SummaryBuilder};
+    use crate::compact::testgen::{self, PathBuilder, Rng};
+    use crate::compact::{Estimator, TokenCounter};
+
+    /// Generated entries of every kind the readers look at.
+    fn entries(rng: &mut Rng) -> Vec<Value> {
+        let turns = 1 + rng.below(12) as usize;
+        let mut b = PathBuilder::random(rng, turns);
+        for k in 0..30 {
+            let m = testgen::message(rng, 1000 + k);
+            b.message(m);
+        }
+        b.message(
+            json!({"role":"toolResult","toolCallId":"c9","toolName":"exec","isError":true,
+            "details":{"status":"failed","exitCode":2},"content":[{"type":"text","text":"boom"}]}),
+        );
+        b.message(json!({"role":"user","content":"System (untrusted): [x] Exec completed ok"}));
+        b.message(json!({"role":"user","content":"Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK."}));
+        b.message(json!({"role":"assistant","content":[{"type":"text","text":"NO_REPLY"}],"stopReason":"stop"}));
+        b.push("custom_message", json!({"customType":"k","content":[{"type":"text","text":"note"}],"display":false,"details":{"a":1}}));
+        b.push(
+            "branch_summary",
+            json!({"summary":"went elsewhere","fromId":"x"}),
+        );
+        b.push(
+            "compaction",
+            json!({"summary":"earlier","firstKeptEntryId":"x","tokensBefore":12}),
+        );
+        b.entries
+    }
+
+    #[test]
+    fn readers_see_the_same_through_pruned_entries() {
+        let estimators = [TokenCounter::Heuristic, TokenCounter::O200k].map(Estimator::new);
+        for seed in 0..12 {
+            let mut rng = Rng::new(seed);
+            let all = entries(&mut rng);
+            let mut full_summary = SummaryBuilder::default();
+            let mut pruned_summary = SummaryBuilder::default();
+            for e in &all {
+                let line = crate::jsjson::to_string_compact(e);
+                let full = crate::jsjson::parse(line.as_bytes()).unwrap();
+                let facts = parse(line.as_bytes(), &FACTS).unwrap();
+                for est in &estimators {
+                    assert_eq!(
+                        EntryFacts::of(&facts, est),
+                        EntryFacts::of(&full, est),
+                        "{line}"
+                    );
+                }
+                full_summary.push(&full);
+                pruned_summary.push(&parse(line.as_bytes(), &SUMMARY).unwrap());
+            }
+            let done = |b| summary::finish(b, None, None, "t 0", "2026-01-01T00:00:00.000Z");
+            assert_eq!(done(pruned_summary), done(full_summary), "seed {seed}");
+        }
+    }
+
+    #[test]
+    fn keeps_the_named_members_whole_and_nothing_else() {
+        let line = br#"{"type":"message","id":"a","parentId":null,"n":1.50,"message":{"role":"assistant","model":"m","usage":{"input":1,"cost":{"total":0.5}},"content":[{"type":"text","text":"t\n","sig":"x"},{"type":"toolCall","name":"exec","id":"c","arguments":{"2":1,"b":[1.0,{"x":1}],"1":2}},"s",7],"stopReason":"stop","role":"user"}}"#;
+        let v = parse(line, &FACTS).unwrap();
+        assert_eq!(
+            v,
+            json!({"type":"message","id":"a","message":{"role":"user","usage":{"input":1,"cost":{"total":0.5}},
+                "content":[{"type":"text","text":"t\n"},{"type":"toolCall","name":"exec","arguments":{"1":2,"2":1,"b":[1.0,{"x":1}]}},"s",7],
+                "stopReason":"stop"}})
+        );
+        // Number text survives as `jsjson::parse` keeps it.
+        let full = crate::jsjson::parse(line).unwrap();
+        let args = &v["message"]["content"][1]["arguments"];
+        assert_eq!(args, &full["message"]["content"][1]["arguments"]);
+        assert_eq!(
+            crate::jsjson::to_string_compact(args),
+            crate::jsjson::to_string_compact(&full["message"]["content"][1]["arguments"])
+        );
+        // Non-object messages and content, numbers where objects are expected.
+        for line in [
+            r#"{"type":"message","id":"a","message":"text"}"#,
+            r#"{"type":"message","id":"a","message":12.50}"#,
+            r#"{"type":"message","id":"a","message":{"role":"user","content":{"k":[1]}}}"#,
+            r#"{"type":"custom_message","id":"a","content":[{"type":"text","text":"x","y":1},3.0e2]}"#,
+            r#"{"type":"compaction","id":"a","summary":"s","firstKeptEntryId":"b","tokensBefore":1e3}"#,
+        ] {
+            let v = parse(line.as_bytes(), &FACTS).unwrap();
+            let mut want = crate::jsjson::parse(line.as_bytes()).unwrap();
+            if let Some(blocks) = want.get_mut("content").and_then(Value::as_array_mut) {
+                blocks[0].as_object_mut().unwrap().remove("y");
+            }
+            assert_eq!(v, want, "{line}");
+        }
+        assert!(parse(br#"{"type":"message","id":"a"} x"#, &FACTS).is_err());
+        assert!(parse(br#"{"type":"message","id":"a","m":[}"#, &FACTS).is_err());
+    }
+}
