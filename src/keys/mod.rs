@@ -219,36 +219,88 @@ pub(crate) fn is_heartbeat_rest(rest: &str) -> bool {
     rest == "heartbeat" || rest.ends_with(":heartbeat") || rest.contains(":heartbeat:")
 }
 
+/// What the maintenance predicates read of a key, parsed once (each public predicate below
+/// would otherwise parse and lowercase the key again).
+struct KeyParts<'k> {
+    /// The key trimmed.
+    raw: &'k str,
+    /// The key trimmed and lowercased.
+    folded: String,
+    /// The lowercased `rest` of an agent-scoped key.
+    agent_rest: Option<String>,
+}
+
+impl<'k> KeyParts<'k> {
+    fn new(key: &'k str) -> KeyParts<'k> {
+        let raw = js_trim(key);
+        KeyParts {
+            raw,
+            folded: raw.to_lowercase(),
+            agent_rest: parse_agent_key(key).map(|p| lower(&p.rest)),
+        }
+    }
+
+    /// [`rest_or_key`].
+    fn rest(&self) -> &str {
+        self.agent_rest.as_deref().unwrap_or(&self.folded)
+    }
+
+    /// `<prefix>…` or `agent:<id>:<prefix>…` (`is_subagent_key`, `is_acp_key`).
+    fn kind_prefix(&self, prefix: &str) -> bool {
+        !self.folded.is_empty()
+            && (self.folded.starts_with(prefix)
+                || self
+                    .agent_rest
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(prefix)))
+    }
+
+    fn is_synthetic(&self) -> bool {
+        let rest = self.rest();
+        self.kind_prefix("subagent:")
+            || self.kind_prefix("acp:")
+            || self
+                .agent_rest
+                .as_deref()
+                .is_some_and(|r| r.starts_with("cron:"))
+            || rest.starts_with("acp-bridge:")
+            || rest.starts_with("hook:")
+            || rest.starts_with("node:")
+            || is_heartbeat_rest(rest)
+    }
+
+    /// [`thread_id`].
+    fn thread_id(&self) -> Option<&'k str> {
+        let raw = self.raw;
+        let idx = self.folded.rfind(":thread:")?;
+        // Lowercasing can change byte lengths for non-ASCII text; map through ASCII
+        // lowercase, which keeps offsets, when they disagree.
+        let idx = if self.folded.len() == raw.len() {
+            idx
+        } else {
+            raw.to_ascii_lowercase().rfind(":thread:")?
+        };
+        let tid = js_trim(&raw[idx + 8..]);
+        (!tid.is_empty()).then_some(tid)
+    }
+}
+
 /// Keys maintenance never auto-protects (subagent, acp, cron, hook, node, heartbeat …).
 pub fn is_synthetic_key(key: &str) -> bool {
-    let rest = rest_or_key(key);
-    is_subagent_key(key)
-        || is_acp_key(key)
-        || is_cron_key(key)
-        || rest.starts_with("acp-bridge:")
-        || rest.starts_with("hook:")
-        || rest.starts_with("node:")
-        || is_heartbeat_rest(&rest)
+    KeyParts::new(key).is_synthetic()
 }
 
 /// The generic thread id: the non-empty text after the last `:thread:` (case-insensitive).
 pub fn thread_id(key: &str) -> Option<String> {
-    let raw = js_trim(key);
-    let idx = raw.to_lowercase().rfind(":thread:")?;
-    // Lowercasing can change byte lengths for non-ASCII text; map through ASCII lowercase,
-    // which keeps offsets, when they disagree.
-    let idx = if raw.to_lowercase().len() == raw.len() {
-        idx
-    } else {
-        raw.to_ascii_lowercase().rfind(":thread:")?
-    };
-    let tid = js_trim(&raw[idx + 8..]);
-    (!tid.is_empty()).then(|| tid.to_string())
+    KeyParts::new(key).thread_id().map(str::to_string)
 }
 
 /// `^telegram:(group|channel|direct|dm):.+:topic:[^:]+$` on the lowercased rest.
 pub fn is_telegram_topic_key(key: &str) -> bool {
-    let rest = rest_or_key(key);
+    is_telegram_topic_rest(&rest_or_key(key))
+}
+
+fn is_telegram_topic_rest(rest: &str) -> bool {
     let Some(after) = ["group:", "channel:", "direct:", "dm:"]
         .iter()
         .find_map(|k| {
@@ -269,7 +321,10 @@ pub fn is_telegram_topic_key(key: &str) -> bool {
 
 /// `^[^:]+:(group|channel):.+$` on the lowercased rest: an external group or channel.
 pub fn is_external_group_or_channel_key(key: &str) -> bool {
-    let rest = rest_or_key(key);
+    is_external_group_or_channel_rest(&rest_or_key(key))
+}
+
+fn is_external_group_or_channel_rest(rest: &str) -> bool {
     let mut parts = rest.splitn(3, ':');
     let (Some(ch), Some(kind), Some(tail)) = (parts.next(), parts.next(), parts.next()) else {
         return false;
@@ -296,12 +351,13 @@ pub(crate) fn chat_type(entry: Option<&Value>) -> String {
 
 /// `isProtectedSessionMaintenanceEntry`: durable external conversation pointers.
 pub fn is_protected(key: &str, entry: Option<&Value>) -> bool {
-    if is_synthetic_key(key) {
+    let parts = KeyParts::new(key);
+    if parts.is_synthetic() {
         return false;
     }
-    if thread_id(key).is_some()
-        || is_telegram_topic_key(key)
-        || is_external_group_or_channel_key(key)
+    if parts.thread_id().is_some()
+        || is_telegram_topic_rest(parts.rest())
+        || is_external_group_or_channel_rest(parts.rest())
     {
         return true;
     }
