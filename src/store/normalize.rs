@@ -23,35 +23,64 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
         let Value::Object(e) = entry else { continue };
         changed |= migrate(e);
     }
-    let keys: Vec<String> = store.keys().cloned().collect();
-    for key in keys {
-        let entry = store.get_mut(&key).expect("key listed");
-        match entry {
-            Value::Object(e) => {
-                if !shape(e) {
-                    store.shift_remove(&key);
-                    changed = true;
-                    continue;
-                }
-                let before = e.clone();
-                runtime_model_fields(e);
-                super::delivery::normalize_entry(e);
-                pending_final_delivery(e);
-                plugin_maps(e, "pluginExtensions");
-                plugin_maps(e, "pluginExtensionSlotKeys");
-                strip_skills_cache(e);
-                if *e != before {
-                    changed = true;
-                }
-            }
-            _ => {
-                store.shift_remove(&key);
-                changed = true;
-            }
+    store.retain(|_, entry| {
+        let Value::Object(e) = entry else {
+            changed = true;
+            return false;
+        };
+        if !shape(e) {
+            changed = true;
+            return false;
         }
-    }
+        if !e.keys().any(|k| NORMALISED_FIELDS.contains(&k.as_str())) {
+            // None of the normalisers below has anything to read or write.
+            return true;
+        }
+        let before = e.clone();
+        runtime_model_fields(e);
+        super::delivery::normalize_entry(e);
+        pending_final_delivery(e);
+        plugin_maps(e, "pluginExtensions");
+        plugin_maps(e, "pluginExtensionSlotKeys");
+        strip_skills_cache(e);
+        if *e != before {
+            changed = true;
+        }
+        true
+    });
     Ok(changed)
 }
+
+/// Every field the normalisers after `shape` read: an entry with none of them is left as it is
+/// by all of them (most entries of a big store), so it is neither copied nor compared.
+const NORMALISED_FIELDS: &[&str] = &[
+    // runtime_model_fields
+    "model",
+    "modelProvider",
+    // delivery::normalize_entry
+    "route",
+    "deliveryContext",
+    "origin",
+    "channel",
+    "lastChannel",
+    "lastTo",
+    "lastAccountId",
+    "lastThreadId",
+    // pending_final_delivery
+    "pendingFinalDelivery",
+    "pendingFinalDeliveryText",
+    "pendingFinalDeliveryCreatedAt",
+    "pendingFinalDeliveryLastAttemptAt",
+    "pendingFinalDeliveryAttemptCount",
+    "pendingFinalDeliveryLastError",
+    "pendingFinalDeliveryIntentId",
+    "restartRecoveryDeliveryRunId",
+    // plugin_maps
+    "pluginExtensions",
+    "pluginExtensionSlotKeys",
+    // strip_skills_cache
+    "skillsSnapshot",
+];
 
 fn migrate(e: &mut Map<String, Value>) -> bool {
     let mut changed = false;
