@@ -7,13 +7,13 @@
 //! oldest first, shrinking the projected store by the entry's pretty-printed chunk + 2 bytes
 //! and deleting the transcript and sidecars of the last entry using a session id.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use serde_json::Value;
 
-use super::files::{self, FileInfo, Remover};
+use super::files::{self, FileInfo, PathSet, Remover};
 use crate::fsutil::Confined;
 use crate::keys;
 use crate::layout;
@@ -121,8 +121,8 @@ pub fn enforce(
         .iter()
         .find(|f| f.canonical == store_canonical)
         .map_or(0, |f| f.size as i64);
-    let (mut projected_store, needed) = blobs::project(s);
-    let mut projected = store::serialize(&projected_store).len() as i64;
+    let (projected_view, needed) = blobs::project(s);
+    let mut projected = store::serialize(&projected_view).len() as i64;
     let existing: HashMap<&str, &FileInfo> = blob_files
         .iter()
         .filter_map(|f| files::blob_hash(&f.name).map(|h| (h, f)))
@@ -133,7 +133,8 @@ pub fn enforce(
             virtual_bytes.insert(b.hash.clone(), b.prompt.len() as i64);
         }
     }
-    let mut refs = files::blob_refcounts(&projected_store);
+    let mut refs = files::blob_refcounts(&projected_view);
+    drop(projected_view);
     let mut total: i64 = scanned
         .iter()
         .chain(blob_files)
@@ -163,8 +164,7 @@ pub fn enforce(
     let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
     let blob_cutoff = super::now_ms() - TEMP_STALE_MS;
     let basename = d.store_basename();
-    let all: Vec<FileInfo> = scanned.iter().chain(blob_files).cloned().collect();
-    let mut remover = Remover::new(d.confined, &all);
+    let mut remover = Remover::new(d.confined, scanned.iter().chain(blob_files));
     let (mut removed_files, mut removed_entries, mut freed) = (0u64, 0u64, 0i64);
     let mut blob_queue: Vec<&FileInfo> = blob_files
         .iter()
@@ -224,6 +224,7 @@ pub fn enforce(
                 *id_refs.entry(id.to_string()).or_default() += 1;
             }
         }
+        let mut projected_store = blobs::project(s).0.into_owned();
         let mut chunks: HashMap<String, i64> = projected_store
             .iter()
             .map(|(k, e)| (k.clone(), chunk_bytes(k, e)))
@@ -321,12 +322,7 @@ pub fn enforce(
 /// The unreferenced-artifact sweep: stale store temps, orphan transcripts, checkpoints and
 /// trajectories older than `older_than_ms`, and unreferenced prompt blobs are deleted (archives
 /// never are).
-pub fn sweep(
-    d: &Dir<'_>,
-    s: &Store,
-    older_than_ms: i64,
-    exclude: &HashSet<PathBuf>,
-) -> Result<SweepReport> {
+pub fn sweep(d: &Dir<'_>, s: &Store, older_than_ms: i64, exclude: &PathSet) -> Result<SweepReport> {
     let older = older_than_ms.max(0);
     let files = d.files();
     let (scanned, blob_files) = &*files;
@@ -339,7 +335,7 @@ pub fn sweep(
     let basename = d.store_basename();
     let mut queue: Vec<(bool, &FileInfo)> = scanned
         .iter()
-        .filter(|f| !exclude.contains(&f.canonical))
+        .filter(|f| !exclude.contains(f.canonical.as_os_str()))
         .filter(|f| {
             if layout::is_store_temp_name(&f.name, &basename) {
                 f.mtime_ms <= temp_cutoff
@@ -351,7 +347,7 @@ pub fn sweep(
         .chain(
             blob_files
                 .iter()
-                .filter(|f| !exclude.contains(&f.canonical))
+                .filter(|f| !exclude.contains(f.canonical.as_os_str()))
                 .filter(|f| files::blob_removable(f, &refs, blob_cutoff, temp_cutoff))
                 .map(|f| (true, f)),
         )
@@ -361,8 +357,7 @@ pub fn sweep(
             .partial_cmp(&b.1.mtime_ms)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let all: Vec<FileInfo> = scanned.iter().chain(blob_files).cloned().collect();
-    let mut remover = Remover::new(d.confined, &all);
+    let mut remover = Remover::new(d.confined, scanned.iter().chain(blob_files));
     let mut rep = SweepReport {
         scanned_files: (scanned.len() + blob_files.len()) as u64,
         older_than_ms: older,
@@ -424,14 +419,14 @@ mod tests {
             panic!()
         };
         let dir = Dir::new(&d, &store_path, None);
-        let rep = sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        let rep = sweep(&dir, &s, 30 * 86_400_000, &PathSet::default()).unwrap();
         assert_eq!(
             (rep.scanned_files, rep.removed_files, rep.freed_bytes),
             (7, 2, 2)
         );
         let c = Confined::new(&d).unwrap();
         let dir = Dir::new(&d, &store_path, Some(&c));
-        sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        sweep(&dir, &s, 30 * 86_400_000, &PathSet::default()).unwrap();
         assert!(!d.join("old.jsonl").exists());
         assert!(
             d.join("young.jsonl").exists()

@@ -16,6 +16,7 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::exit::Refusal;
+use crate::fasthash::{FastMap, FastSet};
 use crate::fsutil::Confined;
 use crate::layout;
 use crate::store::{self, Store, paths};
@@ -36,9 +37,12 @@ pub fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
 }
 
 /// `readSessionsDirFiles`: regular files (not symlinks) directly in `dir`, in readdir order.
-/// The names come from one listing; the stats run in parallel (a big store has thousands).
+///
+/// The names come from one listing; each is then stat-ed relative to the directory (no
+/// lookup of the whole path per file), in two threads for a big directory. A name that the
+/// listing shows as a plain file in a directory that is its own real path is its own
+/// canonical path, so no canonicalisation is needed for it.
 pub fn scan(dir: &Path) -> Vec<FileInfo> {
-    use rayon::prelude::*;
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -47,20 +51,66 @@ pub fn scan(dir: &Path) -> Vec<FileInfo> {
         .filter(|ent| ent.file_type().is_ok_and(|ft| ft.is_file()))
         .map(|ent| ent.file_name())
         .collect();
-    names
-        .par_iter()
-        .filter_map(|name| {
-            let path = dir.join(name);
-            let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
-            Some(FileInfo {
-                canonical: paths::canonical(&path),
-                name: name.to_string_lossy().into_owned(),
-                size: meta.len(),
-                mtime_ms: mtime_ms(&meta),
-                path,
-            })
-        })
-        .collect()
+    let Ok(handle) = std::fs::File::open(dir) else {
+        return Vec::new();
+    };
+    let real = paths::RealDir::new(dir);
+    let stat_all = |names: &[std::ffi::OsString]| -> Vec<FileInfo> {
+        names
+            .iter()
+            .filter_map(|name| stat_in(&handle, dir, real.as_ref(), name))
+            .collect()
+    };
+    const PARALLEL_FROM: usize = 256;
+    if names.len() < PARALLEL_FROM {
+        return stat_all(&names);
+    }
+    let (first, second) = names.split_at(names.len() / 2);
+    std::thread::scope(|sc| {
+        let other = sc.spawn(|| stat_all(second));
+        let mut out = stat_all(first);
+        match other.join() {
+            Ok(rest) => out.extend(rest),
+            Err(_) => out.extend(stat_all(second)),
+        }
+        out
+    })
+}
+
+/// One regular file of [`scan`]: `name` stat-ed (following a symlink, as `fs.stat` does)
+/// relative to the open directory `handle` of `dir`.
+fn stat_in(
+    handle: &std::fs::File,
+    dir: &Path,
+    real: Option<&paths::RealDir>,
+    name: &std::ffi::OsStr,
+) -> Option<FileInfo> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let c = std::ffi::CString::new(name.as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `c` is a NUL-terminated name, `st` a buffer fstatat fills on success.
+    let rc = unsafe { libc::fstatat(handle.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), 0) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstatat returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let path = dir.join(name);
+    let canonical = name
+        .to_str()
+        .and_then(|n| real.and_then(|r| r.plain_child(n)))
+        .unwrap_or_else(|| paths::canonical(&path));
+    Some(FileInfo {
+        canonical,
+        name: name.to_string_lossy().into_owned(),
+        size: st.st_size as u64,
+        mtime_ms: st.st_mtime as f64 * 1000.0 + st.st_mtime_nsec as f64 / 1e6,
+        path,
+    })
 }
 
 /// `readSessionPromptBlobFiles`: blob files and blob temps under
@@ -170,15 +220,44 @@ pub fn entry_artifacts(entry: &Value, sessions_dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
+/// [`entry_artifacts`], each canonical. `real` is `paths::RealDir::new(sessions_dir)`, which
+/// answers the common entry without a lookup per path.
+pub fn entry_artifacts_canonical(
+    entry: &Value,
+    sessions_dir: &Path,
+    real: Option<&paths::RealDir>,
+) -> Vec<PathBuf> {
+    if let Some(r) = real
+        && store::session_file(entry).is_none()
+        && let Some(id) = store::session_id(entry)
+        && let Some(fast) = r.default_artifacts(id)
+    {
+        return fast.into();
+    }
+    entry_artifacts(entry, sessions_dir)
+        .iter()
+        .map(|p| paths::canonical(p))
+        .collect()
+}
+
+/// A set of canonical paths, compared by their bytes: every path put in one comes from
+/// `paths::canonical` or a `RealDir` (resolved, no `.`, `..`, doubled or trailing separator),
+/// and hashing the bytes is several times cheaper than hashing a `Path` component by
+/// component.
+pub type PathSet = FastSet<std::ffi::OsString>;
+
 /// `resolveReferencedSessionArtifactPaths`: canonical paths the store still references.
 /// Malformed `compactionCheckpoints` (which make OpenClaw throw) are refused.
-pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<HashSet<PathBuf>> {
+pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<PathSet> {
     let dir = paths::canonical(sessions_dir);
-    let mut out = HashSet::new();
+    let real = paths::RealDir::new(sessions_dir);
+    let mut out = FastSet::with_capacity_and_hasher(3 * s.len(), Default::default());
     for (key, entry) in s {
-        for p in entry_artifacts(entry, sessions_dir) {
-            out.insert(paths::canonical(&p));
-        }
+        out.extend(
+            entry_artifacts_canonical(entry, sessions_dir, real.as_ref())
+                .into_iter()
+                .map(PathBuf::into_os_string),
+        );
         let Some(cps) = entry.get("compactionCheckpoints") else {
             continue;
         };
@@ -200,7 +279,7 @@ pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<HashSet<PathBu
                     }
                     let c = paths::canonical(Path::new(f));
                     if paths::is_strictly_inside(&dir, &c) {
-                        out.insert(c);
+                        out.insert(c.into_os_string());
                     }
                 }
             }
@@ -217,8 +296,8 @@ fn malformed(key: &str) -> anyhow::Error {
 }
 
 /// `isUnreferencedSessionArtifactFile`: an unreferenced transcript, checkpoint or trajectory.
-pub fn is_orphan(f: &FileInfo, referenced: &HashSet<PathBuf>) -> bool {
-    !referenced.contains(&f.canonical)
+pub fn is_orphan(f: &FileInfo, referenced: &PathSet) -> bool {
+    !referenced.contains(f.canonical.as_os_str())
         && (layout::is_checkpoint_name(&f.name)
             || layout::is_trajectory_name(&f.name)
             || layout::is_primary_transcript_name(&f.name))
@@ -227,22 +306,30 @@ pub fn is_orphan(f: &FileInfo, referenced: &HashSet<PathBuf>) -> bool {
 /// Removes files, or pretends to for a preview (`removeFileForBudget`).
 pub struct Remover<'a> {
     pub confined: Option<&'a Confined>,
-    pub sizes: HashMap<PathBuf, u64>,
-    pub simulated: HashSet<PathBuf>,
+    /// Scanned sizes by canonical path (simulation only).
+    sizes: FastMap<&'a std::ffi::OsStr, u64>,
+    simulated: PathSet,
     /// Canonical paths removed (or that would be).
     pub removed: Vec<PathBuf>,
 }
 
 impl<'a> Remover<'a> {
-    /// `confined = None` simulates (dry run) using the scanned sizes.
-    pub fn new(confined: Option<&'a Confined>, files: &[FileInfo]) -> Remover<'a> {
+    /// `confined = None` simulates (dry run) using the scanned sizes of `files`.
+    pub fn new(
+        confined: Option<&'a Confined>,
+        files: impl IntoIterator<Item = &'a FileInfo>,
+    ) -> Remover<'a> {
+        let sizes = match confined {
+            Some(_) => FastMap::default(),
+            None => files
+                .into_iter()
+                .map(|f| (f.canonical.as_os_str(), f.size))
+                .collect(),
+        };
         Remover {
             confined,
-            sizes: files
-                .iter()
-                .map(|f| (f.canonical.clone(), f.size))
-                .collect(),
-            simulated: HashSet::new(),
+            sizes,
+            simulated: FastSet::default(),
             removed: Vec::new(),
         }
     }
@@ -278,14 +365,14 @@ impl<'a> Remover<'a> {
         let canonical = canonical.map_or_else(|| paths::canonical(&resolved), Path::to_path_buf);
         match self.confined {
             None => {
-                if self.simulated.contains(&canonical) {
+                if self.simulated.contains(canonical.as_os_str()) {
                     return 0;
                 }
-                let size = self.sizes.get(&canonical).copied().unwrap_or(0);
+                let size = self.sizes.get(canonical.as_os_str()).copied().unwrap_or(0);
                 if size == 0 {
                     return 0;
                 }
-                self.simulated.insert(canonical.clone());
+                self.simulated.insert(canonical.clone().into_os_string());
                 self.removed.push(canonical);
                 size
             }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 
 use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
-use super::files::{self, RemovedFiles};
+use super::files::{self, PathSet, RemovedFiles};
 use super::log::{self, LogLine};
 use crate::config::maintenance::Maintenance;
 use crate::fsutil::Confined;
@@ -200,13 +200,14 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
     };
     let stale = entries::prune_stale(&mut s, m.prune_after_ms, &preserve, super::now_ms());
     let capped = entries::cap(&mut s, m.max_entries, &preserve);
-    let mut excluded: HashSet<PathBuf> = HashSet::new();
+    let mut excluded = PathSet::default();
+    let real = paths::RealDir::new(&dir);
     for (k, _) in model_runs.iter().chain(&stale).chain(&capped).chain(&dm) {
         if let Some(e) = before.get(k) {
             excluded.extend(
-                files::entry_artifacts(e, &dir)
-                    .iter()
-                    .map(|p| paths::canonical(p)),
+                files::entry_artifacts_canonical(e, &dir, real.as_ref())
+                    .into_iter()
+                    .map(PathBuf::into_os_string),
             );
         }
     }
@@ -223,7 +224,7 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         false,
         &mut budget_removed,
     )?;
-    excluded.extend(budget_removed);
+    excluded.extend(budget_removed.into_iter().map(PathBuf::into_os_string));
     let unreferenced = budget::sweep(&d, &s, m.prune_after_ms, &excluded)?;
     let budget_evicted: HashSet<String> = before_budget
         .into_iter()
@@ -487,7 +488,7 @@ pub fn apply(
             ..Default::default()
         }
     } else {
-        budget::sweep(&d, &s, m.prune_after_ms, &HashSet::new())?
+        budget::sweep(&d, &s, m.prune_after_ms, &PathSet::default())?
     };
     let repaired = fm
         .repaired

@@ -282,6 +282,53 @@ pub fn transcript_in_dir(
     is_strictly_inside(&dir, &p).then_some(p)
 }
 
+/// A sessions directory that is its own real path, with the names in it that are symlinks
+/// (or of unknown type): a name not among them is its own canonical path there.
+///
+/// Lets callers that resolve the artifacts of thousands of entries skip the per-path cache
+/// lookups of [`canonical`] for the common entry (a valid `sessionId`, no `sessionFile`).
+pub struct RealDir {
+    dir: PathBuf,
+    symlinks: std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>,
+}
+
+impl RealDir {
+    /// `None` when `sessions_dir` does not exist or is not its own real path.
+    pub fn new(sessions_dir: &Path) -> Option<RealDir> {
+        let dir = resolve(sessions_dir);
+        let symlinks = symlinks_in_real_dir(&dir)?;
+        Some(RealDir { dir, symlinks })
+    }
+
+    /// The directory (resolved and real).
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `canonical(dir/name)` for a plain file name, when it needs no lookup (the name is not
+    /// a symlink here).
+    pub fn plain_child(&self, name: &str) -> Option<PathBuf> {
+        let os = std::ffi::OsStr::new(name);
+        (!name.is_empty() && !name.contains('/') && !self.symlinks.contains(os))
+            .then(|| self.dir.join(name))
+    }
+
+    /// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
+    /// with `session_id` and no `sessionFile` (what `transcript_in_dir` and [`canonical`]
+    /// give for them), when none of the three names is a symlink here.
+    pub fn default_artifacts(&self, session_id: &str) -> Option<[PathBuf; 3]> {
+        if session_id.is_empty() {
+            return None;
+        }
+        let id = validate_session_id(session_id)?;
+        Some([
+            self.plain_child(&format!("{id}.jsonl"))?,
+            self.plain_child(&format!("{id}.trajectory-path.json"))?,
+            self.plain_child(&format!("{id}.trajectory.jsonl"))?,
+        ])
+    }
+}
+
 /// `X.jsonl` → `X.trajectory-path.json` (other names get the suffix appended).
 pub fn trajectory_pointer_path(transcript: &Path) -> PathBuf {
     sidecar(transcript, ".trajectory-path.json")
