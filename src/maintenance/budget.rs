@@ -71,18 +71,21 @@ impl<'a> Dir<'a> {
         }
     }
 
+    /// A simulation on a scan already made (see [`scan`]).
+    pub fn simulated(sessions_dir: &'a Path, store_path: &'a Path, scanned: Scanned) -> Self {
+        let d = Dir::new(sessions_dir, store_path, None);
+        let _ = d.snapshot.set(scanned);
+        d
+    }
+
     /// The files as they are now: scanned afresh when applying for real (earlier steps
     /// removed files), once per run when simulating.
     fn files(&self) -> std::borrow::Cow<'_, Scanned> {
-        let scan = || {
-            (
-                files::scan(self.sessions_dir),
-                files::scan_blobs(self.sessions_dir),
-            )
-        };
         match self.confined {
-            Some(_) => std::borrow::Cow::Owned(scan()),
-            None => std::borrow::Cow::Borrowed(self.snapshot.get_or_init(scan)),
+            Some(_) => std::borrow::Cow::Owned(scan(self.sessions_dir)),
+            None => {
+                std::borrow::Cow::Borrowed(self.snapshot.get_or_init(|| scan(self.sessions_dir)))
+            }
         }
     }
 
@@ -92,6 +95,11 @@ impl<'a> Dir<'a> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     }
+}
+
+/// The regular files and prompt blob files of a sessions directory.
+pub fn scan(sessions_dir: &Path) -> Scanned {
+    (files::scan(sessions_dir), files::scan_blobs(sessions_dir))
 }
 
 /// Byte length of the `"key": {...}` chunk of one entry in a pretty store.

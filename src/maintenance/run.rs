@@ -170,8 +170,27 @@ fn keyset(removed: &entries::Removed) -> HashSet<String> {
 }
 
 /// Compute the plan for one store without writing anything.
+///
+/// A plan changes nothing on disk, so the sessions directory is scanned in a second thread
+/// while the store is read and its entries are planned.
 pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview> {
     let dir = sessions_dir_of(store_path);
+    std::thread::scope(|sc| {
+        let scan = sc.spawn(|| budget::scan(&dir));
+        let scanned = || scan.join().unwrap_or_else(|_| budget::scan(&dir));
+        plan(agent_id, store_path, o, &dir, scanned)
+    })
+}
+
+/// `preview` with the directory scan that `scanned` returns.
+fn plan(
+    agent_id: &str,
+    store_path: &Path,
+    o: &Options,
+    dir: &Path,
+    scanned: impl FnOnce() -> budget::Scanned,
+) -> Result<Preview> {
+    let dir = dir.to_path_buf();
     let loaded = store::load(store_path)?;
     let stamp = loaded.stamp;
     let before = loaded.store;
@@ -212,7 +231,7 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         }
     }
     let before_budget: Vec<String> = s.keys().cloned().collect();
-    let d = Dir::new(&dir, store_path, None);
+    let d = Dir::simulated(&dir, store_path, scanned());
     let mut budget_removed = Vec::new();
     let disk_budget = budget::enforce(
         &d,
