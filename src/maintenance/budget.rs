@@ -52,6 +52,8 @@ pub struct Dir<'a> {
     pub confined: Option<&'a Confined>,
     /// A simulation changes nothing on disk, so the budget and the sweep share one scan.
     pub snapshot: std::cell::OnceCell<Scanned>,
+    /// A simulation's last referenced set, with the store keys it was computed for.
+    referenced: std::cell::RefCell<Option<(Vec<String>, std::rc::Rc<PathSet>)>>,
 }
 
 /// The directory's regular files and its prompt blob files.
@@ -68,7 +70,29 @@ impl<'a> Dir<'a> {
             store_path,
             confined,
             snapshot: std::cell::OnceCell::new(),
+            referenced: std::cell::RefCell::new(None),
         }
+    }
+
+    /// `files::referenced_paths(s)`. A simulation reuses its last answer when `s` has the
+    /// same keys: a plan edits entries only before the budget runs, and afterwards only
+    /// removes them (the budget's evictions), so the same keys are the same entries.
+    fn referenced(&self, s: &Store) -> Result<std::rc::Rc<PathSet>> {
+        if self.confined.is_some() {
+            return Ok(std::rc::Rc::new(files::referenced_paths(
+                s,
+                self.sessions_dir,
+            )?));
+        }
+        if let Some((keys, set)) = &*self.referenced.borrow()
+            && keys.len() == s.len()
+            && keys.iter().zip(s.keys()).all(|(a, b)| a == b)
+        {
+            return Ok(set.clone());
+        }
+        let set = std::rc::Rc::new(files::referenced_paths(s, self.sessions_dir)?);
+        *self.referenced.borrow_mut() = Some((s.keys().cloned().collect(), set.clone()));
+        Ok(set)
     }
 
     /// A simulation on a scan already made (see [`scan`]).
@@ -130,7 +154,7 @@ pub fn enforce(
         .find(|f| f.canonical == store_canonical)
         .map_or(0, |f| f.size as i64);
     let (projected_view, needed) = blobs::project(s);
-    let mut projected = store::serialize(&projected_view).len() as i64;
+    let mut projected = store::serialized_len(&projected_view) as i64;
     let existing: HashMap<&str, &FileInfo> = blob_files
         .iter()
         .filter_map(|f| files::blob_hash(&f.name).map(|h| (h, f)))
@@ -168,7 +192,7 @@ pub fn enforce(
     if warn_only {
         return Ok(Some(report(total, 0, 0, 0, true)));
     }
-    let referenced = files::referenced_paths(s, d.sessions_dir)?;
+    let referenced = d.referenced(s)?;
     let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
     let blob_cutoff = super::now_ms() - TEMP_STALE_MS;
     let basename = d.store_basename();
@@ -272,7 +296,7 @@ pub fn enforce(
             let prev = projected;
             projected = match chunks.remove(&key) {
                 Some(c) if c >= 0 => (projected - (c + 2)).max(2),
-                _ => store::serialize(&projected_store).len() as i64,
+                _ => store::serialized_len(&projected_store) as i64,
             };
             total += projected - prev;
             if let Some(h) = blob_hash {
@@ -334,7 +358,7 @@ pub fn sweep(d: &Dir<'_>, s: &Store, older_than_ms: i64, exclude: &PathSet) -> R
     let older = older_than_ms.max(0);
     let files = d.files();
     let (scanned, blob_files) = &*files;
-    let referenced = files::referenced_paths(s, d.sessions_dir)?;
+    let referenced = d.referenced(s)?;
     let (projected, _) = blobs::project(s);
     let refs = files::blob_refcounts(&projected);
     let cutoff = super::now_ms() - older as f64;
