@@ -72,13 +72,18 @@ pub fn validate_session_id(session_id: &str) -> Option<&str> {
         && b[0].is_ascii_alphanumeric()
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
-    (ok && !crate::layout::is_checkpoint_name(&format!("{t}.jsonl"))).then_some(t)
+    (ok && crate::layout::parse_checkpoint_stem(t).is_none()).then_some(t)
 }
 
 /// `isSafeSessionId`: what load-time normalisation accepts as a session id at all.
 pub fn is_safe_session_id(value: &str) -> bool {
     let t = js_trim(value);
-    if t.is_empty() || t.encode_utf16().count() > 255 || t.contains('/') || t.contains('\\') {
+    // UTF-16 units never outnumber bytes: only long ids need counting.
+    if t.is_empty()
+        || (t.len() > 255 && t.encode_utf16().count() > 255)
+        || t.contains('/')
+        || t.contains('\\')
+    {
         return false;
     }
     let b = t.as_bytes();
@@ -308,9 +313,31 @@ impl RealDir {
     /// `canonical(dir/name)` for a plain file name, when it needs no lookup (the name is not
     /// a symlink here).
     pub fn plain_child(&self, name: &str) -> Option<PathBuf> {
-        let os = std::ffi::OsStr::new(name);
-        (!name.is_empty() && !name.contains('/') && !self.symlinks.contains(os))
-            .then(|| self.dir.join(name))
+        self.child_with_suffix(name, "")
+    }
+
+    /// [`plain_child`](Self::plain_child) of `<stem><suffix>`, built in one allocation.
+    fn child_with_suffix(&self, stem: &str, suffix: &str) -> Option<PathBuf> {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        if stem.is_empty() || stem.contains('/') || suffix.contains('/') {
+            return None;
+        }
+        let dir = self.dir.as_os_str().as_bytes();
+        let mut buf = Vec::with_capacity(dir.len() + 1 + stem.len() + suffix.len());
+        buf.extend_from_slice(dir);
+        if dir.last() != Some(&b'/') {
+            buf.push(b'/');
+        }
+        let name_at = buf.len();
+        buf.extend_from_slice(stem.as_bytes());
+        buf.extend_from_slice(suffix.as_bytes());
+        if self
+            .symlinks
+            .contains(std::ffi::OsStr::from_bytes(&buf[name_at..]))
+        {
+            return None;
+        }
+        Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
     }
 
     /// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
@@ -322,9 +349,9 @@ impl RealDir {
         }
         let id = validate_session_id(session_id)?;
         Some([
-            self.plain_child(&format!("{id}.jsonl"))?,
-            self.plain_child(&format!("{id}.trajectory-path.json"))?,
-            self.plain_child(&format!("{id}.trajectory.jsonl"))?,
+            self.child_with_suffix(id, ".jsonl")?,
+            self.child_with_suffix(id, ".trajectory-path.json")?,
+            self.child_with_suffix(id, ".trajectory.jsonl")?,
         ])
     }
 }
