@@ -83,6 +83,13 @@ const NORMALISED_FIELDS: &[&str] = &[
 ];
 
 fn migrate(e: &mut Map<String, Value>) -> bool {
+    // Only entries with a legacy field have anything to migrate.
+    if !e
+        .keys()
+        .any(|k| matches!(k.as_str(), "provider" | "lastProvider" | "room"))
+    {
+        return false;
+    }
     let mut changed = false;
     for (old, new) in [("provider", "channel"), ("lastProvider", "lastChannel")] {
         if !e.get(new).is_some_and(Value::is_string) && e.get(old).is_some_and(Value::is_string) {
@@ -106,10 +113,7 @@ fn migrate(e: &mut Map<String, Value>) -> bool {
 
 /// `normalizePersistedSessionEntryShape`; false = drop the entry.
 fn shape(e: &mut Map<String, Value>) -> bool {
-    let session_file_trimmed = match e.get("sessionFile") {
-        Some(Value::String(s)) => Some(js_trim(s).to_string()),
-        _ => None,
-    };
+    let has_file = matches!(e.get("sessionFile"), Some(Value::String(s)) if !js_trim(s).is_empty());
     if let Some(sid) = e.get("sessionId") {
         let Value::String(sid) = sid else {
             return false;
@@ -117,13 +121,11 @@ fn shape(e: &mut Map<String, Value>) -> bool {
         if !is_safe_session_id(sid) {
             return false;
         }
-        let trimmed = js_trim(sid).to_string();
-        let has_file = session_file_trimmed
-            .as_deref()
-            .is_some_and(|s| !s.is_empty());
-        if validate_session_id(&trimmed).is_none() && !has_file {
+        let trimmed = js_trim(sid);
+        if validate_session_id(trimmed).is_none() && !has_file {
             e.shift_remove("sessionId");
-        } else if trimmed != *sid {
+        } else if trimmed.len() != sid.len() {
+            let trimmed = trimmed.to_string();
             e.insert("sessionId".into(), Value::String(trimmed));
         }
     }
