@@ -8,13 +8,12 @@
 //! and deleting the transcript and sidecars of the last entry using a session id.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Result;
 use serde_json::Value;
 
 use super::files::{self, FileInfo, PathSet, Remover};
-use crate::fsutil::Confined;
 use crate::keys;
 use crate::layout;
 use crate::store::{self, Store, blobs};
@@ -44,87 +43,7 @@ pub struct SweepReport {
     pub older_than_ms: i64,
 }
 
-/// Inputs shared by the budget and the sweep.
-pub struct Dir<'a> {
-    pub sessions_dir: &'a Path,
-    pub store_path: &'a Path,
-    /// `Some` applies for real; `None` simulates.
-    pub confined: Option<&'a Confined>,
-    /// A simulation changes nothing on disk, so the budget and the sweep share one scan.
-    pub snapshot: std::cell::OnceCell<Scanned>,
-    /// A simulation's last referenced set, with the store keys it was computed for.
-    referenced: std::cell::RefCell<Option<(Vec<String>, std::rc::Rc<PathSet>)>>,
-}
-
-/// The directory's regular files and its prompt blob files.
-pub type Scanned = (Vec<FileInfo>, Vec<FileInfo>);
-
-impl<'a> Dir<'a> {
-    pub fn new(
-        sessions_dir: &'a Path,
-        store_path: &'a Path,
-        confined: Option<&'a Confined>,
-    ) -> Self {
-        Dir {
-            sessions_dir,
-            store_path,
-            confined,
-            snapshot: std::cell::OnceCell::new(),
-            referenced: std::cell::RefCell::new(None),
-        }
-    }
-
-    /// `files::referenced_paths(s)`. A simulation reuses its last answer when `s` has the
-    /// same keys: a plan edits entries only before the budget runs, and afterwards only
-    /// removes them (the budget's evictions), so the same keys are the same entries.
-    fn referenced(&self, s: &Store) -> Result<std::rc::Rc<PathSet>> {
-        if self.confined.is_some() {
-            return Ok(std::rc::Rc::new(files::referenced_paths(
-                s,
-                self.sessions_dir,
-            )?));
-        }
-        if let Some((keys, set)) = &*self.referenced.borrow()
-            && keys.len() == s.len()
-            && keys.iter().zip(s.keys()).all(|(a, b)| a == b)
-        {
-            return Ok(set.clone());
-        }
-        let set = std::rc::Rc::new(files::referenced_paths(s, self.sessions_dir)?);
-        *self.referenced.borrow_mut() = Some((s.keys().cloned().collect(), set.clone()));
-        Ok(set)
-    }
-
-    /// A simulation on a scan already made (see [`scan`]).
-    pub fn simulated(sessions_dir: &'a Path, store_path: &'a Path, scanned: Scanned) -> Self {
-        let d = Dir::new(sessions_dir, store_path, None);
-        let _ = d.snapshot.set(scanned);
-        d
-    }
-
-    /// The files as they are now: scanned afresh when applying for real (earlier steps
-    /// removed files), once per run when simulating.
-    fn files(&self) -> std::borrow::Cow<'_, Scanned> {
-        match self.confined {
-            Some(_) => std::borrow::Cow::Owned(scan(self.sessions_dir)),
-            None => {
-                std::borrow::Cow::Borrowed(self.snapshot.get_or_init(|| scan(self.sessions_dir)))
-            }
-        }
-    }
-
-    fn store_basename(&self) -> String {
-        self.store_path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
-}
-
-/// The regular files and prompt blob files of a sessions directory.
-pub fn scan(sessions_dir: &Path) -> Scanned {
-    (files::scan(sessions_dir), files::scan_blobs(sessions_dir))
-}
+pub use super::dir::{Dir, Scanned, scan};
 
 /// Byte length of the `"key": {...}` chunk of one entry in a pretty store.
 fn chunk_bytes(key: &str, entry: &Value) -> i64 {
@@ -413,7 +332,9 @@ pub fn sweep(d: &Dir<'_>, s: &Store, older_than_ms: i64, exclude: &PathSet) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsutil::Confined;
     use serde_json::{Value, json};
+    use std::path::Path;
     use std::time::{Duration, SystemTime};
 
     fn age(p: &Path, ms: u64) {
