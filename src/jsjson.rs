@@ -19,6 +19,34 @@ use std::fmt::Write as _;
 
 use serde_json::{Map, Value};
 
+/// Where serialised JSON goes: a `String`, or [`Len`] when only the length is wanted.
+pub trait Sink {
+    fn push_str(&mut self, s: &str);
+    fn push(&mut self, c: char);
+}
+
+impl Sink for String {
+    fn push_str(&mut self, s: &str) {
+        String::push_str(self, s);
+    }
+    fn push(&mut self, c: char) {
+        String::push(self, c);
+    }
+}
+
+/// A [`Sink`] that only counts bytes: the length of a document without building it.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Len(pub usize);
+
+impl Sink for Len {
+    fn push_str(&mut self, s: &str) {
+        self.0 += s.len();
+    }
+    fn push(&mut self, c: char) {
+        self.0 += c.len_utf8();
+    }
+}
+
 /// Parse JSON text as `JSON.parse` would, then apply JavaScript's object key order.
 pub fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
     let mut v: Value = serde_json::from_slice(bytes)?;
@@ -43,16 +71,16 @@ pub fn to_string_compact(v: &Value) -> String {
 /// Byte length of the `"key": value` member as it appears at `level` inside a
 /// `JSON.stringify(…, null, 2)` document, indentation of its first line included.
 pub fn pretty_member_len(key: &str, v: &Value, level: usize) -> usize {
-    let mut out = " ".repeat(2 * level);
+    let mut out = Len(2 * level);
     write_string(&mut out, key);
     out.push_str(": ");
     write_value(&mut out, v, Some(2), level);
-    out.len()
+    out.0
 }
 
 /// Serialise `v` into `out`. `indent` is the indent unit (None = compact), `level` the depth of
 /// `v` itself (its closing bracket is indented by `level` units).
-pub fn write_value(out: &mut String, v: &Value, indent: Option<usize>, level: usize) {
+pub fn write_value<S: Sink + ?Sized>(out: &mut S, v: &Value, indent: Option<usize>, level: usize) {
     match v {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
@@ -98,17 +126,21 @@ pub fn write_value(out: &mut String, v: &Value, indent: Option<usize>, level: us
     }
 }
 
-fn push_indent(out: &mut String, indent: Option<usize>, level: usize) {
+fn push_indent<S: Sink + ?Sized>(out: &mut S, indent: Option<usize>, level: usize) {
+    const SPACES: &str = "                                                                ";
     if let Some(unit) = indent {
         out.push('\n');
-        for _ in 0..unit * level {
-            out.push(' ');
+        let mut n = unit * level;
+        while n > 0 {
+            let k = n.min(SPACES.len());
+            out.push_str(&SPACES[..k]);
+            n -= k;
         }
     }
 }
 
 /// A JSON string literal as `JSON.stringify` writes it.
-pub fn write_string(out: &mut String, s: &str) {
+pub fn write_string<S: Sink + ?Sized>(out: &mut S, s: &str) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0;
@@ -127,9 +159,7 @@ pub fn write_string(out: &mut String, s: &str) {
         out.push_str(&s[start..i]);
         match esc {
             Some(e) => out.push_str(e),
-            None => {
-                let _ = write!(out, "\\u{:04x}", b);
-            }
+            None => out.push_str(&format!("\\u{:04x}", b)),
         }
         start = i + 1;
     }
@@ -137,7 +167,7 @@ pub fn write_string(out: &mut String, s: &str) {
     out.push('"');
 }
 
-fn write_number(out: &mut String, n: &serde_json::Number) {
+fn write_number<S: Sink + ?Sized>(out: &mut S, n: &serde_json::Number) {
     // With arbitrary_precision the number keeps its source text; JavaScript holds it as f64.
     match n.as_f64() {
         Some(f) if f.is_finite() => out.push_str(&js_number(f)),
@@ -155,6 +185,10 @@ pub fn js_number(f: f64) -> String {
     }
     if f.is_infinite() {
         return if f > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
+    }
+    // Safe integers (timestamps, counts) print as their digits.
+    if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
+        return (f as i64).to_string();
     }
     // Rust's `{:e}` prints the shortest round-trip digits: "1.2345e-7", "5e0".
     let sci = format!("{:e}", f.abs());

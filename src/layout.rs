@@ -22,6 +22,15 @@ impl ArchiveReason {
             ArchiveReason::Bak => "bak",
         }
     }
+
+    /// `.<reason>.`, what precedes the timestamp in an archive name.
+    fn marker(self) -> &'static str {
+        match self {
+            ArchiveReason::Deleted => ".deleted.",
+            ArchiveReason::Reset => ".reset.",
+            ArchiveReason::Bak => ".bak.",
+        }
+    }
 }
 
 /// The kind of one file directly in a sessions directory.
@@ -129,8 +138,12 @@ fn civil_from_days(z: i64) -> (i64, i64, i64) {
 
 /// The timestamp after the last `.<reason>.` when it has the archive shape (`hasArchiveSuffix`).
 pub fn archive_suffix(name: &str, reason: ArchiveReason) -> Option<&str> {
-    let marker = format!(".{}.", reason.as_str());
-    let idx = name.rfind(&marker)?;
+    // Every archive timestamp ends in `Z`: most names are rejected without a search.
+    if !name.ends_with('Z') {
+        return None;
+    }
+    let marker = reason.marker();
+    let idx = name.rfind(marker)?;
     let raw = &name[idx + marker.len()..];
     is_archive_timestamp(raw).then_some(raw)
 }
@@ -173,8 +186,12 @@ pub fn is_uuid_shape(s: &str) -> bool {
 
 /// `^(.+)\.checkpoint\.(<uuid v1-5, variant 89ab>)\.jsonl$` (case-insensitive).
 pub fn parse_checkpoint_name(name: &str) -> Option<(&str, &str)> {
-    let stem = name.strip_suffix(".jsonl")?;
-    if stem.len() < 36 + 12 {
+    parse_checkpoint_stem(name.strip_suffix(".jsonl")?)
+}
+
+/// [`parse_checkpoint_name`] of `<stem>.jsonl`.
+pub fn parse_checkpoint_stem(stem: &str) -> Option<(&str, &str)> {
+    if stem.len() < 36 + 12 || !stem.is_char_boundary(stem.len() - 36) {
         return None;
     }
     let (head, uuid) = stem.split_at(stem.len() - 36);

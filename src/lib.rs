@@ -9,6 +9,7 @@ pub mod cmd;
 pub mod compact;
 pub mod config;
 pub mod exit;
+pub mod fasthash;
 pub mod fsutil;
 pub mod images;
 pub mod inspect;

@@ -107,6 +107,10 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
             }
         }
         progress.finish();
+        // The plans (whole copies of every store) are not needed any more and the process
+        // ends right after printing: leave their memory to the exit instead of freeing
+        // thousands of entries one by one.
+        std::mem::forget(previews);
         return print(&out, to_stderr);
     }
     // A removed entry whose transcript a live process has locked is in use: leave that

@@ -371,7 +371,7 @@ fn scan_dir(dir: &Path, store_path: &Path, s: &store::Store, now_ms: f64, r: &mu
             r.notes.push(format!("{e:#}"));
             s.values()
                 .flat_map(|e| files::entry_artifacts(e, dir))
-                .map(|p| store::paths::canonical(&p))
+                .map(|p| store::paths::canonical(&p).into_os_string())
                 .collect()
         }
     };
@@ -394,7 +394,7 @@ fn scan_dir(dir: &Path, store_path: &Path, s: &store::Store, now_ms: f64, r: &mu
         }
         let cat = category(
             &kind,
-            referenced.contains(&f.canonical),
+            referenced.contains(f.canonical.as_os_str()),
             now_ms - f.mtime_ms,
         );
         let st = stats.entry(cat).or_default();

@@ -11,7 +11,9 @@ use crate::config::grammar::js_trim;
 use crate::config::normalize_agent_id;
 
 mod kind;
+mod parts;
 pub use kind::{SessionKind, classify};
+use parts::KeyParts;
 
 /// A `--session KEY` as every command matches it against store keys: the key as written, or
 /// any key with the same [`normalize_key`] form (`Agent:Main:Main` finds `agent:main:main`).
@@ -221,34 +223,20 @@ pub(crate) fn is_heartbeat_rest(rest: &str) -> bool {
 
 /// Keys maintenance never auto-protects (subagent, acp, cron, hook, node, heartbeat …).
 pub fn is_synthetic_key(key: &str) -> bool {
-    let rest = rest_or_key(key);
-    is_subagent_key(key)
-        || is_acp_key(key)
-        || is_cron_key(key)
-        || rest.starts_with("acp-bridge:")
-        || rest.starts_with("hook:")
-        || rest.starts_with("node:")
-        || is_heartbeat_rest(&rest)
+    KeyParts::new(key).is_synthetic()
 }
 
 /// The generic thread id: the non-empty text after the last `:thread:` (case-insensitive).
 pub fn thread_id(key: &str) -> Option<String> {
-    let raw = js_trim(key);
-    let idx = raw.to_lowercase().rfind(":thread:")?;
-    // Lowercasing can change byte lengths for non-ASCII text; map through ASCII lowercase,
-    // which keeps offsets, when they disagree.
-    let idx = if raw.to_lowercase().len() == raw.len() {
-        idx
-    } else {
-        raw.to_ascii_lowercase().rfind(":thread:")?
-    };
-    let tid = js_trim(&raw[idx + 8..]);
-    (!tid.is_empty()).then(|| tid.to_string())
+    KeyParts::new(key).thread_id().map(str::to_string)
 }
 
 /// `^telegram:(group|channel|direct|dm):.+:topic:[^:]+$` on the lowercased rest.
 pub fn is_telegram_topic_key(key: &str) -> bool {
-    let rest = rest_or_key(key);
+    is_telegram_topic_rest(&rest_or_key(key))
+}
+
+fn is_telegram_topic_rest(rest: &str) -> bool {
     let Some(after) = ["group:", "channel:", "direct:", "dm:"]
         .iter()
         .find_map(|k| {
@@ -269,7 +257,10 @@ pub fn is_telegram_topic_key(key: &str) -> bool {
 
 /// `^[^:]+:(group|channel):.+$` on the lowercased rest: an external group or channel.
 pub fn is_external_group_or_channel_key(key: &str) -> bool {
-    let rest = rest_or_key(key);
+    is_external_group_or_channel_rest(&rest_or_key(key))
+}
+
+fn is_external_group_or_channel_rest(rest: &str) -> bool {
     let mut parts = rest.splitn(3, ':');
     let (Some(ch), Some(kind), Some(tail)) = (parts.next(), parts.next(), parts.next()) else {
         return false;
@@ -296,12 +287,13 @@ pub(crate) fn chat_type(entry: Option<&Value>) -> String {
 
 /// `isProtectedSessionMaintenanceEntry`: durable external conversation pointers.
 pub fn is_protected(key: &str, entry: Option<&Value>) -> bool {
-    if is_synthetic_key(key) {
+    let parts = KeyParts::new(key);
+    if parts.is_synthetic() {
         return false;
     }
-    if thread_id(key).is_some()
-        || is_telegram_topic_key(key)
-        || is_external_group_or_channel_key(key)
+    if parts.thread_id().is_some()
+        || is_telegram_topic_rest(parts.rest())
+        || is_external_group_or_channel_rest(parts.rest())
     {
         return true;
     }

@@ -7,14 +7,13 @@
 //! oldest first, shrinking the projected store by the entry's pretty-printed chunk + 2 bytes
 //! and deleting the transcript and sidecars of the last entry using a session id.
 
-use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::collections::HashMap;
+use std::path::PathBuf;
 
 use anyhow::Result;
 use serde_json::Value;
 
-use super::files::{self, FileInfo, Remover};
-use crate::fsutil::Confined;
+use super::files::{self, FileInfo, PathSet, Remover};
 use crate::keys;
 use crate::layout;
 use crate::store::{self, Store, blobs};
@@ -44,55 +43,7 @@ pub struct SweepReport {
     pub older_than_ms: i64,
 }
 
-/// Inputs shared by the budget and the sweep.
-pub struct Dir<'a> {
-    pub sessions_dir: &'a Path,
-    pub store_path: &'a Path,
-    /// `Some` applies for real; `None` simulates.
-    pub confined: Option<&'a Confined>,
-    /// A simulation changes nothing on disk, so the budget and the sweep share one scan.
-    pub snapshot: std::cell::OnceCell<Scanned>,
-}
-
-/// The directory's regular files and its prompt blob files.
-pub type Scanned = (Vec<FileInfo>, Vec<FileInfo>);
-
-impl<'a> Dir<'a> {
-    pub fn new(
-        sessions_dir: &'a Path,
-        store_path: &'a Path,
-        confined: Option<&'a Confined>,
-    ) -> Self {
-        Dir {
-            sessions_dir,
-            store_path,
-            confined,
-            snapshot: std::cell::OnceCell::new(),
-        }
-    }
-
-    /// The files as they are now: scanned afresh when applying for real (earlier steps
-    /// removed files), once per run when simulating.
-    fn files(&self) -> std::borrow::Cow<'_, Scanned> {
-        let scan = || {
-            (
-                files::scan(self.sessions_dir),
-                files::scan_blobs(self.sessions_dir),
-            )
-        };
-        match self.confined {
-            Some(_) => std::borrow::Cow::Owned(scan()),
-            None => std::borrow::Cow::Borrowed(self.snapshot.get_or_init(scan)),
-        }
-    }
-
-    fn store_basename(&self) -> String {
-        self.store_path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
-}
+pub use super::dir::{Dir, Scanned, scan};
 
 /// Byte length of the `"key": {...}` chunk of one entry in a pretty store.
 fn chunk_bytes(key: &str, entry: &Value) -> i64 {
@@ -121,8 +72,8 @@ pub fn enforce(
         .iter()
         .find(|f| f.canonical == store_canonical)
         .map_or(0, |f| f.size as i64);
-    let (mut projected_store, needed) = blobs::project(s);
-    let mut projected = store::serialize(&projected_store).len() as i64;
+    let (projected_view, needed) = blobs::project(s);
+    let mut projected = store::serialized_len(&projected_view) as i64;
     let existing: HashMap<&str, &FileInfo> = blob_files
         .iter()
         .filter_map(|f| files::blob_hash(&f.name).map(|h| (h, f)))
@@ -133,7 +84,8 @@ pub fn enforce(
             virtual_bytes.insert(b.hash.clone(), b.prompt.len() as i64);
         }
     }
-    let mut refs = files::blob_refcounts(&projected_store);
+    let mut refs = files::blob_refcounts(&projected_view);
+    drop(projected_view);
     let mut total: i64 = scanned
         .iter()
         .chain(blob_files)
@@ -159,12 +111,11 @@ pub fn enforce(
     if warn_only {
         return Ok(Some(report(total, 0, 0, 0, true)));
     }
-    let referenced = files::referenced_paths(s, d.sessions_dir)?;
+    let referenced = d.referenced(s)?;
     let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
     let blob_cutoff = super::now_ms() - TEMP_STALE_MS;
     let basename = d.store_basename();
-    let all: Vec<FileInfo> = scanned.iter().chain(blob_files).cloned().collect();
-    let mut remover = Remover::new(d.confined, &all);
+    let mut remover = Remover::new(d.confined, scanned.iter().chain(blob_files));
     let (mut removed_files, mut removed_entries, mut freed) = (0u64, 0u64, 0i64);
     let mut blob_queue: Vec<&FileInfo> = blob_files
         .iter()
@@ -224,6 +175,7 @@ pub fn enforce(
                 *id_refs.entry(id.to_string()).or_default() += 1;
             }
         }
+        let mut projected_store = blobs::project(s).0.into_owned();
         let mut chunks: HashMap<String, i64> = projected_store
             .iter()
             .map(|(k, e)| (k.clone(), chunk_bytes(k, e)))
@@ -263,7 +215,7 @@ pub fn enforce(
             let prev = projected;
             projected = match chunks.remove(&key) {
                 Some(c) if c >= 0 => (projected - (c + 2)).max(2),
-                _ => store::serialize(&projected_store).len() as i64,
+                _ => store::serialized_len(&projected_store) as i64,
             };
             total += projected - prev;
             if let Some(h) = blob_hash {
@@ -325,16 +277,11 @@ pub fn enforce(
 /// The unreferenced-artifact sweep: stale store temps, orphan transcripts, checkpoints and
 /// trajectories older than `older_than_ms`, and unreferenced prompt blobs are deleted (archives
 /// never are).
-pub fn sweep(
-    d: &Dir<'_>,
-    s: &Store,
-    older_than_ms: i64,
-    exclude: &HashSet<PathBuf>,
-) -> Result<SweepReport> {
+pub fn sweep(d: &Dir<'_>, s: &Store, older_than_ms: i64, exclude: &PathSet) -> Result<SweepReport> {
     let older = older_than_ms.max(0);
     let files = d.files();
     let (scanned, blob_files) = &*files;
-    let referenced = files::referenced_paths(s, d.sessions_dir)?;
+    let referenced = d.referenced(s)?;
     let (projected, _) = blobs::project(s);
     let refs = files::blob_refcounts(&projected);
     let cutoff = super::now_ms() - older as f64;
@@ -343,7 +290,7 @@ pub fn sweep(
     let basename = d.store_basename();
     let mut queue: Vec<(bool, &FileInfo)> = scanned
         .iter()
-        .filter(|f| !exclude.contains(&f.canonical))
+        .filter(|f| !exclude.contains(f.canonical.as_os_str()))
         .filter(|f| {
             if layout::is_store_temp_name(&f.name, &basename) {
                 f.mtime_ms <= temp_cutoff
@@ -355,7 +302,7 @@ pub fn sweep(
         .chain(
             blob_files
                 .iter()
-                .filter(|f| !exclude.contains(&f.canonical))
+                .filter(|f| !exclude.contains(f.canonical.as_os_str()))
                 .filter(|f| files::blob_removable(f, &refs, blob_cutoff, temp_cutoff))
                 .map(|f| (true, f)),
         )
@@ -365,8 +312,7 @@ pub fn sweep(
             .partial_cmp(&b.1.mtime_ms)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let all: Vec<FileInfo> = scanned.iter().chain(blob_files).cloned().collect();
-    let mut remover = Remover::new(d.confined, &all);
+    let mut remover = Remover::new(d.confined, scanned.iter().chain(blob_files));
     let mut rep = SweepReport {
         scanned_files: (scanned.len() + blob_files.len()) as u64,
         older_than_ms: older,
@@ -390,7 +336,9 @@ pub fn sweep(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fsutil::Confined;
     use serde_json::{Value, json};
+    use std::path::Path;
     use std::time::{Duration, SystemTime};
 
     fn age(p: &Path, ms: u64) {
@@ -428,14 +376,14 @@ mod tests {
             panic!()
         };
         let dir = Dir::new(&d, &store_path, None);
-        let rep = sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        let rep = sweep(&dir, &s, 30 * 86_400_000, &PathSet::default()).unwrap();
         assert_eq!(
             (rep.scanned_files, rep.removed_files, rep.freed_bytes),
             (7, 2, 2)
         );
         let c = Confined::new(&d).unwrap();
         let dir = Dir::new(&d, &store_path, Some(&c));
-        sweep(&dir, &s, 30 * 86_400_000, &HashSet::new()).unwrap();
+        sweep(&dir, &s, 30 * 86_400_000, &PathSet::default()).unwrap();
         assert!(!d.join("old.jsonl").exists());
         assert!(
             d.join("young.jsonl").exists()

@@ -16,10 +16,11 @@ pub type Removed = Vec<(String, Value)>;
 /// `pruneStaleEntries`: remove unpreserved entries with `updatedAt < now − max_age`.
 pub fn prune_stale(s: &mut Store, max_age_ms: i64, preserve: &[String], now_ms: f64) -> Removed {
     let cutoff = now_ms - max_age_ms as f64;
+    // The cheap age test first: the key is parsed only for entries old enough to go.
     let victims: Vec<String> = s
         .iter()
-        .filter(|(k, e)| !keys::should_preserve(k, Some(e), preserve))
         .filter(|(_, e)| store::updated_at(e).is_some_and(|u| u < cutoff))
+        .filter(|(k, e)| !keys::should_preserve(k, Some(e), preserve))
         .map(|(k, _)| k.clone())
         .collect();
     take(s, victims)
@@ -45,17 +46,22 @@ pub fn prune_model_runs(
 /// `capEntryCount`: keep the newest `max − preserved` unpreserved entries (stable sort by
 /// `updatedAt` descending, missing = −∞), remove the rest.
 pub fn cap(s: &mut Store, max_entries: f64, preserve: &[String]) -> Removed {
-    let preserved = s
-        .iter()
-        .filter(|(k, e)| keys::should_preserve(k, Some(e), preserve))
-        .count();
+    // At most `max` entries: the unpreserved ones fit in `max − preserved` whatever the
+    // preserved count (no key needs parsing).
+    if s.len() as f64 <= max_entries {
+        return Vec::new();
+    }
+    let mut preserved = 0usize;
+    let mut candidates: Vec<(&String, f64)> = Vec::new();
+    for (k, e) in s.iter() {
+        if keys::should_preserve(k, Some(e), preserve) {
+            preserved += 1;
+        } else {
+            candidates.push((k, store::updated_at(e).unwrap_or(f64::NEG_INFINITY)));
+        }
+    }
     let room = (max_entries - preserved as f64).max(0.0);
     let room = if max_entries.is_nan() { f64::NAN } else { room };
-    let mut candidates: Vec<(String, f64)> = s
-        .iter()
-        .filter(|(k, e)| !keys::should_preserve(k, Some(e), preserve))
-        .map(|(k, e)| (k.clone(), store::updated_at(e).unwrap_or(f64::NEG_INFINITY)))
-        .collect();
     if (candidates.len() as f64) <= room {
         return Vec::new();
     }
@@ -66,7 +72,11 @@ pub fn cap(s: &mut Store, max_entries: f64, preserve: &[String]) -> Removed {
     } else {
         room.trunc() as usize
     };
-    let victims: Vec<String> = candidates.into_iter().skip(start).map(|(k, _)| k).collect();
+    let victims: Vec<String> = candidates
+        .into_iter()
+        .skip(start)
+        .map(|(k, _)| k.clone())
+        .collect();
     take(s, victims)
 }
 

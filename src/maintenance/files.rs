@@ -9,153 +9,21 @@
 //! trajectory runtime files outside the directory that a pointer names).
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use serde_json::Value;
 
 use crate::exit::Refusal;
+use crate::fasthash::{FastMap, FastSet};
 use crate::fsutil::Confined;
 use crate::layout;
 use crate::store::{self, Store, paths};
 
-/// One regular file directly in the sessions directory.
-#[derive(Debug, Clone)]
-pub struct FileInfo {
-    pub path: PathBuf,
-    pub canonical: PathBuf,
-    pub name: String,
-    pub size: u64,
-    pub mtime_ms: f64,
-}
-
-/// `mtimeMs` as Node reports it (milliseconds with a fraction).
-pub fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
-    meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
-}
-
-/// `readSessionsDirFiles`: regular files (not symlinks) directly in `dir`, in readdir order.
-/// The names come from one listing; the stats run in parallel (a big store has thousands).
-pub fn scan(dir: &Path) -> Vec<FileInfo> {
-    use rayon::prelude::*;
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let names: Vec<std::ffi::OsString> = rd
-        .flatten()
-        .filter(|ent| ent.file_type().is_ok_and(|ft| ft.is_file()))
-        .map(|ent| ent.file_name())
-        .collect();
-    names
-        .par_iter()
-        .filter_map(|name| {
-            let path = dir.join(name);
-            let meta = std::fs::metadata(&path).ok().filter(|m| m.is_file())?;
-            Some(FileInfo {
-                canonical: paths::canonical(&path),
-                name: name.to_string_lossy().into_owned(),
-                size: meta.len(),
-                mtime_ms: mtime_ms(&meta),
-                path,
-            })
-        })
-        .collect()
-}
-
-/// `readSessionPromptBlobFiles`: blob files and blob temps under
-/// `skills-prompts/sha256/<hh>/` (real directories and regular files only).
-pub fn scan_blobs(dir: &Path) -> Vec<FileInfo> {
-    let root = dir.join("skills-prompts").join("sha256");
-    let Ok(prefixes) = std::fs::read_dir(&root) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for p in prefixes.flatten() {
-        let name = p.file_name().to_string_lossy().into_owned();
-        let is_prefix = name.len() == 2
-            && name
-                .bytes()
-                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-        if !is_prefix || !p.file_type().is_ok_and(|t| t.is_dir()) {
-            continue;
-        }
-        let Ok(entries) = std::fs::read_dir(p.path()) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if !e.file_type().is_ok_and(|t| t.is_file())
-                || !(blob_hash(&n).is_some() || is_blob_temp_name(&n))
-            {
-                continue;
-            }
-            let path = p.path().join(&n);
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
-            };
-            if !meta.is_file() {
-                continue;
-            }
-            out.push(FileInfo {
-                canonical: paths::canonical(&path),
-                name: n,
-                size: meta.len(),
-                mtime_ms: mtime_ms(&meta),
-                path,
-            });
-        }
-    }
-    out
-}
-
-/// The hash of a blob file name (`<64 hex>.txt`).
-pub fn blob_hash(name: &str) -> Option<&str> {
-    name.strip_suffix(".txt")
-        .filter(|h| crate::store::blobs::is_sha256_hex(h))
-}
-
-/// `<64 hex>.txt.[<pid>.]<uuid>.tmp` (lowercase hex).
-pub fn is_blob_temp_name(name: &str) -> bool {
-    if name.len() <= 73 || !name.is_char_boundary(68) || blob_hash(&name[..68]).is_none() {
-        return false;
-    }
-    let Some(body) = name[68..]
-        .strip_prefix('.')
-        .and_then(|r| r.strip_suffix(".tmp"))
-    else {
-        return false;
-    };
-    let uuid_ok = |u: &str| layout::is_uuid_shape(u) && !u.bytes().any(|c| c.is_ascii_uppercase());
-    uuid_ok(body)
-        || body.split_once('.').is_some_and(|(pid, u)| {
-            !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && uuid_ok(u)
-        })
-}
-
-/// `isPromptBlobArtifactRemovable`.
-pub fn blob_removable(
-    f: &FileInfo,
-    refs: &HashMap<String, usize>,
-    blob_cutoff: f64,
-    temp_cutoff: f64,
-) -> bool {
-    if is_blob_temp_name(&f.name) {
-        return f.mtime_ms <= temp_cutoff;
-    }
-    f.mtime_ms <= blob_cutoff && blob_hash(&f.name).is_some_and(|h| !refs.contains_key(h))
-}
-
-/// Blob reference counts of a projected store.
-pub fn blob_refcounts(projected: &Store) -> HashMap<String, usize> {
-    let mut m = HashMap::new();
-    for e in projected.values() {
-        if let Some(h) = crate::store::blobs::ref_hash(e) {
-            *m.entry(h.to_string()).or_default() += 1;
-        }
-    }
-    m
-}
+pub use super::scan::{
+    FileInfo, blob_hash, blob_refcounts, blob_removable, is_blob_temp_name, mtime_ms, scan,
+    scan_blobs,
+};
 
 /// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
 /// (`resolveSessionArtifactPathsForEntry`); empty when the transcript is outside the dir.
@@ -170,15 +38,44 @@ pub fn entry_artifacts(entry: &Value, sessions_dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
+/// [`entry_artifacts`], each canonical. `real` is `paths::RealDir::new(sessions_dir)`, which
+/// answers the common entry without a lookup per path.
+pub fn entry_artifacts_canonical(
+    entry: &Value,
+    sessions_dir: &Path,
+    real: Option<&paths::RealDir>,
+) -> Vec<PathBuf> {
+    if let Some(r) = real
+        && store::session_file(entry).is_none()
+        && let Some(id) = store::session_id(entry)
+        && let Some(fast) = r.default_artifacts(id)
+    {
+        return fast.into();
+    }
+    entry_artifacts(entry, sessions_dir)
+        .iter()
+        .map(|p| paths::canonical(p))
+        .collect()
+}
+
+/// A set of canonical paths, compared by their bytes: every path put in one comes from
+/// `paths::canonical` or a `RealDir` (resolved, no `.`, `..`, doubled or trailing separator),
+/// and hashing the bytes is several times cheaper than hashing a `Path` component by
+/// component.
+pub type PathSet = FastSet<std::ffi::OsString>;
+
 /// `resolveReferencedSessionArtifactPaths`: canonical paths the store still references.
 /// Malformed `compactionCheckpoints` (which make OpenClaw throw) are refused.
-pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<HashSet<PathBuf>> {
+pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<PathSet> {
     let dir = paths::canonical(sessions_dir);
-    let mut out = HashSet::new();
+    let real = paths::RealDir::new(sessions_dir);
+    let mut out = FastSet::with_capacity_and_hasher(3 * s.len(), Default::default());
     for (key, entry) in s {
-        for p in entry_artifacts(entry, sessions_dir) {
-            out.insert(paths::canonical(&p));
-        }
+        out.extend(
+            entry_artifacts_canonical(entry, sessions_dir, real.as_ref())
+                .into_iter()
+                .map(PathBuf::into_os_string),
+        );
         let Some(cps) = entry.get("compactionCheckpoints") else {
             continue;
         };
@@ -200,7 +97,7 @@ pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<HashSet<PathBu
                     }
                     let c = paths::canonical(Path::new(f));
                     if paths::is_strictly_inside(&dir, &c) {
-                        out.insert(c);
+                        out.insert(c.into_os_string());
                     }
                 }
             }
@@ -217,8 +114,8 @@ fn malformed(key: &str) -> anyhow::Error {
 }
 
 /// `isUnreferencedSessionArtifactFile`: an unreferenced transcript, checkpoint or trajectory.
-pub fn is_orphan(f: &FileInfo, referenced: &HashSet<PathBuf>) -> bool {
-    !referenced.contains(&f.canonical)
+pub fn is_orphan(f: &FileInfo, referenced: &PathSet) -> bool {
+    !referenced.contains(f.canonical.as_os_str())
         && (layout::is_checkpoint_name(&f.name)
             || layout::is_trajectory_name(&f.name)
             || layout::is_primary_transcript_name(&f.name))
@@ -227,22 +124,30 @@ pub fn is_orphan(f: &FileInfo, referenced: &HashSet<PathBuf>) -> bool {
 /// Removes files, or pretends to for a preview (`removeFileForBudget`).
 pub struct Remover<'a> {
     pub confined: Option<&'a Confined>,
-    pub sizes: HashMap<PathBuf, u64>,
-    pub simulated: HashSet<PathBuf>,
+    /// Scanned sizes by canonical path (simulation only).
+    sizes: FastMap<&'a std::ffi::OsStr, u64>,
+    simulated: PathSet,
     /// Canonical paths removed (or that would be).
     pub removed: Vec<PathBuf>,
 }
 
 impl<'a> Remover<'a> {
-    /// `confined = None` simulates (dry run) using the scanned sizes.
-    pub fn new(confined: Option<&'a Confined>, files: &[FileInfo]) -> Remover<'a> {
+    /// `confined = None` simulates (dry run) using the scanned sizes of `files`.
+    pub fn new(
+        confined: Option<&'a Confined>,
+        files: impl IntoIterator<Item = &'a FileInfo>,
+    ) -> Remover<'a> {
+        let sizes = match confined {
+            Some(_) => FastMap::default(),
+            None => files
+                .into_iter()
+                .map(|f| (f.canonical.as_os_str(), f.size))
+                .collect(),
+        };
         Remover {
             confined,
-            sizes: files
-                .iter()
-                .map(|f| (f.canonical.clone(), f.size))
-                .collect(),
-            simulated: HashSet::new(),
+            sizes,
+            simulated: FastSet::default(),
             removed: Vec::new(),
         }
     }
@@ -278,14 +183,14 @@ impl<'a> Remover<'a> {
         let canonical = canonical.map_or_else(|| paths::canonical(&resolved), Path::to_path_buf);
         match self.confined {
             None => {
-                if self.simulated.contains(&canonical) {
+                if self.simulated.contains(canonical.as_os_str()) {
                     return 0;
                 }
-                let size = self.sizes.get(&canonical).copied().unwrap_or(0);
+                let size = self.sizes.get(canonical.as_os_str()).copied().unwrap_or(0);
                 if size == 0 {
                     return 0;
                 }
-                self.simulated.insert(canonical.clone());
+                self.simulated.insert(canonical.clone().into_os_string());
                 self.removed.push(canonical);
                 size
             }

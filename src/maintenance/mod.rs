@@ -11,11 +11,14 @@
 //! Like the reference, every step reads the clock itself (`now_ms`).
 
 pub mod budget;
+pub mod dir;
 pub mod entries;
 pub mod files;
 pub mod log;
 pub mod protect;
 pub mod run;
+pub mod scan;
+pub mod summary;
 
 /// `Date.now()`.
 pub fn now_ms() -> f64 {

@@ -5,11 +5,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use super::budget::{self, BudgetReport, Dir, SweepReport};
+use super::budget::{self, Dir, SweepReport};
 use super::entries;
-use super::files::{self, RemovedFiles};
+use super::files::{self, PathSet, RemovedFiles};
 use super::log::{self, LogLine};
 use crate::config::maintenance::Maintenance;
 use crate::fsutil::Confined;
@@ -38,85 +38,7 @@ impl Options {
     }
 }
 
-/// The per-store summary OpenClaw prints with `--json`.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    pub agent_id: String,
-    pub store_path: String,
-    pub mode: Value,
-    pub dry_run: bool,
-    pub before_count: u64,
-    pub after_count: u64,
-    pub repaired: u64,
-    pub missing: u64,
-    pub dm_scope_retired: u64,
-    pub model_run_pruned: u64,
-    pub pruned: u64,
-    pub capped: u64,
-    pub unreferenced: SweepReport,
-    pub disk_budget: Option<BudgetReport>,
-    pub would_mutate: bool,
-    /// `appliedCount` for applied runs.
-    pub applied_count: Option<u64>,
-    /// What the applied run logged (`sessions/store` lines), in order; empty for previews.
-    pub logs: Vec<LogLine>,
-}
-
-impl Summary {
-    /// The summary as a JSON object, keys in the reference's order.
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("agentId".into(), json!(self.agent_id));
-        m.insert("storePath".into(), json!(self.store_path));
-        m.insert("mode".into(), self.mode.clone());
-        m.insert("dryRun".into(), json!(self.dry_run));
-        m.insert("beforeCount".into(), json!(self.before_count));
-        m.insert("afterCount".into(), json!(self.after_count));
-        m.insert("repaired".into(), json!(self.repaired));
-        m.insert("missing".into(), json!(self.missing));
-        m.insert("dmScopeRetired".into(), json!(self.dm_scope_retired));
-        m.insert("modelRunPruned".into(), json!(self.model_run_pruned));
-        m.insert("pruned".into(), json!(self.pruned));
-        m.insert("capped".into(), json!(self.capped));
-        let u = &self.unreferenced;
-        m.insert(
-            "unreferencedArtifacts".into(),
-            json!({"scannedFiles": u.scanned_files, "removedFiles": u.removed_files, "freedBytes": u.freed_bytes, "olderThanMs": u.older_than_ms}),
-        );
-        m.insert(
-            "diskBudget".into(),
-            match &self.disk_budget {
-                None => Value::Null,
-                Some(b) => json!({
-                    "totalBytesBefore": b.total_bytes_before,
-                    "totalBytesAfter": b.total_bytes_after,
-                    "removedFiles": b.removed_files,
-                    "removedEntries": b.removed_entries,
-                    "freedBytes": b.freed_bytes,
-                    "maxBytes": b.max_bytes,
-                    "highWaterBytes": b.high_water_bytes,
-                    "overBudget": b.over_budget,
-                }),
-            },
-        );
-        m.insert("wouldMutate".into(), json!(self.would_mutate));
-        if let Some(n) = self.applied_count {
-            m.insert("applied".into(), json!(true));
-            m.insert("appliedCount".into(), json!(n));
-        }
-        Value::Object(m)
-    }
-
-    /// Entries this run removes (or would remove).
-    pub fn removed_entries(&self) -> u64 {
-        self.before_count.saturating_sub(self.after_count)
-            + if self.applied_count.is_some() {
-                self.missing + self.dm_scope_retired
-            } else {
-                0
-            }
-    }
-}
+pub use super::summary::Summary;
 
 /// The plan for one store, plus what the dry-run table needs.
 #[derive(Debug, Clone)]
@@ -170,8 +92,27 @@ fn keyset(removed: &entries::Removed) -> HashSet<String> {
 }
 
 /// Compute the plan for one store without writing anything.
+///
+/// A plan changes nothing on disk, so the sessions directory is scanned in a second thread
+/// while the store is read and its entries are planned.
 pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview> {
     let dir = sessions_dir_of(store_path);
+    std::thread::scope(|sc| {
+        let scan = sc.spawn(|| budget::scan(&dir));
+        let scanned = || scan.join().unwrap_or_else(|_| budget::scan(&dir));
+        plan(agent_id, store_path, o, &dir, scanned)
+    })
+}
+
+/// `preview` with the directory scan that `scanned` returns.
+fn plan(
+    agent_id: &str,
+    store_path: &Path,
+    o: &Options,
+    dir: &Path,
+    scanned: impl FnOnce() -> budget::Scanned,
+) -> Result<Preview> {
+    let dir = dir.to_path_buf();
     let loaded = store::load(store_path)?;
     let stamp = loaded.stamp;
     let before = loaded.store;
@@ -200,18 +141,19 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
     };
     let stale = entries::prune_stale(&mut s, m.prune_after_ms, &preserve, super::now_ms());
     let capped = entries::cap(&mut s, m.max_entries, &preserve);
-    let mut excluded: HashSet<PathBuf> = HashSet::new();
+    let mut excluded = PathSet::default();
+    let real = paths::RealDir::new(&dir);
     for (k, _) in model_runs.iter().chain(&stale).chain(&capped).chain(&dm) {
         if let Some(e) = before.get(k) {
             excluded.extend(
-                files::entry_artifacts(e, &dir)
-                    .iter()
-                    .map(|p| paths::canonical(p)),
+                files::entry_artifacts_canonical(e, &dir, real.as_ref())
+                    .into_iter()
+                    .map(PathBuf::into_os_string),
             );
         }
     }
     let before_budget: Vec<String> = s.keys().cloned().collect();
-    let d = Dir::new(&dir, store_path, None);
+    let d = Dir::simulated(&dir, store_path, scanned());
     let mut budget_removed = Vec::new();
     let disk_budget = budget::enforce(
         &d,
@@ -223,7 +165,7 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
         false,
         &mut budget_removed,
     )?;
-    excluded.extend(budget_removed);
+    excluded.extend(budget_removed.into_iter().map(PathBuf::into_os_string));
     let unreferenced = budget::sweep(&d, &s, m.prune_after_ms, &excluded)?;
     let budget_evicted: HashSet<String> = before_budget
         .into_iter()
@@ -494,7 +436,7 @@ pub fn apply(
             ..Default::default()
         }
     } else {
-        budget::sweep(&d, &s, m.prune_after_ms, &HashSet::new())?
+        budget::sweep(&d, &s, m.prune_after_ms, &PathSet::default())?
     };
     let repaired = fm
         .repaired

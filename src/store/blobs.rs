@@ -122,22 +122,27 @@ pub fn ref_hash(entry: &Value) -> Option<&str> {
     r.get("hash")?.as_str()
 }
 
+/// The skills prompt of an entry that a save moves to a blob.
+fn blob_prompt(entry: &Value) -> Option<&str> {
+    entry
+        .get("skillsSnapshot")
+        .and_then(|s| s.get("prompt"))
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty() && should_store_as_blob(p))
+}
+
 /// `projectSessionStoreForPersistence`: the store as written, and the blobs it needs (in
-/// first-seen order, one per hash).
-pub fn project(store: &Store) -> (Store, Vec<Blob>) {
+/// first-seen order, one per hash). The store itself (not a copy) when no prompt moves.
+pub fn project(store: &Store) -> (std::borrow::Cow<'_, Store>, Vec<Blob>) {
+    if !store.values().any(|e| blob_prompt(e).is_some()) {
+        return (std::borrow::Cow::Borrowed(store), Vec::new());
+    }
     let mut out = store.clone();
     let mut blobs: Vec<Blob> = Vec::new();
     for (key, entry) in store {
-        let Some(prompt) = entry
-            .get("skillsSnapshot")
-            .and_then(|s| s.get("prompt"))
-            .and_then(Value::as_str)
-        else {
+        let Some(prompt) = blob_prompt(entry) else {
             continue;
         };
-        if prompt.is_empty() || !should_store_as_blob(prompt) {
-            continue;
-        }
         let hash = crate::sha256::hex_digest(prompt.as_bytes());
         let promptref =
             json!({"version": 1, "algorithm": "sha256", "hash": hash, "bytes": prompt.len()});
@@ -161,7 +166,7 @@ pub fn project(store: &Store) -> (Store, Vec<Blob>) {
             }),
         }
     }
-    (out, blobs)
+    (std::borrow::Cow::Owned(out), blobs)
 }
 
 /// `ensurePromptBlob` for each blob: refresh the mtime of a valid existing blob, else write it
@@ -218,14 +223,14 @@ mod tests {
         ensure(&c, &d, &blobs).unwrap();
         let path = blob_path(&d, &hash).unwrap();
         assert_eq!(std::fs::read_to_string(&path).unwrap(), long);
-        let mut back = projected.clone();
+        let mut back = projected.clone().into_owned();
         assert!(hydrate(&mut back, &d));
         assert_eq!(
             back["k"],
             json!({"skillsSnapshot": {"v": 1, "prompt": long}, "x": 2})
         );
         std::fs::write(&path, "tampered").unwrap();
-        let mut broken = projected.clone();
+        let mut broken = projected.clone().into_owned();
         assert!(hydrate(&mut broken, &d));
         assert_eq!(broken["k"], json!({"x": 2}));
     }

@@ -151,8 +151,15 @@ pub fn serialize(store: &Store) -> String {
     out
 }
 
+/// `serialize(store).len()`, without building the text.
+pub fn serialized_len(store: &Store) -> usize {
+    let mut len = crate::jsjson::Len::default();
+    write_store(&mut len, store);
+    len.0
+}
+
 /// Append the pretty form of `store` (top level of a document) to `out`.
-fn write_store(out: &mut String, store: &Store) {
+fn write_store<S: crate::jsjson::Sink>(out: &mut S, store: &Store) {
     if store.is_empty() {
         out.push_str("{}");
         return;

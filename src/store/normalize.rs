@@ -23,37 +23,73 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
         let Value::Object(e) = entry else { continue };
         changed |= migrate(e);
     }
-    let keys: Vec<String> = store.keys().cloned().collect();
-    for key in keys {
-        let entry = store.get_mut(&key).expect("key listed");
-        match entry {
-            Value::Object(e) => {
-                if !shape(e) {
-                    store.shift_remove(&key);
-                    changed = true;
-                    continue;
-                }
-                let before = e.clone();
-                runtime_model_fields(e);
-                super::delivery::normalize_entry(e);
-                pending_final_delivery(e);
-                plugin_maps(e, "pluginExtensions");
-                plugin_maps(e, "pluginExtensionSlotKeys");
-                strip_skills_cache(e);
-                if *e != before {
-                    changed = true;
-                }
-            }
-            _ => {
-                store.shift_remove(&key);
-                changed = true;
-            }
+    store.retain(|_, entry| {
+        let Value::Object(e) = entry else {
+            changed = true;
+            return false;
+        };
+        if !shape(e) {
+            changed = true;
+            return false;
         }
-    }
+        if !e.keys().any(|k| NORMALISED_FIELDS.contains(&k.as_str())) {
+            // None of the normalisers below has anything to read or write.
+            return true;
+        }
+        let before = e.clone();
+        runtime_model_fields(e);
+        super::delivery::normalize_entry(e);
+        pending_final_delivery(e);
+        plugin_maps(e, "pluginExtensions");
+        plugin_maps(e, "pluginExtensionSlotKeys");
+        strip_skills_cache(e);
+        if *e != before {
+            changed = true;
+        }
+        true
+    });
     Ok(changed)
 }
 
+/// Every field the normalisers after `shape` read: an entry with none of them is left as it is
+/// by all of them (most entries of a big store), so it is neither copied nor compared.
+const NORMALISED_FIELDS: &[&str] = &[
+    // runtime_model_fields
+    "model",
+    "modelProvider",
+    // delivery::normalize_entry
+    "route",
+    "deliveryContext",
+    "origin",
+    "channel",
+    "lastChannel",
+    "lastTo",
+    "lastAccountId",
+    "lastThreadId",
+    // pending_final_delivery
+    "pendingFinalDelivery",
+    "pendingFinalDeliveryText",
+    "pendingFinalDeliveryCreatedAt",
+    "pendingFinalDeliveryLastAttemptAt",
+    "pendingFinalDeliveryAttemptCount",
+    "pendingFinalDeliveryLastError",
+    "pendingFinalDeliveryIntentId",
+    "restartRecoveryDeliveryRunId",
+    // plugin_maps
+    "pluginExtensions",
+    "pluginExtensionSlotKeys",
+    // strip_skills_cache
+    "skillsSnapshot",
+];
+
 fn migrate(e: &mut Map<String, Value>) -> bool {
+    // Only entries with a legacy field have anything to migrate.
+    if !e
+        .keys()
+        .any(|k| matches!(k.as_str(), "provider" | "lastProvider" | "room"))
+    {
+        return false;
+    }
     let mut changed = false;
     for (old, new) in [("provider", "channel"), ("lastProvider", "lastChannel")] {
         if !e.get(new).is_some_and(Value::is_string) && e.get(old).is_some_and(Value::is_string) {
@@ -77,10 +113,7 @@ fn migrate(e: &mut Map<String, Value>) -> bool {
 
 /// `normalizePersistedSessionEntryShape`; false = drop the entry.
 fn shape(e: &mut Map<String, Value>) -> bool {
-    let session_file_trimmed = match e.get("sessionFile") {
-        Some(Value::String(s)) => Some(js_trim(s).to_string()),
-        _ => None,
-    };
+    let has_file = matches!(e.get("sessionFile"), Some(Value::String(s)) if !js_trim(s).is_empty());
     if let Some(sid) = e.get("sessionId") {
         let Value::String(sid) = sid else {
             return false;
@@ -88,13 +121,11 @@ fn shape(e: &mut Map<String, Value>) -> bool {
         if !is_safe_session_id(sid) {
             return false;
         }
-        let trimmed = js_trim(sid).to_string();
-        let has_file = session_file_trimmed
-            .as_deref()
-            .is_some_and(|s| !s.is_empty());
-        if validate_session_id(&trimmed).is_none() && !has_file {
+        let trimmed = js_trim(sid);
+        if validate_session_id(trimmed).is_none() && !has_file {
             e.shift_remove("sessionId");
-        } else if trimmed != *sid {
+        } else if trimmed.len() != sid.len() {
+            let trimmed = trimmed.to_string();
             e.insert("sessionId".into(), Value::String(trimmed));
         }
     }

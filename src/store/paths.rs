@@ -72,13 +72,18 @@ pub fn validate_session_id(session_id: &str) -> Option<&str> {
         && b[0].is_ascii_alphanumeric()
         && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'_' | b'-'));
-    (ok && !crate::layout::is_checkpoint_name(&format!("{t}.jsonl"))).then_some(t)
+    (ok && crate::layout::parse_checkpoint_stem(t).is_none()).then_some(t)
 }
 
 /// `isSafeSessionId`: what load-time normalisation accepts as a session id at all.
 pub fn is_safe_session_id(value: &str) -> bool {
     let t = js_trim(value);
-    if t.is_empty() || t.encode_utf16().count() > 255 || t.contains('/') || t.contains('\\') {
+    // UTF-16 units never outnumber bytes: only long ids need counting.
+    if t.is_empty()
+        || (t.len() > 255 && t.encode_utf16().count() > 255)
+        || t.contains('/')
+        || t.contains('\\')
+    {
         return false;
     }
     let b = t.as_bytes();
@@ -280,6 +285,75 @@ pub fn transcript_in_dir(
     let dir = canonical(sessions_dir);
     let p = canonical(&p);
     is_strictly_inside(&dir, &p).then_some(p)
+}
+
+/// A sessions directory that is its own real path, with the names in it that are symlinks
+/// (or of unknown type): a name not among them is its own canonical path there.
+///
+/// Lets callers that resolve the artifacts of thousands of entries skip the per-path cache
+/// lookups of [`canonical`] for the common entry (a valid `sessionId`, no `sessionFile`).
+pub struct RealDir {
+    dir: PathBuf,
+    symlinks: std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>,
+}
+
+impl RealDir {
+    /// `None` when `sessions_dir` does not exist or is not its own real path.
+    pub fn new(sessions_dir: &Path) -> Option<RealDir> {
+        let dir = resolve(sessions_dir);
+        let symlinks = symlinks_in_real_dir(&dir)?;
+        Some(RealDir { dir, symlinks })
+    }
+
+    /// The directory (resolved and real).
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// `canonical(dir/name)` for a plain file name, when it needs no lookup (the name is not
+    /// a symlink here).
+    pub fn plain_child(&self, name: &str) -> Option<PathBuf> {
+        self.child_with_suffix(name, "")
+    }
+
+    /// [`plain_child`](Self::plain_child) of `<stem><suffix>`, built in one allocation.
+    fn child_with_suffix(&self, stem: &str, suffix: &str) -> Option<PathBuf> {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        if stem.is_empty() || stem.contains('/') || suffix.contains('/') {
+            return None;
+        }
+        let dir = self.dir.as_os_str().as_bytes();
+        let mut buf = Vec::with_capacity(dir.len() + 1 + stem.len() + suffix.len());
+        buf.extend_from_slice(dir);
+        if dir.last() != Some(&b'/') {
+            buf.push(b'/');
+        }
+        let name_at = buf.len();
+        buf.extend_from_slice(stem.as_bytes());
+        buf.extend_from_slice(suffix.as_bytes());
+        if self
+            .symlinks
+            .contains(std::ffi::OsStr::from_bytes(&buf[name_at..]))
+        {
+            return None;
+        }
+        Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
+    }
+
+    /// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
+    /// with `session_id` and no `sessionFile` (what `transcript_in_dir` and [`canonical`]
+    /// give for them), when none of the three names is a symlink here.
+    pub fn default_artifacts(&self, session_id: &str) -> Option<[PathBuf; 3]> {
+        if session_id.is_empty() {
+            return None;
+        }
+        let id = validate_session_id(session_id)?;
+        Some([
+            self.child_with_suffix(id, ".jsonl")?,
+            self.child_with_suffix(id, ".trajectory-path.json")?,
+            self.child_with_suffix(id, ".trajectory.jsonl")?,
+        ])
+    }
 }
 
 /// `X.jsonl` → `X.trajectory-path.json` (other names get the suffix appended).

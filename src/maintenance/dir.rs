@@ -1,0 +1,93 @@
+//! What the disk budget and the unreferenced sweep share about one sessions directory: its
+//! scan (taken once for a simulation, afresh at each step when applying) and, for a
+//! simulation, the referenced-artifact set.
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use super::files::{self, FileInfo, PathSet};
+use crate::fsutil::Confined;
+use crate::store::Store;
+
+/// Inputs shared by the budget and the sweep.
+pub struct Dir<'a> {
+    pub sessions_dir: &'a Path,
+    pub store_path: &'a Path,
+    /// `Some` applies for real; `None` simulates.
+    pub confined: Option<&'a Confined>,
+    /// A simulation changes nothing on disk, so the budget and the sweep share one scan.
+    pub snapshot: std::cell::OnceCell<Scanned>,
+    /// A simulation's last referenced set, with the store keys it was computed for.
+    referenced: std::cell::RefCell<Option<(Vec<String>, std::rc::Rc<PathSet>)>>,
+}
+
+/// The directory's regular files and its prompt blob files.
+pub type Scanned = (Vec<FileInfo>, Vec<FileInfo>);
+
+impl<'a> Dir<'a> {
+    pub fn new(
+        sessions_dir: &'a Path,
+        store_path: &'a Path,
+        confined: Option<&'a Confined>,
+    ) -> Self {
+        Dir {
+            sessions_dir,
+            store_path,
+            confined,
+            snapshot: std::cell::OnceCell::new(),
+            referenced: std::cell::RefCell::new(None),
+        }
+    }
+
+    /// `files::referenced_paths(s)`. A simulation reuses its last answer when `s` has the
+    /// same keys: a plan edits entries only before the budget runs, and afterwards only
+    /// removes them (the budget's evictions), so the same keys are the same entries.
+    pub(super) fn referenced(&self, s: &Store) -> Result<std::rc::Rc<PathSet>> {
+        if self.confined.is_some() {
+            return Ok(std::rc::Rc::new(files::referenced_paths(
+                s,
+                self.sessions_dir,
+            )?));
+        }
+        if let Some((keys, set)) = &*self.referenced.borrow()
+            && keys.len() == s.len()
+            && keys.iter().zip(s.keys()).all(|(a, b)| a == b)
+        {
+            return Ok(set.clone());
+        }
+        let set = std::rc::Rc::new(files::referenced_paths(s, self.sessions_dir)?);
+        *self.referenced.borrow_mut() = Some((s.keys().cloned().collect(), set.clone()));
+        Ok(set)
+    }
+
+    /// A simulation on a scan already made (see [`scan`]).
+    pub fn simulated(sessions_dir: &'a Path, store_path: &'a Path, scanned: Scanned) -> Self {
+        let d = Dir::new(sessions_dir, store_path, None);
+        let _ = d.snapshot.set(scanned);
+        d
+    }
+
+    /// The files as they are now: scanned afresh when applying for real (earlier steps
+    /// removed files), once per run when simulating.
+    pub(super) fn files(&self) -> std::borrow::Cow<'_, Scanned> {
+        match self.confined {
+            Some(_) => std::borrow::Cow::Owned(scan(self.sessions_dir)),
+            None => {
+                std::borrow::Cow::Borrowed(self.snapshot.get_or_init(|| scan(self.sessions_dir)))
+            }
+        }
+    }
+
+    pub(super) fn store_basename(&self) -> String {
+        self.store_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// The regular files and prompt blob files of a sessions directory.
+pub fn scan(sessions_dir: &Path) -> Scanned {
+    (files::scan(sessions_dir), files::scan_blobs(sessions_dir))
+}

@@ -1,0 +1,196 @@
+//! The scan of a sessions directory that the budget, the sweep and `inspect` share: its
+//! regular files (`readSessionsDirFiles`) and its prompt blob files
+//! (`readSessionPromptBlobFiles`), with sizes, mtimes and canonical paths.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::layout;
+use crate::store::{Store, paths};
+
+/// One regular file directly in the sessions directory.
+#[derive(Debug, Clone)]
+pub struct FileInfo {
+    pub path: PathBuf,
+    pub canonical: PathBuf,
+    pub name: String,
+    pub size: u64,
+    pub mtime_ms: f64,
+}
+
+/// `mtimeMs` as Node reports it (milliseconds with a fraction).
+pub fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
+    meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
+}
+
+/// `readSessionsDirFiles`: regular files (not symlinks) directly in `dir`, in readdir order.
+///
+/// The names come from one listing; each is then stat-ed relative to the directory (no
+/// lookup of the whole path per file), in two threads for a big directory. A name that the
+/// listing shows as a plain file in a directory that is its own real path is its own
+/// canonical path, so no canonicalisation is needed for it.
+pub fn scan(dir: &Path) -> Vec<FileInfo> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let names: Vec<std::ffi::OsString> = rd
+        .flatten()
+        .filter(|ent| ent.file_type().is_ok_and(|ft| ft.is_file()))
+        .map(|ent| ent.file_name())
+        .collect();
+    let Ok(handle) = std::fs::File::open(dir) else {
+        return Vec::new();
+    };
+    let real = paths::RealDir::new(dir);
+    let stat_all = |names: &[std::ffi::OsString]| -> Vec<FileInfo> {
+        names
+            .iter()
+            .filter_map(|name| stat_in(&handle, dir, real.as_ref(), name))
+            .collect()
+    };
+    const PARALLEL_FROM: usize = 256;
+    if names.len() < PARALLEL_FROM {
+        return stat_all(&names);
+    }
+    let (first, second) = names.split_at(names.len() / 2);
+    std::thread::scope(|sc| {
+        let other = sc.spawn(|| stat_all(second));
+        let mut out = stat_all(first);
+        match other.join() {
+            Ok(rest) => out.extend(rest),
+            Err(_) => out.extend(stat_all(second)),
+        }
+        out
+    })
+}
+
+/// One regular file of [`scan`]: `name` stat-ed (following a symlink, as `fs.stat` does)
+/// relative to the open directory `handle` of `dir`.
+fn stat_in(
+    handle: &std::fs::File,
+    dir: &Path,
+    real: Option<&paths::RealDir>,
+    name: &std::ffi::OsStr,
+) -> Option<FileInfo> {
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::io::AsRawFd;
+    let c = std::ffi::CString::new(name.as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+    // SAFETY: `c` is a NUL-terminated name, `st` a buffer fstatat fills on success.
+    let rc = unsafe { libc::fstatat(handle.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), 0) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: fstatat returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return None;
+    }
+    let path = dir.join(name);
+    let canonical = name
+        .to_str()
+        .and_then(|n| real.and_then(|r| r.plain_child(n)))
+        .unwrap_or_else(|| paths::canonical(&path));
+    Some(FileInfo {
+        canonical,
+        name: name.to_string_lossy().into_owned(),
+        size: st.st_size as u64,
+        mtime_ms: st.st_mtime as f64 * 1000.0 + st.st_mtime_nsec as f64 / 1e6,
+        path,
+    })
+}
+
+/// `readSessionPromptBlobFiles`: blob files and blob temps under
+/// `skills-prompts/sha256/<hh>/` (real directories and regular files only).
+pub fn scan_blobs(dir: &Path) -> Vec<FileInfo> {
+    let root = dir.join("skills-prompts").join("sha256");
+    let Ok(prefixes) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for p in prefixes.flatten() {
+        let name = p.file_name().to_string_lossy().into_owned();
+        let is_prefix = name.len() == 2
+            && name
+                .bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+        if !is_prefix || !p.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let Ok(entries) = std::fs::read_dir(p.path()) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if !e.file_type().is_ok_and(|t| t.is_file())
+                || !(blob_hash(&n).is_some() || is_blob_temp_name(&n))
+            {
+                continue;
+            }
+            let path = p.path().join(&n);
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if !meta.is_file() {
+                continue;
+            }
+            out.push(FileInfo {
+                canonical: paths::canonical(&path),
+                name: n,
+                size: meta.len(),
+                mtime_ms: mtime_ms(&meta),
+                path,
+            });
+        }
+    }
+    out
+}
+
+/// The hash of a blob file name (`<64 hex>.txt`).
+pub fn blob_hash(name: &str) -> Option<&str> {
+    name.strip_suffix(".txt")
+        .filter(|h| crate::store::blobs::is_sha256_hex(h))
+}
+
+/// `<64 hex>.txt.[<pid>.]<uuid>.tmp` (lowercase hex).
+pub fn is_blob_temp_name(name: &str) -> bool {
+    if name.len() <= 73 || !name.is_char_boundary(68) || blob_hash(&name[..68]).is_none() {
+        return false;
+    }
+    let Some(body) = name[68..]
+        .strip_prefix('.')
+        .and_then(|r| r.strip_suffix(".tmp"))
+    else {
+        return false;
+    };
+    let uuid_ok = |u: &str| layout::is_uuid_shape(u) && !u.bytes().any(|c| c.is_ascii_uppercase());
+    uuid_ok(body)
+        || body.split_once('.').is_some_and(|(pid, u)| {
+            !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && uuid_ok(u)
+        })
+}
+
+/// `isPromptBlobArtifactRemovable`.
+pub fn blob_removable(
+    f: &FileInfo,
+    refs: &HashMap<String, usize>,
+    blob_cutoff: f64,
+    temp_cutoff: f64,
+) -> bool {
+    if is_blob_temp_name(&f.name) {
+        return f.mtime_ms <= temp_cutoff;
+    }
+    f.mtime_ms <= blob_cutoff && blob_hash(&f.name).is_some_and(|h| !refs.contains_key(h))
+}
+
+/// Blob reference counts of a projected store.
+pub fn blob_refcounts(projected: &Store) -> HashMap<String, usize> {
+    let mut m = HashMap::new();
+    for e in projected.values() {
+        if let Some(h) = crate::store::blobs::ref_hash(e) {
+            *m.entry(h.to_string()).or_default() += 1;
+        }
+    }
+    m
+}
