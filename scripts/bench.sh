@@ -102,9 +102,12 @@ else
   echo "| cleanup --dry-run --json | ${ck}s | reference not installed | – | ≥ 50× faster |"
 fi
 copy=$(best_of - durable_copy)
+# The floor of any in-place rewrite that is locked, atomic and durable per file (no parsing).
+floor=$(best_of fresh_work then_sync python3 scripts/rewrite_floor.py "$W/work/agents/main/sessions")
 for sub in strip-images prune-noreply; do
   t=$(best_of fresh_work then_sync "$BIN" "$sub" --enforce --json --store "$WORK_STORE")
   echo "| $sub --enforce (store) | ${t}s | cp -r + sync ${copy}s | $(ratio "$t" "$copy")× the copy | ≤ 1.5× |"
+  echo "| $sub --enforce (store) | ${t}s | locked atomic rewrite of every transcript (scripts/rewrite_floor.py) ${floor}s | $(ratio "$t" "$floor")× the floor | – |"
 done
 c=$(best_of - cat_all)
 t=$(best_of - "$BIN" inspect --json --store "$STORE")

@@ -2,8 +2,9 @@
 //! parallel (targets come from `transcript_targets`), and the report (human table or `--json`)
 //! with the exit code.
 
+use std::collections::HashMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -97,28 +98,50 @@ pub fn run_at(
         labels.command,
         progress::wanted(mode.json, mode.quiet),
     );
+    // The SQLite check and the confinement of each directory, resolved once per directory
+    // rather than once per transcript (most targets share one sessions directory).
+    let mut dirs: HashMap<&Path, (Option<PathBuf>, Result<Confined, String>)> = HashMap::new();
+    for t in &resolved.targets {
+        dirs.entry(t.dir.as_path()).or_insert_with(|| {
+            (
+                crate::targets::sqlite_marker_of_dir(&t.dir),
+                Confined::new(&t.dir)
+                    .map(Confined::deferring_dir_sync)
+                    .map_err(|e| format!("{e:#}")),
+            )
+        });
+    }
     let mut results: Vec<(Outcome, Option<String>)> = resolved
         .targets
         .par_iter()
         .zip(&sizes)
         .map(|(t, bytes)| {
-            let sqlite = crate::targets::sqlite_marker_of_dir(&t.dir);
-            let outcome = match (&sqlite, Confined::new(&t.dir)) {
+            let (sqlite, confined) = &dirs[t.dir.as_path()];
+            let outcome = match (sqlite, confined) {
                 (Some(db), _) if opts.mode == Mode::Enforce => {
                     Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
                 }
                 (_, Ok(c)) => {
-                    let mut o = job::run_file_at(&c, &t.path, opts, planner);
+                    let mut o = job::run_file_at(c, &t.path, opts, planner);
                     o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
                     o
                 }
-                (_, Err(e)) => Outcome::new(&t.path, Status::Failed(format!("{e:#}"))),
+                (_, Err(e)) => Outcome::new(&t.path, Status::Failed(e.clone())),
             };
             progress.inc(*bytes);
             (outcome, t.session_key.clone())
         })
         .collect();
     progress.finish();
+    // One directory fsync per directory makes every rename of the run durable before the
+    // report says it happened.
+    if opts.mode == Mode::Enforce {
+        for (_, confined) in dirs.values() {
+            if let Ok(c) = confined {
+                c.sync()?;
+            }
+        }
+    }
     results.extend(resolved.skipped);
     report(mode, labels, count, &results)
 }

@@ -170,10 +170,9 @@ fn try_create(path: &Path) -> Result<Option<SessionLock>> {
         "{}\n",
         crate::jsjson::to_string_pretty(&Value::Object(payload))
     );
-    if let Err(e) = file
-        .write_all(raw.as_bytes())
-        .and_then(|()| file.sync_all())
-    {
+    // Not synced: a lock only matters while its holder lives, and after a power loss an empty
+    // or torn lock counts as held only until it is old enough to reclaim, as OpenClaw's does.
+    if let Err(e) = file.write_all(raw.as_bytes()) {
         let _ = fs::remove_file(path);
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }

@@ -2,7 +2,8 @@
 //!
 //! Rules it enforces for every caller:
 //! - writes are atomic: a temp file in the same directory, fsync, rename over the target, fsync
-//!   the directory; a crash leaves either the old or the new file, never half of one;
+//!   the directory (per rename, or once per batch for a `deferring_dir_sync` confinement);
+//!   a crash leaves either the old or the new file, never half of one;
 //! - everything happens inside one confined directory (`Confined`), directly in it, never
 //!   through a symlink, and only regular files are ever removed or replaced;
 //! - the mode and owner of a replaced file are kept (new files get the mode the caller asks
@@ -24,6 +25,13 @@ use anyhow::{Context, Result, bail};
 #[derive(Debug, Clone)]
 pub struct Confined {
     root: PathBuf,
+    /// Device and inode of the root when it was confined: a parent directory that is this very
+    /// directory passes [`Confined::check`] with one `stat`, without resolving every component.
+    id: Option<(u64, u64)>,
+    /// Leave the directory fsync after a rename to the caller's [`Confined::sync`] (one per
+    /// batch instead of one per file). A rename is atomic either way; until the directory is
+    /// synced, a power loss may bring back the old file, never a partial one.
+    defer_dir_sync: bool,
 }
 
 impl Confined {
@@ -36,14 +44,46 @@ impl Confined {
             // once here, after which nothing below it is followed.
             let real = fs::canonicalize(dir)
                 .with_context(|| format!("cannot resolve {}", dir.display()))?;
-            return Ok(Confined { root: real });
+            return Ok(Confined::at(real));
         }
         if !meta.is_dir() {
             bail!("{} is not a directory", dir.display());
         }
         let root =
             fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
-        Ok(Confined { root })
+        Ok(Confined::at(root))
+    }
+
+    /// The confinement of the real directory `root`.
+    fn at(root: PathBuf) -> Confined {
+        let id = fs::symlink_metadata(&root)
+            .ok()
+            .filter(|m| m.is_dir())
+            .map(|m| (m.dev(), m.ino()));
+        Confined {
+            root,
+            id,
+            defer_dir_sync: false,
+        }
+    }
+
+    /// This confinement, with the directory fsync after each rename left to [`Confined::sync`],
+    /// which the caller must run before it reports the renames as done.
+    pub fn deferring_dir_sync(mut self) -> Confined {
+        self.defer_dir_sync = true;
+        self
+    }
+
+    /// fsync the confined directory (makes deferred renames durable).
+    pub fn sync(&self) -> Result<()> {
+        sync_dir(&self.root)
+    }
+
+    fn sync_after_rename(&self) -> Result<()> {
+        if self.defer_dir_sync {
+            return Ok(());
+        }
+        sync_dir(&self.root)
     }
 
     pub fn root(&self) -> &Path {
@@ -74,7 +114,7 @@ impl Confined {
                 }
             }
         }
-        Ok(Confined { root: dir })
+        Ok(Confined::at(dir))
     }
 
     /// The confinement for the directory holding `path`: this one when that is the root, else
@@ -90,7 +130,7 @@ impl Confined {
             return Ok(self.clone());
         }
         if real.starts_with(&self.root) && fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
-            return Ok(Confined { root: real });
+            return Ok(Confined::at(real));
         }
         bail!(
             "refusing to touch {}: it is outside {}",
@@ -109,6 +149,12 @@ impl Confined {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
+        // The same directory (device and inode) as the root: no need to resolve the path.
+        // Anything else is resolved and must come out as the root itself.
+        let same_dir = |m: fs::Metadata| self.id == Some((m.dev(), m.ino()));
+        if fs::metadata(parent).is_ok_and(same_dir) {
+            return Ok(self.root.join(name));
+        }
         let parent = fs::canonicalize(parent)
             .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
         if parent != self.root {
@@ -174,7 +220,7 @@ impl Confined {
         }
         fs::rename(&from, &to)
             .with_context(|| format!("cannot rename {} to {}", from.display(), to.display()))?;
-        sync_dir(&self.root)
+        self.sync_after_rename()
     }
 
     /// Atomically replace (or create) `path` with what `fill` writes. An existing target must
@@ -293,7 +339,7 @@ impl Confined {
             let _ = fs::remove_file(&tmp);
         }
         let value = result?;
-        sync_dir(&self.root)?;
+        self.sync_after_rename()?;
         Ok(value)
     }
 }
@@ -349,6 +395,9 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
         .and_then(|d| d.sync_all())
         .with_context(|| format!("cannot sync directory {}", dir.display()))
 }
+
+#[cfg(test)]
+mod check_tests;
 
 #[cfg(test)]
 mod tests {
