@@ -4,7 +4,8 @@
 #   (a) a store of $SESSIONS sessions (default 3000, about 1.5 GB),
 #   (b) one transcript of about $BIG_MB MB (default 500);
 # then prints a Markdown report: times (best of $RUNS), ratios against the baselines, and the
-# peak resident memory of every command on the big transcript. Needs ~7 GB free in WORKDIR.
+# peak resident memory of every command on the big transcript. Needs 10 GB + 4 × RUNS × 1.6 GB
+# free in WORKDIR (used copies of the store are removed only at the end).
 # Nothing here is a test: run it on a quiet machine and paste the report into BENCHMARKS.md.
 #
 #   usage: scripts/bench.sh [WORKDIR]        (default: /tmp/clawkeeper-bench)
@@ -67,9 +68,18 @@ best_of() {
   printf '%.3f' "$best"
 }
 ratio() { printf '%.2f' "$(echo "$1 / $2" | bc -l)"; }
-fresh_work() { rm -rf "$W/work"; cp -r "$W/store" "$W/work"; sync; }
+# Writers and the copy never run right after a mass deletion: ext4 without a journal skips
+# inodes freed in the last minutes when it allocates new ones, which would bill one run's
+# cleanup to whoever creates files next. So a used copy is moved aside (a rename, no deletion)
+# and everything is removed at the end.
+stamp() { date +%s%N; }
+fresh_work() {
+  if [ -d "$W/work" ]; then mv "$W/work" "$W/used-$(stamp)"; fi
+  cp -r "$W/store" "$W/work"
+  sync
+}
 fresh_big() { rm -rf "$W/bigwork"; cp -r "$W/big" "$W/bigwork"; sync; }
-durable_copy() { rm -rf "$W/copy"; cp -r "$W/store" "$W/copy"; sync; }
+durable_copy() { cp -r "$W/store" "$W/copy-$(stamp)"; sync; }
 cat_all() { find "$SESS" -maxdepth 1 -type f -exec cat {} + >/dev/null; }
 # then_sync CMD...: the command, then sync, so that its result is on disk like the copy's.
 then_sync() { "$@"; sync; }
@@ -87,7 +97,7 @@ echo "## Run of $(date -u +%Y-%m-%dT%H:%MZ), clawkeeper $(git rev-parse --short 
 echo
 echo "- Machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p' | head -n1)), $(free -g | awk '/Mem:/{print $2}') GiB RAM, $(uname -sr), $(df -T "$W" | awk 'NR==2{print $2}') on $(df "$W" | awk 'NR==2{print $1}')"
 echo "- Inputs: store of $SESSIONS sessions, $files files, $store_mb MB; one transcript of $big_mb MB ($(wc -l < "$BIGDIR/$SID.jsonl") lines)"
-echo "- Method: best wall time of $RUNS runs, warm page cache; writers work on a fresh copy each run (copy not timed) and are followed by sync"
+echo "- Method: best wall time of $RUNS runs, warm page cache; writers work on a fresh copy each run (not timed; no deletions until the end) and are followed by sync"
 echo
 echo "| measurement | clawkeeper | baseline | ratio | target |"
 echo "|---|---|---|---|---|"
@@ -129,4 +139,4 @@ done
 fresh_big
 echo "| compact --successor --enforce | $(peak_mb "$BIN" compact --successor --enforce --json --store "$BIGWORK/sessions.json") MB |"
 echo "| inspect | $(peak_mb "$BIN" inspect --json --store "$BIGSTORE") MB |"
-rm -rf "$W/work" "$W/copy" "$W/bigwork"
+rm -rf "$W/work" "$W"/used-* "$W"/copy-* "$W/bigwork"
