@@ -231,13 +231,59 @@ pub fn contributes(e: &Entry) -> bool {
     }
 }
 
-/// The entry a compaction's `firstKeptEntryId` effectively names. When it names an entry the
-/// runtime does not index (an unknown type), the runtime substitutes that entry's nearest
-/// indexed ancestor; so do we. `None` when the id is not in the file (or has no such
-/// ancestor).
+/// The entry a compaction's `firstKeptEntryId` effectively names. When it names an entry of a
+/// type the runtime does not index, the runtime substitutes, in this order: that entry's
+/// nearest indexed ancestor; the indexed entry just below it on the compaction's own branch;
+/// the first indexed entry in the file that hangs below it through unindexed entries only;
+/// the compaction's nearest indexed ancestor. So do we. `None` when the id is not in the file
+/// (or nothing qualifies).
 pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Option<usize> {
     let id = index.entries[compaction].first_kept()?;
-    let mut cur = tree.by_id.get(id).copied();
+    let start = tree.by_id.get(id).copied()?;
+    let indexed = |i: usize| index.entries[i].kind.is_runtime_indexed();
+    let ancestor = nearest_indexed(index, tree, Some(start));
+    if ancestor.is_some() || index.entries[start].kind != EntryType::Other {
+        return ancestor;
+    }
+    // Below it on the compaction's branch: the last indexed entry met walking up to it.
+    let mut seen = HashSet::new();
+    let mut below = None;
+    let mut cur = tree.parent(compaction);
+    while let Some(i) = cur {
+        if i == start {
+            if below.is_some() {
+                return below;
+            }
+            break;
+        }
+        if !seen.insert(i) {
+            break;
+        }
+        if indexed(i) {
+            below = Some(i);
+        }
+        cur = tree.parent(i);
+    }
+    // Anywhere in the file: the first indexed entry whose unindexed ancestors reach it.
+    for i in (0..index.entries.len()).filter(|&i| indexed(i)) {
+        let mut seen = HashSet::new();
+        let mut p = tree.parent(i);
+        while let Some(q) = p.filter(|&q| !indexed(q)) {
+            if q == start {
+                return Some(i);
+            }
+            if !seen.insert(q) {
+                break;
+            }
+            p = tree.parent(q);
+        }
+    }
+    nearest_indexed(index, tree, tree.parent(compaction))
+}
+
+/// `from` itself when the runtime indexes it, else its nearest indexed ancestor.
+fn nearest_indexed(index: &Index, tree: &Tree, from: Option<usize>) -> Option<usize> {
+    let mut cur = from;
     let mut seen = HashSet::new();
     while let Some(i) = cur {
         if index.entries[i].kind.is_runtime_indexed() {
@@ -379,119 +425,5 @@ pub fn active_context(index: &Index, tree: &Tree) -> (Vec<ContextItem>, Pairing)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn index(lines: &[&str]) -> Index {
-        Index::from_reader(lines.join("\n").as_bytes()).unwrap()
-    }
-
-    #[test]
-    fn extending_a_tree_matches_building_it_whole() {
-        let lines = [
-            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
-            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
-            r#"{"type":"x_unknown","id":"u","parentId":"a"}"#,
-            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"user","content":"y"}}"#,
-            r#"{"type":"custom","id":"c"}"#,
-            r#"{"type":"message","id":"d","parentId":"zz","message":{"role":"user","content":"z"}}"#,
-            r#"{"type":"message","id":"a","parentId":"b","message":{"role":"user","content":"dup"}}"#,
-            r#"{"type":"compaction","id":"e","parentId":"f","summary":"s","firstKeptEntryId":"b"}"#,
-            r#"{"type":"label","id":"f","parentId":"b","targetId":"a"}"#,
-            r#"{"type":"x_unknown","id":"g","parentId":"e"}"#,
-        ];
-        for split in 1..lines.len() {
-            let whole = index(&lines);
-            let mut b = crate::transcript::IndexBuilder::default();
-            for l in &lines[..split] {
-                b.push_line(format!("{l}\n").as_bytes());
-            }
-            let head = b.finish();
-            let mut tree = Tree::build(&head);
-            let mut b = crate::transcript::IndexBuilder::resume(head);
-            for l in &lines[split..] {
-                b.push_line(format!("{l}\n").as_bytes());
-            }
-            let grown = b.finish();
-            tree.extend(&grown);
-            let want = Tree::build(&whole);
-            for i in 0..grown.entries.len() {
-                assert_eq!(tree.parent(i), want.parent(i), "split {split}");
-                let (got, exp): (Vec<_>, Vec<_>) =
-                    (tree.children(i).collect(), want.children(i).collect());
-                assert_eq!(got, exp, "split {split}");
-            }
-            assert_eq!(tree.by_id, want.by_id, "split {split}");
-            assert_eq!(tree.dangling, want.dangling, "split {split}");
-            assert_eq!(tree.duplicate_ids, want.duplicate_ids, "split {split}");
-            assert_eq!(tree.leaf, want.leaf, "split {split}");
-        }
-    }
-
-    const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
-
-    #[test]
-    fn context_honours_the_last_compaction_and_first_kept() {
-        let idx = index(&[
-            H,
-            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"1"}}"#,
-            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}"#,
-            r#"{"type":"compaction","id":"c","parentId":"b","firstKeptEntryId":"b","summary":"s"}"#,
-            r#"{"type":"message","id":"x","parentId":"c","message":{"role":"user","content":"abandoned"}}"#,
-            r#"{"type":"custom","id":"d","parentId":"c"}"#,
-            r#"{"type":"message","id":"e","parentId":"d","message":{"role":"user","content":"2"}}"#,
-            r#"{"type":"mystery","id":"f","parentId":"e"}"#,
-        ]);
-        let tree = Tree::build(&idx);
-        assert_eq!(tree.leaf_id(&idx), Some("e"));
-        let (ctx, _) = active_context(&idx, &tree);
-        let ids: Vec<_> = ctx
-            .iter()
-            .map(|c| match c {
-                ContextItem::CompactionSummary(i) => {
-                    format!("C{}", idx.entries[*i].id.as_ref().unwrap())
-                }
-                ContextItem::Entry(i) => idx.entries[*i].id.as_deref().unwrap().to_owned(),
-            })
-            .collect();
-        assert_eq!(ids, ["Cc", "b", "e"]);
-    }
-
-    #[test]
-    fn first_kept_on_an_unknown_entry_stands_for_its_indexed_parent() {
-        let idx = index(&[
-            H,
-            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"1"}}"#,
-            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}"#,
-            r#"{"type":"x_unknown","id":"u","parentId":"b"}"#,
-            r#"{"type":"message","id":"d","parentId":"u","message":{"role":"user","content":"2"}}"#,
-            r#"{"type":"compaction","id":"c","parentId":"d","firstKeptEntryId":"u","summary":"s"}"#,
-        ]);
-        let tree = Tree::build(&idx);
-        let (ctx, _) = active_context(&idx, &tree);
-        let b = tree.by_id["b"];
-        assert_eq!(ctx[1], ContextItem::Entry(b));
-        assert_eq!(ctx.len(), 3);
-    }
-
-    #[test]
-    fn pairing_counts_missing_orphans_and_duplicates() {
-        let idx = index(&[
-            H,
-            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":"toolCall","id":"t1"},{"type":"toolCall","id":"t2"}]}}"#,
-            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
-            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
-            r#"{"type":"message","id":"d","parentId":"c","message":{"role":"toolResult","toolCallId":"zz","content":[]}}"#,
-        ]);
-        let tree = Tree::build(&idx);
-        let (_, p) = active_context(&idx, &tree);
-        assert_eq!(
-            p,
-            Pairing {
-                missing: 1,
-                orphans: 1,
-                duplicates: 1
-            }
-        );
-    }
-}
+#[path = "tree_tests.rs"]
+mod tests;

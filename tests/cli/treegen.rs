@@ -431,6 +431,59 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
                     None
                 };
             }
+            // Without an indexed ancestor, an unknown entry stands for the indexed entry just
+            // below it on the compaction's branch, else the first indexed entry of the file
+            // below it through unindexed entries, else the compaction's parent
+            // (`SessionManager.normalizeEntryParent`).
+            let start = c
+                .first_kept
+                .as_deref()
+                .and_then(|id| by_id.get(id).copied());
+            if let Some(start) =
+                start.filter(|&s| first_kept.is_none() && entries[s].kind != "leaf")
+            {
+                let parent_of = |i: usize| {
+                    entries[i]
+                        .parent
+                        .as_deref()
+                        .and_then(|p| by_id.get(p).copied())
+                };
+                let indexed = |i: usize| INDEXED.contains(&entries[i].kind.as_str());
+                let on_branch = || {
+                    let (mut below, mut seen) = (None, HashSet::new());
+                    let mut cur = parent_of(path[cpos]);
+                    while let Some(i) = cur.filter(|&i| seen.insert(i)) {
+                        if i == start {
+                            return below;
+                        }
+                        below = if indexed(i) { Some(i) } else { below };
+                        cur = parent_of(i);
+                    }
+                    None
+                };
+                let anywhere = || {
+                    (0..entries.len()).filter(|&i| indexed(i)).find(|&i| {
+                        let mut seen = HashSet::new();
+                        let mut p = parent_of(i);
+                        while let Some(q) = p.filter(|&q| !indexed(q) && seen.insert(q)) {
+                            if q == start {
+                                return true;
+                            }
+                            p = parent_of(q);
+                        }
+                        false
+                    })
+                };
+                let own_parent = || {
+                    let mut seen = HashSet::new();
+                    let mut p = parent_of(path[cpos]);
+                    while let Some(q) = p.filter(|&q| !indexed(q) && seen.insert(q)) {
+                        p = parent_of(q);
+                    }
+                    p.filter(|&q| indexed(q))
+                };
+                first_kept = on_branch().or_else(anywhere).or_else(own_parent);
+            }
             let mut found = false;
             for &i in &path[..cpos] {
                 if Some(i) == first_kept {

@@ -1,0 +1,161 @@
+//! Tests of the tree: paths, context, effective first-kept entries.
+
+use super::*;
+
+fn index(lines: &[&str]) -> Index {
+    Index::from_reader(lines.join("\n").as_bytes()).unwrap()
+}
+
+#[test]
+fn extending_a_tree_matches_building_it_whole() {
+    let lines = [
+        r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#,
+        r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+        r#"{"type":"x_unknown","id":"u","parentId":"a"}"#,
+        r#"{"type":"message","id":"b","parentId":"a","message":{"role":"user","content":"y"}}"#,
+        r#"{"type":"custom","id":"c"}"#,
+        r#"{"type":"message","id":"d","parentId":"zz","message":{"role":"user","content":"z"}}"#,
+        r#"{"type":"message","id":"a","parentId":"b","message":{"role":"user","content":"dup"}}"#,
+        r#"{"type":"compaction","id":"e","parentId":"f","summary":"s","firstKeptEntryId":"b"}"#,
+        r#"{"type":"label","id":"f","parentId":"b","targetId":"a"}"#,
+        r#"{"type":"x_unknown","id":"g","parentId":"e"}"#,
+    ];
+    for split in 1..lines.len() {
+        let whole = index(&lines);
+        let mut b = crate::transcript::IndexBuilder::default();
+        for l in &lines[..split] {
+            b.push_line(format!("{l}\n").as_bytes());
+        }
+        let head = b.finish();
+        let mut tree = Tree::build(&head);
+        let mut b = crate::transcript::IndexBuilder::resume(head);
+        for l in &lines[split..] {
+            b.push_line(format!("{l}\n").as_bytes());
+        }
+        let grown = b.finish();
+        tree.extend(&grown);
+        let want = Tree::build(&whole);
+        for i in 0..grown.entries.len() {
+            assert_eq!(tree.parent(i), want.parent(i), "split {split}");
+            let (got, exp): (Vec<_>, Vec<_>) =
+                (tree.children(i).collect(), want.children(i).collect());
+            assert_eq!(got, exp, "split {split}");
+        }
+        assert_eq!(tree.by_id, want.by_id, "split {split}");
+        assert_eq!(tree.dangling, want.dangling, "split {split}");
+        assert_eq!(tree.duplicate_ids, want.duplicate_ids, "split {split}");
+        assert_eq!(tree.leaf, want.leaf, "split {split}");
+    }
+}
+
+const H: &str = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
+
+#[test]
+fn context_honours_the_last_compaction_and_first_kept() {
+    let idx = index(&[
+        H,
+        r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"1"}}"#,
+        r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}"#,
+        r#"{"type":"compaction","id":"c","parentId":"b","firstKeptEntryId":"b","summary":"s"}"#,
+        r#"{"type":"message","id":"x","parentId":"c","message":{"role":"user","content":"abandoned"}}"#,
+        r#"{"type":"custom","id":"d","parentId":"c"}"#,
+        r#"{"type":"message","id":"e","parentId":"d","message":{"role":"user","content":"2"}}"#,
+        r#"{"type":"mystery","id":"f","parentId":"e"}"#,
+    ]);
+    let tree = Tree::build(&idx);
+    assert_eq!(tree.leaf_id(&idx), Some("e"));
+    let (ctx, _) = active_context(&idx, &tree);
+    let ids: Vec<_> = ctx
+        .iter()
+        .map(|c| match c {
+            ContextItem::CompactionSummary(i) => {
+                format!("C{}", idx.entries[*i].id.as_ref().unwrap())
+            }
+            ContextItem::Entry(i) => idx.entries[*i].id.as_deref().unwrap().to_owned(),
+        })
+        .collect();
+    assert_eq!(ids, ["Cc", "b", "e"]);
+}
+
+#[test]
+fn first_kept_on_an_unknown_entry_stands_for_its_indexed_parent() {
+    let idx = index(&[
+        H,
+        r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"1"}}"#,
+        r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[]}}"#,
+        r#"{"type":"x_unknown","id":"u","parentId":"b"}"#,
+        r#"{"type":"message","id":"d","parentId":"u","message":{"role":"user","content":"2"}}"#,
+        r#"{"type":"compaction","id":"c","parentId":"d","firstKeptEntryId":"u","summary":"s"}"#,
+    ]);
+    let tree = Tree::build(&idx);
+    let (ctx, _) = active_context(&idx, &tree);
+    let b = tree.by_id["b"];
+    assert_eq!(ctx[1], ContextItem::Entry(b));
+    assert_eq!(ctx.len(), 3);
+}
+
+#[test]
+fn pairing_counts_missing_orphans_and_duplicates() {
+    let idx = index(&[
+        H,
+        r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":[{"type":"toolCall","id":"t1"},{"type":"toolCall","id":"t2"}]}}"#,
+        r#"{"type":"message","id":"b","parentId":"a","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
+        r#"{"type":"message","id":"c","parentId":"b","message":{"role":"toolResult","toolCallId":"t1","content":[]}}"#,
+        r#"{"type":"message","id":"d","parentId":"c","message":{"role":"toolResult","toolCallId":"zz","content":[]}}"#,
+    ]);
+    let tree = Tree::build(&idx);
+    let (_, p) = active_context(&idx, &tree);
+    assert_eq!(
+        p,
+        Pairing {
+            missing: 1,
+            orphans: 1,
+            duplicates: 1
+        }
+    );
+}
+
+/// The active context as ids (`C<id>` for a compaction summary).
+fn context_ids(lines: &[&str]) -> Vec<String> {
+    let idx = index(lines);
+    let tree = Tree::build(&idx);
+    let (ctx, _) = active_context(&idx, &tree);
+    ctx.iter()
+        .map(|c| match c {
+            ContextItem::CompactionSummary(i) => {
+                format!("C{}", idx.entries[*i].id.as_ref().unwrap())
+            }
+            ContextItem::Entry(i) => idx.entries[*i].id.as_deref().unwrap().to_owned(),
+        })
+        .collect()
+}
+
+/// A first-kept id on an unindexed entry without an indexed ancestor: the runtime (checked with
+/// OpenClaw 2026.7.1's SessionManager on these very files) falls back to the indexed entry just
+/// below it on the compaction's branch, then to the first indexed entry below it anywhere,
+/// then to the compaction's own parent.
+#[test]
+fn first_kept_on_a_rootless_unknown_entry_falls_back_as_the_runtime_does() {
+    let o1 = r#"{"type":"weird","id":"o1","parentId":null}"#;
+    let m = |id: &str, parent: &str, role: &str| {
+        format!(
+            r#"{{"type":"message","id":"{id}","parentId":{parent},"message":{{"role":"{role}","content":"{id}"}}}}"#
+        )
+    };
+    let c =
+        r#"{"type":"compaction","id":"c","parentId":"u2","firstKeptEntryId":"o1","summary":"S"}"#;
+    let (u1_below, u1_root) = (m("u1", r#""o1""#, "user"), m("u1", "null", "user"));
+    let a1 = m("a1", r#""u1""#, "assistant");
+    let u2 = m("u2", r#""a1""#, "user");
+    let u3 = m("u3", r#""c""#, "user");
+    let u9 = m("u9", r#""o1""#, "user");
+    // Below it on the branch: u1.
+    let on_branch = [H, o1, &u1_below, &a1, &u2, c, &u3];
+    assert_eq!(context_ids(&on_branch), ["Cc", "u1", "a1", "u2", "u3"]);
+    // Below it only on another branch: u9, which is not on the path, so nothing before c.
+    let elsewhere = [H, o1, &u1_root, &a1, &u9, &u2, c, &u3];
+    assert_eq!(context_ids(&elsewhere), ["Cc", "u3"]);
+    // Nothing below it: the compaction's parent u2.
+    let nothing = [H, o1, &u1_root, &a1, &u2, c, &u3];
+    assert_eq!(context_ids(&nothing), ["Cc", "u2", "u3"]);
+}
