@@ -245,9 +245,14 @@ fn cases() -> Vec<(u64, Op)> {
     let only: Option<u64> = std::env::var("CLAWKEEPER_TRANSCRIPT_SEED")
         .ok()
         .and_then(|s| s.parse().ok());
+    // CLAWKEEPER_TRANSCRIPT_FIRST=F starts the seeds at F (fresh cases, not the usual ones).
+    let first: u64 = std::env::var("CLAWKEEPER_TRANSCRIPT_FIRST")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
     let range = match only {
         Some(seed) => seed - 1..seed,
-        None => 0..n,
+        None => first - 1..first - 1 + n,
     };
     range
         .flat_map(|s| {
