@@ -297,7 +297,7 @@ pub fn archive_removed(
     confined: &Confined,
     removed: &RemovedFiles,
     referenced: &HashSet<String>,
-    protected: &HashSet<PathBuf>,
+    protected: &PathSet,
     sessions_dir: &Path,
     home: &Path,
 ) -> Vec<PathBuf> {
@@ -309,7 +309,10 @@ pub fn archive_removed(
         }
         for cand in transcript_candidates(id.as_deref(), file.as_deref(), sessions_dir, home) {
             let c = paths::canonical(&cand);
-            if !paths::is_strictly_inside(&dir, &c) || !c.exists() || protected.contains(&c) {
+            if !paths::is_strictly_inside(&dir, &c)
+                || !c.exists()
+                || protected.contains(c.as_os_str())
+            {
                 continue;
             }
             let stamp = layout::format_archive_timestamp(super::now_ms() as i64);
@@ -478,7 +481,7 @@ mod tests {
             &c,
             &removed,
             &referenced,
-            &HashSet::new(),
+            &PathSet::default(),
             &d,
             Path::new("/nonexistent"),
         );

@@ -4,31 +4,38 @@
 //! archiving a live session's transcript); clawkeeper does not.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::files::PathSet;
 use crate::store::{self, Store, paths};
+
+/// What a session id owns in the sessions directory: `<id>` + one of these.
+const ARTIFACT_SUFFIXES: [&str; 3] = [".trajectory.jsonl", ".trajectory-path.json", ".jsonl"];
 
 /// Canonical paths cleanup never archives: the store itself and the transcripts of the entries
 /// it keeps. A removed entry's `sessionFile` may name either; OpenClaw then renames the store
 /// away (writing a new one) or archives a live session's transcript.
-pub fn protected_paths(s: &Store, sessions_dir: &Path, store_path: &Path) -> HashSet<PathBuf> {
-    let mut out: HashSet<PathBuf> = s
+pub fn protected_paths(s: &Store, sessions_dir: &Path, store_path: &Path) -> PathSet {
+    let mut out: PathSet = s
         .values()
         .filter_map(|e| store::entry_transcript(e, sessions_dir))
-        .map(|p| paths::canonical(&p))
+        .map(|p| paths::canonical(&p).into_os_string())
         .collect();
-    out.insert(paths::canonical(store_path));
+    out.insert(paths::canonical(store_path).into_os_string());
     out
+}
+
+/// The `<id>` of a file named `<id><suffix>`.
+fn owner<'a>(p: &'a Path, suffix: &str) -> Option<&'a str> {
+    p.file_name()?.to_str()?.strip_suffix(suffix)
 }
 
 /// Whether `p` (an artifact of an evicted entry) is the store itself or `<id>.jsonl` /
 /// `<id>.trajectory.jsonl` / `<id>.trajectory-path.json` of a session id `kept` still has.
 pub fn store_or_kept(p: &Path, store_path: &Path, kept: impl Fn(&str) -> bool) -> bool {
-    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-    let stem = [".trajectory.jsonl", ".trajectory-path.json", ".jsonl"]
+    ARTIFACT_SUFFIXES
         .iter()
-        .find_map(|s| name.strip_suffix(s));
-    stem.is_some_and(&kept)
+        .any(|s| owner(p, s).is_some_and(&kept))
         || (p.file_name() == store_path.file_name()
             && paths::canonical(p) == paths::canonical(store_path))
 }
@@ -38,10 +45,7 @@ pub fn store_or_kept(p: &Path, store_path: &Path, kept: impl Fn(&str) -> bool) -
 /// any file at all, so unlike OpenClaw only trajectory files (`*.trajectory.jsonl`) that no
 /// kept session owns are removed: never `sessions.json`, a transcript or a kept trajectory.
 pub(super) fn owned_by_kept(p: &Path, suffix: &str, referenced: &HashSet<String>) -> bool {
-    p.file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_suffix(suffix))
-        .is_some_and(|stem| referenced.contains(stem))
+    owner(p, suffix).is_some_and(|id| referenced.contains(id))
 }
 
 #[cfg(test)]
@@ -62,9 +66,9 @@ mod tests {
         );
         let p = protected_paths(&s, &d, &store_path);
         for name in ["keep.jsonl", "custom.jsonl", "sessions.json"] {
-            assert!(p.contains(&d.join(name)), "{name}: {p:?}");
+            assert!(p.contains(d.join(name).as_os_str()), "{name}: {p:?}");
         }
-        assert!(!p.contains(&d.join("gone.jsonl")));
+        assert!(!p.contains(d.join("gone.jsonl").as_os_str()));
         let kept = |id: &str| id == "keep";
         assert!(store_or_kept(&d.join("sessions.json"), &store_path, kept));
         assert!(store_or_kept(&d.join("keep.jsonl"), &store_path, kept));

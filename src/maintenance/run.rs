@@ -381,7 +381,7 @@ pub fn apply(
         logs.extend(log::entry_steps(mr.len(), st.len(), cp.len()));
         let referenced = files::referenced_ids(&s);
         let protected = if removed.0.is_empty() {
-            HashSet::new()
+            PathSet::default()
         } else {
             super::protect::protected_paths(&s, &dir, store_path)
         };

@@ -32,7 +32,9 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
             changed = true;
             return false;
         }
-        if !e.keys().any(|k| NORMALISED_FIELDS.contains(&k.as_str())) {
+        let normalised =
+            |k: &str| NORMALISED_FIELDS.contains(&k) || PENDING_FINAL_DELIVERY_FIELDS.contains(&k);
+        if !e.keys().any(|k| normalised(k)) {
             // None of the normalisers below has anything to read or write.
             return true;
         }
@@ -51,8 +53,9 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
     Ok(changed)
 }
 
-/// Every field the normalisers after `shape` read: an entry with none of them is left as it is
-/// by all of them (most entries of a big store), so it is neither copied nor compared.
+/// Every field the normalisers after `shape` read (with [`PENDING_FINAL_DELIVERY_FIELDS`]): an
+/// entry with none of them is left as it is by all of them (most entries of a big store), so
+/// it is neither copied nor compared.
 const NORMALISED_FIELDS: &[&str] = &[
     // runtime_model_fields
     "model",
@@ -66,15 +69,6 @@ const NORMALISED_FIELDS: &[&str] = &[
     "lastTo",
     "lastAccountId",
     "lastThreadId",
-    // pending_final_delivery
-    "pendingFinalDelivery",
-    "pendingFinalDeliveryText",
-    "pendingFinalDeliveryCreatedAt",
-    "pendingFinalDeliveryLastAttemptAt",
-    "pendingFinalDeliveryAttemptCount",
-    "pendingFinalDeliveryLastError",
-    "pendingFinalDeliveryIntentId",
-    "restartRecoveryDeliveryRunId",
     // plugin_maps
     "pluginExtensions",
     "pluginExtensionSlotKeys",
@@ -175,6 +169,18 @@ fn finite_non_negative(v: &Value) -> bool {
     matches!(v, Value::Number(n) if n.as_f64().is_some_and(|f| f.is_finite() && f >= 0.0))
 }
 
+/// The fields `pending_final_delivery` checks.
+const PENDING_FINAL_DELIVERY_FIELDS: [&str; 8] = [
+    "pendingFinalDelivery",
+    "pendingFinalDeliveryText",
+    "pendingFinalDeliveryCreatedAt",
+    "pendingFinalDeliveryLastAttemptAt",
+    "pendingFinalDeliveryAttemptCount",
+    "pendingFinalDeliveryLastError",
+    "pendingFinalDeliveryIntentId",
+    "restartRecoveryDeliveryRunId",
+];
+
 fn pending_final_delivery(e: &mut Map<String, Value>) {
     let keep = |k: &str, e: &Map<String, Value>| -> bool {
         let Some(v) = e.get(k) else { return true };
@@ -193,16 +199,7 @@ fn pending_final_delivery(e: &mut Map<String, Value>) {
             _ => true,
         }
     };
-    for k in [
-        "pendingFinalDelivery",
-        "pendingFinalDeliveryText",
-        "pendingFinalDeliveryCreatedAt",
-        "pendingFinalDeliveryLastAttemptAt",
-        "pendingFinalDeliveryAttemptCount",
-        "pendingFinalDeliveryLastError",
-        "pendingFinalDeliveryIntentId",
-        "restartRecoveryDeliveryRunId",
-    ] {
+    for k in PENDING_FINAL_DELIVERY_FIELDS {
         if !keep(k, e) {
             e.shift_remove(k);
         }

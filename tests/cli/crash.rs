@@ -23,11 +23,31 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn env_num(name: &str, default: u64) -> u64 {
+pub(crate) fn env_num(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
+}
+
+/// Runs `cmd` (output discarded) and kills it with SIGKILL after a random delay within 1.1 ×
+/// `took` (an uninterrupted run's time), drawn from the xorshift state `seed`. Returns the
+/// killed process's pid and the delay.
+pub(crate) fn run_and_kill(mut cmd: Command, seed: &mut u64, took: Duration) -> (u32, Duration) {
+    *seed ^= *seed << 13;
+    *seed ^= *seed >> 7;
+    *seed ^= *seed << 17;
+    let delay = Duration::from_micros(*seed % (took.as_micros() as u64 * 11 / 10 + 1));
+    let mut child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(delay);
+    let _ = child.kill(); // SIGKILL
+    let _ = child.wait();
+    (pid, delay)
 }
 
 /// A transcript of about `mb` MiB: turns with a large image each, heartbeat runs of silent
@@ -139,12 +159,6 @@ fn kill_9_at_random_moments_leaves_old_or_new() {
         expected.push((result, took));
     }
     let mut seed = 0x5eed_u64 ^ u64::from(std::process::id());
-    let mut rand = move || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
     let (mut olds, mut news, mut empty_locks) = (0, 0, 0);
     for i in 0..iters {
         let k = (i % 2) as usize;
@@ -152,16 +166,7 @@ fn kill_9_at_random_moments_leaves_old_or_new() {
         let dir = scratch.path().join(format!("run{i}"));
         fs::create_dir(&dir).unwrap();
         fs::write(dir.join("t.jsonl"), &original).unwrap();
-        let delay = Duration::from_micros(rand() % (took.as_micros() as u64 * 11 / 10 + 1));
-        let mut child = clawkeeper(&dir, COMMANDS[k])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        std::thread::sleep(delay);
-        let _ = child.kill(); // SIGKILL
-        let _ = child.wait();
+        let (pid, delay) = run_and_kill(clawkeeper(&dir, COMMANDS[k]), &mut seed, *took);
         let now = fs::read(dir.join("t.jsonl")).unwrap();
         let is_new = &now == want;
         assert!(
@@ -343,21 +348,9 @@ fn kill_9_during_cleanup_leaves_every_file_old_or_new() {
     let mut seed = 0xc1ea_u64 ^ u64::from(std::process::id());
     let (mut olds, mut news, mut partial) = (0, 0, 0);
     for i in 0..iters {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
         let root = scratch.path().join(format!("run{i}"));
         copy(&root);
-        let delay = Duration::from_micros(seed % (took.as_micros() as u64 * 11 / 10 + 1));
-        let mut child = cleanup(&root)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let pid = child.id();
-        std::thread::sleep(delay);
-        let _ = child.kill();
-        let _ = child.wait();
+        let (pid, delay) = run_and_kill(cleanup(&root), &mut seed, took);
         let sessions = sessions_of(&root);
         let store = fs::read(sessions.join("sessions.json")).unwrap();
         assert!(

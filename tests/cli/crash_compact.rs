@@ -10,19 +10,12 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::crash::big_transcript;
-
-fn env_num(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
+use crate::crash::{big_transcript, env_num, run_and_kill};
 
 const STORE: &str = r#"{
   "agent:main:main": {
@@ -128,22 +121,11 @@ fn kill_9_during_compact_leaves_old_or_new() {
         eprintln!("uninterrupted compact (successor: {successor}): {took:?}");
         let (mut olds, mut news) = (0, 0);
         for i in 0..iters {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
             let sessions = setup(
                 &scratch.path().join(format!("run-{successor}-{i}")),
                 &original,
             );
-            let delay = Duration::from_micros(seed % (took.as_micros() as u64 * 11 / 10 + 1));
-            let mut child = compact(&sessions, successor)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
-            std::thread::sleep(delay);
-            let _ = child.kill();
-            let _ = child.wait();
+            let (_, delay) = run_and_kill(compact(&sessions, successor), &mut seed, took);
             let now = fs::read(sessions.join("t.jsonl")).unwrap();
             let changed = if successor {
                 assert!(
