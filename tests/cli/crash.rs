@@ -30,6 +30,21 @@ pub(crate) fn env_num(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// Runs `cmd` to completion, asserts that it succeeded, and returns how long it took (the
+/// window the kills are drawn from).
+pub(crate) fn timed_success(mut cmd: Command) -> Duration {
+    let start = Instant::now();
+    let out = cmd.output().unwrap();
+    let took = start.elapsed();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    took
+}
+
 /// Runs `cmd` (output discarded) and kills it with SIGKILL after a random delay within 1.1 ×
 /// `took` (an uninterrupted run's time), drawn from the xorshift state `seed`. Returns the
 /// killed process's pid and the delay.
@@ -140,15 +155,7 @@ fn kill_9_at_random_moments_leaves_old_or_new() {
         let dir = scratch.path().join(format!("ref{k}"));
         fs::create_dir(&dir).unwrap();
         fs::write(dir.join("t.jsonl"), &original).unwrap();
-        let start = Instant::now();
-        let out = clawkeeper(&dir, cmd).output().unwrap();
-        let took = start.elapsed();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let took = timed_success(clawkeeper(&dir, cmd));
         let result = fs::read(dir.join("t.jsonl")).unwrap();
         assert!(
             result.len() < original.len(),
@@ -326,15 +333,7 @@ fn kill_9_during_cleanup_leaves_every_file_old_or_new() {
     };
     let reference = scratch.path().join("reference");
     copy(&reference);
-    let start = Instant::now();
-    let out = cleanup(&reference).output().unwrap();
-    let took = start.elapsed();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let took = timed_success(cleanup(&reference));
     eprintln!(
         "uninterrupted cleanup of {n} entries ({} MB): {took:?}",
         original_store.len() >> 20

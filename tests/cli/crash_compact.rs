@@ -11,11 +11,11 @@
 use std::fs;
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::crash::{big_transcript, env_num, run_and_kill};
+use crate::crash::{big_transcript, env_num, run_and_kill, timed_success};
 
 const STORE: &str = r#"{
   "agent:main:main": {
@@ -100,15 +100,7 @@ fn kill_9_during_compact_leaves_old_or_new() {
     for successor in [false, true] {
         // An uninterrupted run: what it appends (in place) or how long its successor is.
         let reference = setup(&scratch.path().join(format!("ref-{successor}")), &original);
-        let start = Instant::now();
-        let out = compact(&reference, successor).output().unwrap();
-        let took = start.elapsed();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let took = timed_success(compact(&reference, successor));
         let appended = fs::read(reference.join("t.jsonl")).unwrap()[original.len()..].to_vec();
         let want_lines = if successor {
             assert!(appended.is_empty(), "--successor changed the old file");
