@@ -19,8 +19,10 @@ use std::borrow::Cow;
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::sync::LazyLock;
 
 use anyhow::{Context, Result};
+use memchr::memmem::Finder;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -63,7 +65,12 @@ pub fn scan_reader(r: impl Read) -> std::io::Result<(Index, Counts)> {
     let mut counts = Counts::default();
     crate::transcript::for_each_line(r, |line| {
         builder.push_line(line);
-        count_line(line, builder.last_payloads(), &mut counts);
+        count_line(
+            line,
+            builder.last_light(),
+            builder.last_payloads(),
+            &mut counts,
+        );
     })?;
     let index = builder.finish();
     finish_counts(&index, &mut counts);
@@ -95,15 +102,20 @@ fn finish_counts(index: &Index, c: &mut Counts) {
     c.unparsable_lines = index.unparsable_line_numbers();
 }
 
-const NEEDLES: [&[u8]; 3] = [b"\"image\"", b"\"toolResult\"", b"\"thinking\""];
+const NEEDLES: [&[u8]; 5] = [
+    b"\"image\"",
+    b"\"toolResult\"",
+    b"\"thinking\"",
+    b"\"redacted_thinking\"",
+    b"\"reasoning\"",
+];
 const THINKING_TYPES: [&str; 3] = ["thinking", "redacted_thinking", "reasoning"];
 
+static NEEDLE_FINDERS: LazyLock<Vec<Finder<'static>>> =
+    LazyLock::new(|| NEEDLES.iter().map(Finder::new).collect());
+
 fn may_count(line: &[u8]) -> bool {
-    NEEDLES
-        .iter()
-        .any(|n| memchr::memmem::find(line, n).is_some())
-        || memchr::memmem::find(line, b"\"redacted_thinking\"").is_some()
-        || memchr::memmem::find(line, b"\"reasoning\"").is_some()
+    NEEDLE_FINDERS.iter().any(|f| f.find(line).is_some())
 }
 
 #[derive(Deserialize)]
@@ -144,22 +156,26 @@ struct BlockView<'a> {
 }
 
 /// Count one line. The base64 payloads the index recorded for it (image blocks of
-/// `message.content`) are cut out before parsing and their lengths added back to the blocks
-/// (and the tool output) holding them, so they are not scanned again.
-fn count_line(raw: &[u8], payloads: &[Payload], c: &mut Counts) {
-    if !may_count(raw) {
-        return;
-    }
+/// `message.content`) are left out before parsing (`light`: the line as the index builder
+/// already cut it, if it did) and their lengths added back to the blocks (and the tool
+/// output) holding them, so they are not scanned again.
+fn count_line(raw: &[u8], light: Option<&[u8]>, payloads: &[Payload], c: &mut Counts) {
     let body = raw.strip_suffix(b"\n").unwrap_or(raw);
     let refs: Vec<&Payload> = payloads.iter().collect();
-    let light = crate::transcript::cut_payloads(body, &refs);
+    let light = match light {
+        Some(l) => Cow::Borrowed(l),
+        None => crate::transcript::cut_payloads(body, &refs),
+    };
+    if !may_count(&light) {
+        return;
+    }
     // Only the payloads actually cut (those within the body) are added back.
-    let cut: Vec<&Payload> = match &light {
-        Cow::Borrowed(_) => Vec::new(),
-        Cow::Owned(_) => refs
-            .into_iter()
+    let cut: Vec<&Payload> = if light.len() == body.len() {
+        Vec::new()
+    } else {
+        refs.into_iter()
             .filter(|p| (p.start as usize + p.len as usize) <= body.len())
-            .collect(),
+            .collect()
     };
     // One pass when `message` is an object (or absent); else the line, then its message.
     let (kind, message, content) = match serde_json::from_slice::<MessageLineView>(&light) {

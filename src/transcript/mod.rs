@@ -45,6 +45,7 @@
 
 pub mod append;
 pub mod job;
+pub mod light;
 pub mod probe;
 pub mod rewrite;
 pub mod tree;
@@ -472,12 +473,27 @@ impl Index {
 
 /// Feed every line of `r` to `f`, in order, each with its terminator (`\n`) if it has one.
 /// Lines are handed out of the read buffer itself; only a line that spans two reads is
-/// copied (into a buffer as long as the longest such line, released after a huge one).
-pub fn for_each_line(mut r: impl Read, mut f: impl FnMut(&[u8])) -> std::io::Result<()> {
-    let mut buf = vec![0u8; 1 << 20];
+/// copied (into a buffer as long as the longest such line, released after a huge one). The
+/// 1 MiB read buffer is the thread's own, reused from file to file.
+pub fn for_each_line(r: impl Read, f: impl FnMut(&[u8])) -> std::io::Result<()> {
+    thread_local! {
+        static READ_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut buf = READ_BUF.take();
+    buf.resize(1 << 20, 0);
+    let result = lines_through(r, &mut buf, f);
+    READ_BUF.set(buf);
+    result
+}
+
+fn lines_through(
+    mut r: impl Read,
+    buf: &mut [u8],
+    mut f: impl FnMut(&[u8]),
+) -> std::io::Result<()> {
     let mut carry: Vec<u8> = Vec::new();
     loop {
-        let n = match r.read(&mut buf) {
+        let n = match r.read(buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -510,20 +526,30 @@ pub fn for_each_line(mut r: impl Read, mut f: impl FnMut(&[u8])) -> std::io::Res
 }
 
 /// Builds an [`Index`] from lines pushed in file order (each with its terminator, if any).
+///
+/// Each line is probed with its long base64 payloads left out ([`light::cut`]); the cut line
+/// is kept until the next push for callers that look at the line again ([`Self::last_light`]).
 #[derive(Debug, Default)]
 pub struct IndexBuilder {
     index: Index,
+    /// The last line without its payloads, when it had any (see [`Self::last_light`]).
+    light: Vec<u8>,
+    cuts: Vec<light::Cut>,
+    light_cut: bool,
 }
 
 impl IndexBuilder {
     /// Continue an index with more lines (appended after its last line).
     pub fn resume(index: Index) -> IndexBuilder {
-        IndexBuilder { index }
+        IndexBuilder {
+            index,
+            ..IndexBuilder::default()
+        }
     }
 
+    /// Index the next line (`raw` includes its `\n`, if any).
     pub fn push_line(&mut self, raw: &[u8]) {
-        let idx = &mut self.index;
-        let line_no = idx.lines.len();
+        let line_no = self.index.lines.len();
         let terminated = raw.last() == Some(&b'\n');
         let body = if terminated {
             &raw[..raw.len() - 1]
@@ -531,55 +557,98 @@ impl IndexBuilder {
             raw
         };
         if line_no == 0 {
-            idx.header_raw = body.to_vec();
+            self.index.header_raw = body.to_vec();
         }
         let mut line = Line {
-            start: idx.size,
+            start: self.index.size,
             len: raw.len() as u64,
             terminated,
             kind: LineKind::Blank,
             entry: None,
         };
-        idx.size += raw.len() as u64;
+        self.index.size += raw.len() as u64;
+        self.light_cut = false;
         if body.iter().all(u8::is_ascii_whitespace) {
-            idx.lines.push(line);
+            self.index.lines.push(line);
             return;
         }
-        match probe::probe_line(body) {
-            Ok(p) => {
+        let mut light = std::mem::take(&mut self.light);
+        let mut cuts = std::mem::take(&mut self.cuts);
+        let cut_body = light::cut(body, &mut light, &mut cuts);
+        let mut probed = self.probe(line_no, cut_body, &cuts);
+        if probed.is_none() && !cuts.is_empty() {
+            // A cut that is not an image payload: parse the line as it is.
+            cuts.clear();
+            probed = self.probe(line_no, body, &cuts);
+        }
+        match probed {
+            Some(e) => {
                 line.kind = LineKind::Entry;
-                line.entry = Some(idx.entries.len() as u32);
-                if std::str::from_utf8(body).is_err() {
-                    idx.invalid_utf8.push(line_no);
-                }
-                if let Some(m) = &p.message
-                    && let Content::Blocks(blocks) = &m.content
-                {
-                    for (k, b) in blocks.iter().enumerate() {
-                        if let Some((start, len)) = b.payload
-                            && start + len <= u32::MAX as usize
-                        {
-                            idx.payloads.push(Payload {
-                                line: line_no as u32,
-                                block: k as u32,
-                                start: start as u32,
-                                len: len as u32,
-                            });
-                        }
-                    }
-                }
-                let mut e = Entry::from_probe(line_no, &p);
-                if e.kind == EntryType::Session {
-                    e.set_version(header_version(body));
-                }
-                idx.entries.push(e);
+                line.entry = Some(self.index.entries.len() as u32);
+                self.index.entries.push(e);
             }
-            Err(_) => {
+            None => {
                 line.kind = LineKind::Unparsable;
-                idx.unparsable.push((line_no, body.to_vec()));
+                self.index.unparsable.push((line_no, body.to_vec()));
             }
         }
-        idx.lines.push(line);
+        self.index.lines.push(line);
+        // The cut line stands for the line without its payloads only when every payload was
+        // one of the cuts (a long `data` string outside the base64 alphabet is a payload too).
+        self.light_cut = !cuts.is_empty() && self.last_payloads().len() == cuts.len();
+        self.light = light;
+        self.cuts = cuts;
+    }
+
+    /// Probe `bytes` (line `line_no`, which is the line with `cuts` left out) into an entry
+    /// and record its payloads. `None` when it does not parse, or when a cut is not the
+    /// payload of an image block (nothing is recorded then).
+    fn probe(&mut self, line_no: usize, bytes: &[u8], cuts: &[light::Cut]) -> Option<Entry> {
+        let p = probe::probe_line(bytes).ok()?;
+        let mut payloads = Vec::new();
+        let mut used = 0;
+        if let Some(m) = &p.message
+            && let Content::Blocks(blocks) = &m.content
+        {
+            for (k, b) in blocks.iter().enumerate() {
+                let Some((at, len)) = b.data else { continue };
+                let (start, len) = if len >= light::PAYLOAD_MIN {
+                    (light::original_offset(cuts, at), len)
+                } else if let Some(c) = cuts.iter().find(|c| c.at == at && len == 0) {
+                    used += 1;
+                    (c.start, c.len)
+                } else {
+                    continue;
+                };
+                if start + len <= u32::MAX as usize {
+                    payloads.push(Payload {
+                        line: line_no as u32,
+                        block: k as u32,
+                        start: start as u32,
+                        len: len as u32,
+                    });
+                }
+            }
+        }
+        if used != cuts.len() {
+            return None;
+        }
+        // The cut runs are ASCII: the cut line is valid UTF-8 exactly when the line is.
+        if std::str::from_utf8(bytes).is_err() {
+            self.index.invalid_utf8.push(line_no);
+        }
+        self.index.payloads.extend(payloads);
+        let mut e = Entry::from_probe(line_no, &p);
+        if e.kind == EntryType::Session {
+            e.set_version(header_version(bytes));
+        }
+        Some(e)
+    }
+
+    /// The last line pushed without its terminator and with every payload of
+    /// [`Self::last_payloads`] left out, when the probe had it so; else `None`.
+    pub fn last_light(&self) -> Option<&[u8]> {
+        self.light_cut.then_some(&self.light[..])
     }
 
     /// The payloads of the last line pushed.
@@ -629,6 +698,86 @@ mod tests {
         assert_eq!(v["message"]["content"][3]["data"], format!("{b64}\n"));
         assert_eq!(&*cut_payloads(line.as_bytes(), &[]), line.as_bytes());
         assert!(idx.payloads_of(0).is_empty());
+    }
+
+    /// The index of `text` as `push_line` builds it (payloads cut before the parse) and as a
+    /// plain parse of every whole line builds it.
+    fn index_both_ways(text: &str) -> (Index, Index) {
+        let cut = Index::from_reader(text.as_bytes()).unwrap();
+        let mut b = IndexBuilder::default();
+        for (n, raw) in text.as_bytes().split_inclusive(|&c| c == b'\n').enumerate() {
+            let body = raw.strip_suffix(b"\n").unwrap_or(raw);
+            let kind = if body.iter().all(u8::is_ascii_whitespace) {
+                LineKind::Blank
+            } else if let Some(e) = b.probe(n, body, &[]) {
+                b.index.entries.push(e);
+                LineKind::Entry
+            } else {
+                b.index.unparsable.push((n, body.to_vec()));
+                LineKind::Unparsable
+            };
+            let entry = (kind == LineKind::Entry).then(|| b.index.entries.len() as u32 - 1);
+            b.index.lines.push(Line {
+                start: b.index.size,
+                len: raw.len() as u64,
+                terminated: raw.ends_with(b"\n"),
+                kind,
+                entry,
+            });
+            b.index.size += raw.len() as u64;
+        }
+        b.index.header_raw = cut.header_raw.clone();
+        (cut, b.finish())
+    }
+
+    #[test]
+    fn cutting_payloads_before_the_parse_changes_nothing() {
+        let b64 = "iVBORw0KGgo+/=".repeat(100);
+        let odd = "QUJD".repeat(300) + " ";
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s"}"#.to_string(),
+            // An image payload, twice in one line, and a text block before it.
+            format!(
+                r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"user","content":[{{"type":"text","text":"x"}},{{"type":"image","data":"{b64}"}},{{"data":"{b64}","type":"image","mimeType":"image/png"}}]}}}}"#
+            ),
+            // Base64 `data` that is no image payload: a custom entry, a text block, a nested
+            // block, a duplicate key (the runtime reads the last one).
+            format!(r#"{{"type":"custom","id":"b","parentId":"a","data":"{b64}"}}"#),
+            format!(
+                r#"{{"type":"message","id":"c","parentId":"b","message":{{"role":"toolResult","content":[{{"type":"text","data":"{b64}"}},{{"type":"tool_result","content":[{{"type":"image","data":"{b64}"}}]}}]}}}}"#
+            ),
+            format!(
+                r#"{{"type":"message","id":"d","parentId":"c","message":{{"role":"user","content":[{{"type":"image","data":"{b64}","data":"short"}}]}}}}"#
+            ),
+            // A long payload outside the alphabet is still a payload, not cut.
+            format!(
+                r#"{{"type":"message","id":"e","parentId":"d","message":{{"role":"user","content":[{{"type":"image","data":"{odd}"}},{{"type":"image","data":"{b64}"}}]}}}}"#
+            ),
+            // Broken lines stay broken.
+            format!(r#"{{"type":"message","id":"f","data":"{b64}" "#),
+            format!(r#"{{"type":"message","id":"g",data":"{b64}"}}"#),
+            format!(
+                r#"{{"type":"message","id":"h","parentId":"e","message":{{"role":"user","content":[{{"type":"image","data":"{b64}"}}],"x":"\ud800"}}}}"#
+            ),
+        ];
+        let text = lines.join("\n") + "\n";
+        let (cut, plain) = index_both_ways(&text);
+        assert_eq!(format!("{cut:?}"), format!("{plain:?}"));
+        assert_eq!(cut.payloads.len(), 4, "{:?}", cut.payloads);
+        assert_eq!(cut.unparsable_line_numbers(), vec![7, 8, 9]);
+        // The light line is the line without exactly its payloads.
+        let mut b = IndexBuilder::default();
+        let mut lights = 0;
+        for raw in text.as_bytes().split_inclusive(|&c| c == b'\n') {
+            b.push_line(raw);
+            let body = raw.strip_suffix(b"\n").unwrap();
+            let payloads: Vec<&Payload> = b.last_payloads().iter().collect();
+            if let Some(light) = b.last_light() {
+                assert_eq!(light, &*cut_payloads(body, &payloads));
+                lights += 1;
+            }
+        }
+        assert_eq!(lights, 1, "only line 2 has every payload cut");
     }
 
     #[test]

@@ -7,6 +7,9 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::LazyLock;
+
+use memchr::memmem::Finder;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -291,14 +294,11 @@ pub struct BlockProbe<'a> {
     pub text: Lenient<'a>,
     pub id: Lenient<'a>,
     pub is_object: bool,
-    /// For an image block: the byte range (within the line) of its `data` string's contents
-    /// when that string is long and has no escapes (a base64 payload), see
-    /// [`crate::transcript::Payload`].
-    pub payload: Option<(usize, usize)>,
+    /// For an image block: the byte range (within the probed bytes) of its `data` string's
+    /// contents when that string has no escapes; the index records the long ones as
+    /// payloads (see [`crate::transcript::Payload`]).
+    pub data: Option<(usize, usize)>,
 }
-
-/// `data` strings shorter than this are not worth recording as payloads.
-pub const PAYLOAD_MIN: usize = 1024;
 
 struct BlockSeed<'a>(ContentSeed<'a>);
 
@@ -328,11 +328,10 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
                 "id" => b.id = a.next_value()?,
                 "data" => {
                     // Borrowed (no copy) when the string has no escapes, as base64 never has.
-                    if let Lenient::Str(Cow::Borrowed(s)) = a.next_value::<Lenient<'a>>()?
-                        && s.len() >= PAYLOAD_MIN
-                    {
-                        data = Some((s.as_ptr() as usize, s.len()));
-                    }
+                    data = match a.next_value::<Lenient<'a>>()? {
+                        Lenient::Str(Cow::Borrowed(s)) => Some((s.as_ptr() as usize, s.len())),
+                        _ => None,
+                    };
                 }
                 _ => {
                     a.next_value::<IgnoredAny>()?;
@@ -344,7 +343,7 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
         {
             let (start, end) = LINE.get();
             if ptr >= start && ptr + len <= end {
-                b.payload = Some((ptr - start, len));
+                b.data = Some((ptr - start, len));
             }
         }
         Ok(b)
@@ -380,7 +379,7 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
 /// Prefilter: the content blocks of a non-assistant message are only read when the raw line
 /// contains `"image"` (without it no block can be an image).
 pub fn probe_line(bytes: &[u8]) -> Result<LineProbe<'_>, serde_json::Error> {
-    MAY_HOLD_IMAGE.set(memchr::memmem::find(bytes, b"\"image\"").is_some());
+    MAY_HOLD_IMAGE.set(IMAGE_TYPE.find(bytes).is_some());
     let start = bytes.as_ptr() as usize;
     LINE.set((start, start + bytes.len()));
     let probe: LineProbe<'_> = serde_json::from_slice(bytes)?;
@@ -391,9 +390,12 @@ pub fn probe_line(bytes: &[u8]) -> Result<LineProbe<'_>, serde_json::Error> {
     Ok(probe)
 }
 
+static IMAGE_TYPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"image\""));
+static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
+
 /// Whether the raw line holds a `\uD800`–`\uDFFF` escape (lone or paired).
 fn has_surrogate_escape(bytes: &[u8]) -> bool {
-    memchr::memmem::find_iter(bytes, b"\\u").any(|i| {
+    UNICODE_ESCAPE.find_iter(bytes).any(|i| {
         matches!(bytes.get(i + 2), Some(b'd' | b'D'))
             && matches!(
                 bytes.get(i + 3),
