@@ -83,12 +83,14 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         &args.mode,
         &labels,
         summarised_count,
+        Some(settings.estimator.counter()),
         &planner(&settings, &now, external.as_ref(), enforce),
     )
 }
 
 /// The per-file planner of in-place `compact` (also what `inspect` runs to predict savings).
-/// The transcript is read in passes that hold one entry at a time (see `compact::load`).
+/// It needs an index measured with the estimator's counter (its token figures); of the file
+/// it reads again only the summarised entries, one at a time (see `compact::load`).
 pub fn planner<'a>(
     settings: &'a Settings,
     now: &'a str,
@@ -97,7 +99,7 @@ pub fn planner<'a>(
 ) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
     move |path, index, tree| {
         let fail = |e: anyhow::Error| format!("{e:#}");
-        let scan = facts::scan_facts(path, index, tree, &settings.estimator).map_err(fail)?;
+        let scan = facts::scan(index, tree, &settings.estimator).map_err(fail)?;
         let mut c = match load::plan_file(path, index, tree, &scan, settings, now).map_err(fail)? {
             Ok(c) => c,
             Err(leave) => {

@@ -184,9 +184,9 @@ fn with_hooks<T>(
     let now = entry::now_iso();
     let compact = compact_planner(&settings, &now, None, false);
     let estimator = settings.estimator;
-    let context_tokens = move |p: &Path, i: &Index, t: &Tree| {
+    let context_tokens = move |i: &Index, t: &Tree| {
         let ContextEstimate { tokens, .. } =
-            crate::compact::context_estimate(p, i, t, &estimator).map_err(|e| format!("{e:#}"))?;
+            crate::compact::context_estimate(i, t, &estimator).map_err(|e| format!("{e:#}"))?;
         Ok(tokens)
     };
     let tick = |t: Tick| match t {
@@ -198,6 +198,7 @@ fn with_hooks<T>(
         prune: &prune,
         compact: &compact,
         compact_min_tokens: settings.min_tokens,
+        counter: estimator.counter(),
         context_tokens: &context_tokens,
         cleanup,
         progress: &tick,

@@ -17,6 +17,7 @@ use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::progress::{self, Progress};
 use crate::report::transcript_text::{self, status_name};
+use crate::transcript::estimate::TokenCounter;
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
 pub(crate) fn moved_to_sqlite(db: &Path) -> String {
@@ -67,17 +68,19 @@ pub fn run(
     count: fn(&Outcome) -> usize,
     planner: &Planner,
 ) -> Result<Exit> {
-    run_at(targets, mode, labels, count, &|_, index, tree| {
+    run_at(targets, mode, labels, count, None, &|_, index, tree| {
         planner(index, tree)
     })
 }
 
-/// [`run`] with a planner that reads the file itself.
+/// [`run`] with a planner that reads the file itself, and whose index carries token figures
+/// measured with `measure` when given.
 pub fn run_at(
     targets: &TranscriptTargetArgs,
     mode: &ModeArgs,
     labels: &Labels,
     count: fn(&Outcome) -> usize,
+    measure: Option<TokenCounter>,
     planner: &PlannerAt,
 ) -> Result<Exit> {
     let resolved = transcript_targets::resolve(targets)?;
@@ -88,6 +91,7 @@ pub fn run_at(
             Mode::Preview
         },
         wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
+        measure,
     };
     // Progress in bytes of transcripts (see `crate::progress`).
     let size = |p: &Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());

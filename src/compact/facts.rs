@@ -1,27 +1,23 @@
-//! What compaction needs to know of each entry of the active path, read in one streaming pass.
+//! What compaction needs to know of each entry of the active path, from the transcript index.
 //!
-//! [`scan`] reads the active path's lines one at a time (by the byte ranges of the index, see
-//! `transcript::values::EntryReader`), parses each, keeps the few figures the cut and the
-//! estimate need ([`EntryFacts`]) and drops the entry before reading the next. Memory is
-//! bounded by the largest line plus these per-entry figures, never by the file. A caller that
-//! needs more of each entry (the successor rotation) gets every parsed entry through a visitor.
+//! The index pass measures every entry's token estimate and provider usage as it parses the
+//! line (`transcript::probe`, when the index is built measuring with the estimator's counter);
+//! [`scan`] takes the active path's figures from there ([`EntryFacts`]) and rebuilds the
+//! context's estimate from them, so no line is read again. Memory is a few words per path
+//! entry.
 //!
 //! [`context_estimate`] gives the runtime's context-token estimate of a transcript the same
-//! way, reading only the context messages it needs (from the newest back to the last one with
-//! usable provider `usage`).
+//! way; [`EntryFacts::of`] gives the figures of an entry held as a value (the same probe run
+//! over the value).
 
-use std::path::Path;
-
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde_json::Value;
 
-use super::estimate::{self, ContextEstimate, Estimator};
-use super::{context_message, cut, entry_type, is_context_entry, pruned, str_field};
+use super::estimate::{ContextEstimate, Estimator, combine};
 use crate::transcript::tree::{self, ContextItem, Tree};
-use crate::transcript::values::EntryReader;
-use crate::transcript::{Index, Role};
+use crate::transcript::{Entry, EntryTokens, EntryType, Index, Role};
 
-/// The figures of one path entry (48 bytes: the pass keeps one per path entry).
+/// The figures of one path entry (the pass keeps one per path entry).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EntryFacts {
     /// Estimated tokens of its context message (for a compaction: of its summary message);
@@ -38,31 +34,27 @@ pub struct EntryFacts {
     pub compaction: bool,
     /// A user message with an id: a turn start the cut may choose.
     pub user_turn: bool,
-    /// A user message that can frame the session (real, not a heartbeat or exec event).
-    pub framing: bool,
 }
 
 impl EntryFacts {
-    /// The figures of one entry.
-    pub fn of(entry: &Value, estimator: &Estimator) -> EntryFacts {
-        let message = context_message(entry);
-        let message_of_entry = entry
-            .get("message")
-            .filter(|_| entry_type(entry) == Some("message"));
-        let compaction = entry_type(entry) == Some("compaction");
+    /// The figures of an indexed entry and its token figures.
+    pub fn from_index(e: &Entry, t: EntryTokens) -> EntryFacts {
+        let compaction = e.kind == EntryType::Compaction;
         EntryFacts {
-            tokens: message
-                .as_deref()
-                .map_or(0, |m| estimator.message_tokens(m)),
-            usage: message.as_deref().and_then(estimate::message_usage),
-            first_kept: compaction
-                .then(|| str_field(entry, "firstKeptEntryId").map(Box::from))
-                .flatten(),
-            context: is_context_entry(entry),
+            tokens: t.tokens,
+            usage: t.usage,
+            first_kept: compaction.then(|| e.first_kept().map(Box::from)).flatten(),
+            context: e.context,
             compaction,
-            user_turn: cut::is_user_message(entry),
-            framing: message_of_entry.is_some_and(super::plan::is_framing_candidate),
+            user_turn: e.is_role(&Role::User) && e.id.is_some(),
         }
+    }
+
+    /// The figures of one entry held as a value.
+    pub fn of(entry: &Value, estimator: &Estimator) -> EntryFacts {
+        crate::transcript::entry_of_value(entry, estimator.counter())
+            .map(|(e, t)| EntryFacts::from_index(&e, t))
+            .unwrap_or_default()
     }
 }
 
@@ -80,10 +72,10 @@ pub struct ValueCalls<'a>(pub &'a [Value]);
 
 impl CallIds for ValueCalls<'_> {
     fn open_calls(&self, p: usize) -> Vec<&str> {
-        cut::open_call_ids(&self.0[p])
+        super::cut::open_call_ids(&self.0[p])
     }
     fn result_call(&self, p: usize) -> Option<&str> {
-        cut::result_call_id(&self.0[p])
+        super::cut::result_call_id(&self.0[p])
     }
 }
 
@@ -132,117 +124,77 @@ impl Scan {
     }
 }
 
-/// Read the active path once. `visit` sees every parsed entry with its path position. Fails
-/// when the path does not reach a root (see [`super::ensure_rooted`]) or a line no longer
-/// holds the indexed entry.
-pub fn scan(
-    path: &Path,
-    index: &Index,
-    tree: &Tree,
-    estimator: &Estimator,
-    visit: &mut dyn FnMut(usize, &Value),
-) -> Result<Scan> {
-    scan_with(path, index, tree, estimator, &crate::jsjson::parse, visit)
+/// The token figures of entry `i`; an error when the index was not measured with the
+/// estimator's counter.
+fn tokens(index: &Index, estimator: &Estimator, i: usize) -> Result<EntryTokens> {
+    match (index.measured_with, index.tokens_of(i)) {
+        (Some(c), Some(t)) if c == estimator.counter() => Ok(t),
+        (c, _) => bail!(
+            "the transcript index carries no token figures measured with {} (it has {:?})",
+            estimator.counter().name(),
+            c.map(|c| c.name())
+        ),
+    }
 }
 
-/// [`scan`] without a visitor: each entry is parsed with only the members its figures are
-/// computed from (`pruned::FACTS`), the rest of the line skipped without being built.
-pub fn scan_facts(path: &Path, index: &Index, tree: &Tree, estimator: &Estimator) -> Result<Scan> {
-    scan_with(path, index, tree, estimator, &parse_facts, &mut |_, _| {})
-}
-
-fn parse_facts(bytes: &[u8]) -> serde_json::Result<Value> {
-    pruned::parse(bytes, &pruned::FACTS)
-}
-
-fn scan_with(
-    path: &Path,
-    index: &Index,
-    tree: &Tree,
-    estimator: &Estimator,
-    parse: &dyn Fn(&[u8]) -> serde_json::Result<Value>,
-    visit: &mut dyn FnMut(usize, &Value),
-) -> Result<Scan> {
+/// The active path's figures from a measured index. Fails when the path does not reach a
+/// root (see [`super::ensure_rooted`]) or the index was not measured with the estimator's
+/// counter.
+pub fn scan(index: &Index, tree: &Tree, estimator: &Estimator) -> Result<Scan> {
     let active = tree.active_path();
     super::ensure_rooted(index, &active)?;
-    let mut reader = EntryReader::open_light(path)?;
-    let mut facts = Vec::with_capacity(active.len());
-    for (p, &i) in active.iter().enumerate() {
-        let v = reader.read_with(index, i, parse)?;
-        facts.push(EntryFacts::of(&v, estimator));
-        visit(p, &v);
-    }
-    let mut pos = vec![u32::MAX; index.entries.len()];
-    for (p, &i) in active.iter().enumerate() {
-        pos[i] = p as u32;
-    }
+    let facts = active
+        .iter()
+        .map(|&i| {
+            Ok(EntryFacts::from_index(
+                &index.entries[i],
+                tokens(index, estimator, i)?,
+            ))
+        })
+        .collect::<Result<Vec<_>>>()?;
     // The context as the runtime rebuilds it; entries that turn out to hold no message are
     // left out, as the runtime's context has none for them. Its estimate: the last usable
     // usage plus the messages after it, else the sum of all (`estimate::combine`).
-    let (mut total, mut usage, mut trailing, mut context_len) = (0u64, None, 0u64, 0usize);
-    for item in tree::context_of(index, tree, &active) {
-        let f = match item {
-            ContextItem::CompactionSummary(i) => &facts[pos[i] as usize],
-            ContextItem::Entry(i) => &facts[pos[i] as usize],
-        };
-        if matches!(item, ContextItem::Entry(_)) && !f.context {
-            continue;
-        }
-        context_len += 1;
-        total += f.tokens;
-        match f.usage {
-            Some(u) => (usage, trailing) = (Some(u), 0),
-            None => trailing += f.tokens,
-        }
-    }
+    let per = context_figures(index, tree, &active, estimator)?;
     Ok(Scan {
+        context_tokens: combine(&per).tokens,
+        context_len: per.len(),
         active,
         facts,
-        context_tokens: usage.map_or(total, |u| u + trailing),
-        context_len,
     })
 }
 
+/// Each context message's estimate and usage, in context order.
+fn context_figures(
+    index: &Index,
+    tree: &Tree,
+    active: &[usize],
+    estimator: &Estimator,
+) -> Result<Vec<(u64, Option<u64>)>> {
+    let mut per = Vec::new();
+    for item in tree::context_of(index, tree, active) {
+        let i = match item {
+            ContextItem::CompactionSummary(i) => i,
+            ContextItem::Entry(i) if index.entries[i].context => i,
+            ContextItem::Entry(_) => continue,
+        };
+        let t = tokens(index, estimator, i)?;
+        per.push((t.tokens, t.usage));
+    }
+    Ok(per)
+}
+
 /// The runtime's context-token estimate of a transcript (as `Estimator::context_tokens` of
-/// its context), in memory bounded by the largest line: the context messages are read from
-/// the newest back to the last one with usable provider `usage`, and no further.
-/// `last_usage_index` is that message's position among the rebuilt context's items. Fails
-/// like [`scan`].
+/// its context), from a measured index. `last_usage_index` is the position, among the rebuilt
+/// context's messages, of the one whose usage was taken. Fails like [`scan`].
 pub fn context_estimate(
-    path: &Path,
     index: &Index,
     tree: &Tree,
     estimator: &Estimator,
 ) -> Result<ContextEstimate> {
     let active = tree.active_path();
     super::ensure_rooted(index, &active)?;
-    let items = tree::context_of(index, tree, &active);
-    let mut reader = EntryReader::open_light(path)?;
-    let mut trailing = 0;
-    for (k, item) in items.iter().enumerate().rev() {
-        let i = match *item {
-            ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
-        };
-        let v = reader.read_with(index, i, parse_facts)?;
-        let Some(m) = context_message(&v) else {
-            continue;
-        };
-        if let Some(usage_tokens) = estimate::message_usage(&m) {
-            return Ok(ContextEstimate {
-                tokens: usage_tokens + trailing,
-                usage_tokens,
-                trailing_tokens: trailing,
-                last_usage_index: Some(k),
-            });
-        }
-        trailing += estimator.message_tokens(&m);
-    }
-    Ok(ContextEstimate {
-        tokens: trailing,
-        usage_tokens: 0,
-        trailing_tokens: trailing,
-        last_usage_index: None,
-    })
+    Ok(combine(&context_figures(index, tree, &active, estimator)?))
 }
 
 #[cfg(test)]
@@ -254,8 +206,12 @@ mod tests {
     use crate::compact::testgen::{PathBuilder, Rng};
     use crate::jsjson;
 
-    /// A transcript file of `entries` (a linear path) and its index and tree.
-    fn file(entries: &[Value]) -> (tempfile::TempDir, std::path::PathBuf, Index, Tree) {
+    /// A transcript file of `entries` (a linear path) and its index (measured with
+    /// `counter`) and tree.
+    fn file(
+        entries: &[Value],
+        counter: TokenCounter,
+    ) -> (tempfile::TempDir, std::path::PathBuf, Index, Tree) {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.jsonl");
         let mut text =
@@ -265,8 +221,8 @@ mod tests {
             text.push_str(&jsjson::to_string_compact(e));
         }
         text.push('\n');
-        std::fs::write(&p, text).unwrap();
-        let index = Index::from_path(&p, None).unwrap();
+        std::fs::write(&p, &text).unwrap();
+        let index = Index::from_reader_measuring(text.as_bytes(), Some(counter)).unwrap();
         let tree = Tree::build(&index);
         (dir, p, index, tree)
     }
@@ -299,7 +255,7 @@ mod tests {
             cases.push(PathBuilder::random(&mut rng, turns).entries);
         }
         for entries in cases {
-            let (_d, _p, index, tree) = file(&entries);
+            let (_d, _p, index, tree) = file(&entries, TokenCounter::Heuristic);
             let active = tree.active_path();
             assert_eq!(active.len(), entries.len());
             let by_index = IndexCalls {
@@ -335,17 +291,9 @@ mod tests {
         for counter in [TokenCounter::Heuristic, TokenCounter::O200k] {
             let est = Estimator::new(counter);
             for entries in &cases {
-                let (_d, p, index, tree) = file(entries);
-                let mut seen = 0;
-                let scan = scan(&p, &index, &tree, &est, &mut |_, _| seen += 1).unwrap();
-                assert_eq!(seen, entries.len());
-                let light = scan_facts(&p, &index, &tree, &est).unwrap();
-                assert_eq!(light.facts, scan.facts);
-                assert_eq!(light.active, scan.active);
-                assert_eq!(
-                    (light.context_tokens, light.context_len),
-                    (scan.context_tokens, scan.context_len)
-                );
+                let (_d, p, index, tree) = file(entries, counter);
+                let scan = scan(&index, &tree, &est).unwrap();
+                assert_eq!(scan.active.len(), entries.len());
                 assert_eq!(scan.facts, crate::compact::cut::facts_of(entries, &est));
                 // The context as Values, the way the runtime rebuilds it.
                 let values =
@@ -354,11 +302,11 @@ mod tests {
                 let want = est.context_tokens(&context);
                 assert_eq!(scan.context_tokens, want.tokens);
                 assert_eq!(scan.context_len, context.len());
-                let got = context_estimate(&p, &index, &tree, &est).unwrap();
-                assert_eq!(
-                    (got.tokens, got.usage_tokens, got.trailing_tokens),
-                    (want.tokens, want.usage_tokens, want.trailing_tokens)
-                );
+                let got = context_estimate(&index, &tree, &est).unwrap();
+                assert_eq!(got, want);
+                // An index measured with another counter, or not at all, is refused.
+                let other = Index::from_reader(std::fs::read(&p).unwrap().as_slice()).unwrap();
+                assert!(super::scan(&other, &tree, &est).is_err());
             }
         }
     }

@@ -1,8 +1,8 @@
 //! A compaction planned from a transcript file in bounded memory.
 //!
-//! [`plan_file`] runs the steps on the file: the active path's figures (one pass,
-//! [`super::facts::scan`], done by the caller), the decision ([`plan::decide`]), the summary
-//! of the decided range (a second pass over just that range, each entry fed to a
+//! [`plan_file`] runs the steps on the file: the active path's figures (from the measured
+//! index, [`super::facts::scan`], done by the caller), the decision ([`plan::decide`]), the
+//! summary of the decided range (a pass over just that range, each entry fed to a
 //! [`SummaryBuilder`] and dropped), and the entry to append ([`plan::finish`]).
 //! [`write_request`] streams the `--summarizer` request (the summarised messages, re-read one
 //! at a time) into the command's stdin. Nothing here holds more than one entry of the file.
@@ -18,9 +18,9 @@ use super::facts::{IndexCalls, Scan};
 use super::plan::{self, Compaction, ContextSize, Leave, Settings, TOOL};
 use super::pruned;
 use super::summary::{self, SummaryBuilder};
-use crate::transcript::Index;
 use crate::transcript::tree::Tree;
 use crate::transcript::values::EntryReader;
+use crate::transcript::{Index, Role};
 
 /// Decide, summarise and build the entry for the transcript at `path` (indexed as `index`,
 /// `tree`, scanned as `scan`). The inner `Err` says why it is left alone; the outer one that
@@ -53,7 +53,19 @@ pub fn plan_file(
         .previous_compaction
         .map(&mut read)
         .transpose()?;
-    let framing_before = decision.framing_before.map(&mut read).transpose()?;
+    // Only user messages can frame the session: only they are read to find out.
+    let mut framing = None;
+    let framing_at = plan::first_framing(decision.cut.window_start, |p| -> Result<bool> {
+        if !index.entries[scan.active[p]].is_role(&Role::User) {
+            return Ok(false);
+        }
+        let e = read(p)?;
+        let yes = plan::is_framing_entry(&e);
+        framing = yes.then_some(e);
+        Ok(yes)
+    })?;
+    debug_assert_eq!(framing_at.is_some(), framing.is_some());
+    let framing_before = framing;
     // The summarised entries are parsed with only what the summary reads.
     let mut builder = SummaryBuilder::default();
     for &p in &decision.summarized {

@@ -3,27 +3,28 @@
 //! successor transcript).
 //!
 //! Memory is bounded by the largest line plus a few bytes per entry, whatever the file size:
-//! a transcript is never held in memory. [`facts::scan`] reads the active path once and keeps
-//! per-entry figures (token estimate, usage, turn starts, …; tool call ids come from the
-//! transcript index); [`plan::decide`] chooses the cut from them; [`load::plan_file`] summarises
-//! the decided range in a second pass, one entry at a time ([`summary::SummaryBuilder`]);
-//! [`load::write_request`] streams the `--summarizer` input; the successor is planned per
-//! entry index ([`successor::build`]) and written by re-reading its lines one at a time
-//! ([`rotate`]). The value-level functions ([`plan::plan`], [`summary::build`],
-//! [`cut::find_cut`]) run the same steps on entries already in memory.
+//! a transcript is never held in memory. The index pass, built measuring with the estimator's
+//! counter, records every entry's token estimate and usage; [`facts::scan`] takes the active
+//! path's figures from it (token estimate, usage, turn starts, …; tool call ids come from the
+//! index too); [`plan::decide`] chooses the cut from them; [`load::plan_file`] summarises the
+//! decided range in one pass over just those lines, one entry at a time
+//! ([`summary::SummaryBuilder`]); [`load::write_request`] streams the `--summarizer` input;
+//! the successor is planned per entry index ([`successor::build`]) and written by re-reading
+//! its lines one at a time ([`rotate`]). The value-level functions ([`plan::plan`],
+//! [`summary::build`], [`cut::find_cut`]) run the same steps on entries already in memory.
 //!
 //! Locking and writing stay with the command layer, except [`rotate`], which writes the
 //! successor file through `fsutil`. [`external`] runs the operator's summariser.
 //!
 //! For other commands: [`context_estimate`] gives a transcript's context size as the runtime
-//! estimates it ([`Estimator`]: the runtime's heuristic, or BPE), reading only the newest
-//! context messages, e.g.
-//! `compact::context_estimate(path, &index, &tree, &Estimator::new(TokenCounter::Heuristic))?.tokens`.
+//! estimates it ([`Estimator`]: the runtime's heuristic, or BPE) from an index measured with
+//! the estimator's counter, e.g.
+//! `compact::context_estimate(&index, &tree, &estimator)?.tokens` with
+//! `index = Index::from_reader_measuring(file, Some(estimator.counter()))?`.
 
 pub mod classify;
 pub mod cut;
 pub mod entry;
-pub mod estimate;
 pub mod external;
 pub mod facts;
 pub mod fileops;
@@ -37,9 +38,9 @@ mod summary_build;
 mod summary_text;
 
 #[cfg(test)]
-mod testgen;
+pub(crate) mod testgen;
 
-pub use estimate::{ContextEstimate, Estimator, TokenCounter};
+pub use crate::transcript::estimate::{self, ContextEstimate, Estimator, TokenCounter};
 pub use facts::context_estimate;
 
 use std::borrow::Cow;

@@ -95,8 +95,6 @@ pub struct Decision {
     /// Path positions of the context entries to summarise, in order.
     pub summarized: Vec<usize>,
     pub tokens_before: u64,
-    /// Path position of the session's first framing candidate before the window, if any.
-    pub framing_before: Option<usize>,
 }
 
 /// The runtime's context as [`decide`] needs it: its token estimate and how many messages it
@@ -134,12 +132,10 @@ pub fn decide<'a>(
     }
     let cut =
         cut::find_cut_in(facts, calls, id, settings.keep_recent_tokens).map_err(Leave::Skip)?;
-    let framing_before = facts[..cut.window_start].iter().position(|f| f.framing);
     Ok(Decision {
         summarized: cut.summarized_positions(facts).collect(),
         cut,
         tokens_before,
-        framing_before,
     })
 }
 
@@ -208,11 +204,15 @@ pub fn plan(
     };
     let decision = decide(&facts, &ValueCalls(path), size, &id, settings)?;
     let previous = decision.cut.previous_compaction.map(|i| &path[i]);
+    let framing_before = first_framing(decision.cut.window_start, |p| {
+        Ok::<_, ()>(is_framing_entry(&path[p]))
+    })
+    .unwrap_or_default();
     let generator = format!("{TOOL} {}", settings.version);
     let summary = summary::build(&SummaryInput {
         entries: decision.summarized.iter().map(|&i| &path[i]).collect(),
         previous,
-        framing_before: decision.framing_before.and_then(|p| path[p].get("message")),
+        framing_before: framing_before.and_then(|p| path[p].get("message")),
         generator: &generator,
         now,
     });
@@ -220,6 +220,26 @@ pub fn plan(
     Ok(finish(
         decision, summary, previous, leaf_id, settings, taken, now,
     ))
+}
+
+/// The path position of the session's first framing candidate before the window (which
+/// starts at `window_start`), given a test of each position (see [`is_framing_entry`]).
+pub fn first_framing<E>(
+    window_start: usize,
+    mut is_framing: impl FnMut(usize) -> Result<bool, E>,
+) -> Result<Option<usize>, E> {
+    for p in 0..window_start {
+        if is_framing(p)? {
+            return Ok(Some(p));
+        }
+    }
+    Ok(None)
+}
+
+/// A `message` entry whose message is a framing candidate.
+pub fn is_framing_entry(entry: &Value) -> bool {
+    super::entry_type(entry) == Some("message")
+        && entry.get("message").is_some_and(is_framing_candidate)
 }
 
 /// A user message that can frame the session: real, not a heartbeat or exec event.

@@ -1,15 +1,15 @@
 //! Entries parsed with only the fields a reader looks at.
 //!
-//! A transcript line is mostly bookkeeping that token estimates never read (provider, model,
-//! `usage.cost`, signatures, tool ids, …). [`parse`] builds the entry's [`Value`] from the raw
-//! bytes keeping, at the three levels the compaction facts read (the entry, its `message`, and
-//! the blocks of a `content` array), only the members [`Keep`] names; everything else is
-//! skipped by the parser without being built. Kept members are whole values, parsed exactly
-//! as `jsjson::parse` parses them (duplicate keys, number text, JavaScript key order).
+//! A transcript line is mostly bookkeeping that a summary never reads (provider, model,
+//! `usage`, signatures, …). [`parse`] builds the entry's [`Value`] from the raw bytes keeping,
+//! at the three levels the summary reads (the entry, its `message`, and the blocks of a
+//! `content` array), only the members [`Keep`] names; everything else is skipped by the parser
+//! without being built. Kept members are whole values, parsed exactly as `jsjson::parse`
+//! parses them (duplicate keys, number text, JavaScript key order).
 //!
 //! The result is not the entry: it is the entry as seen by a reader that only asks for the
-//! kept members. [`FACTS`] lists what `facts::EntryFacts::of` (token estimates, usage, turn
-//! starts, framing candidates) and the entry reader's id check look at.
+//! kept members. [`SUMMARY`] lists what the summary of a compacted range and the entry
+//! reader's id check look at.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -28,11 +28,12 @@ pub struct Keep {
     pub block: &'static [&'static str],
 }
 
-/// What the compaction facts of an entry are computed from: the context message the runtime
-/// makes of it (`compact::context_message`), its estimate (`estimate::for_each_piece`), usage
-/// (`estimate::message_usage`), turn starts (`cut::is_user_message`) and framing candidates
-/// (`plan::is_framing_candidate`, `classify`).
-pub const FACTS: Keep = Keep {
+/// What the summary of a summarised range is built from (`summary::SummaryBuilder::push`):
+/// the context message the runtime makes of an entry (`compact::context_message`), its
+/// classification (`classify`: heartbeats, silent replies, exec events, meaningful text), the
+/// tools called with their arguments (files), a tool result's `isError`, `toolName`,
+/// `toolCallId` and `details` (failures), and user requests. Provider usage is not read.
+pub const SUMMARY: Keep = Keep {
     entry: &[
         "type",
         "id",
@@ -51,26 +52,6 @@ pub const FACTS: Keep = Keep {
         "role",
         "content",
         "stopReason",
-        "usage",
-        "command",
-        "output",
-        "summary",
-        "display",
-        "excludeFromContext",
-    ],
-    block: &["type", "text", "thinking", "name", "arguments", "content"],
-};
-
-/// What the summary of a summarised range is built from (`summary::SummaryBuilder::push`:
-/// the context message, its classification, tools, failures, files and requests): the
-/// members [`FACTS`] keeps plus a tool result's `isError`, `toolName`, `toolCallId` and
-/// `details`. Provider usage is not read.
-pub const SUMMARY: Keep = Keep {
-    entry: FACTS.entry,
-    message: &[
-        "role",
-        "content",
-        "stopReason",
         "command",
         "output",
         "summary",
@@ -81,7 +62,7 @@ pub const SUMMARY: Keep = Keep {
         "toolCallId",
         "details",
     ],
-    block: FACTS.block,
+    block: &["type", "text", "thinking", "name", "arguments", "content"],
 };
 
 /// Parse one line (without its terminator) keeping only what `keep` names.
@@ -226,10 +207,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::compact::facts::EntryFacts;
     use crate::compact::summary::{self, SummaryBuilder};
     use crate::compact::testgen::{self, PathBuilder, Rng};
-    use crate::compact::{Estimator, TokenCounter};
 
     /// Generated entries of every kind the readers look at.
     fn entries(rng: &mut Rng) -> Vec<Value> {
@@ -259,8 +238,7 @@ mod tests {
     }
 
     #[test]
-    fn readers_see_the_same_through_pruned_entries() {
-        let estimators = [TokenCounter::Heuristic, TokenCounter::O200k].map(Estimator::new);
+    fn summaries_are_the_same_through_pruned_entries() {
         for seed in 0..12 {
             let mut rng = Rng::new(seed);
             let all = entries(&mut rng);
@@ -269,16 +247,10 @@ mod tests {
             for e in &all {
                 let line = crate::jsjson::to_string_compact(e);
                 let full = crate::jsjson::parse(line.as_bytes()).unwrap();
-                let facts = parse(line.as_bytes(), &FACTS).unwrap();
-                for est in &estimators {
-                    assert_eq!(
-                        EntryFacts::of(&facts, est),
-                        EntryFacts::of(&full, est),
-                        "{line}"
-                    );
-                }
+                let pruned = parse(line.as_bytes(), &SUMMARY).unwrap();
+                assert_eq!(pruned["id"], full["id"]);
                 full_summary.push(&full);
-                pruned_summary.push(&parse(line.as_bytes(), &SUMMARY).unwrap());
+                pruned_summary.push(&pruned);
             }
             let done = |b| summary::finish(b, None, None, "t 0", "2026-01-01T00:00:00.000Z");
             assert_eq!(done(pruned_summary), done(full_summary), "seed {seed}");
@@ -288,10 +260,10 @@ mod tests {
     #[test]
     fn keeps_the_named_members_whole_and_nothing_else() {
         let line = br#"{"type":"message","id":"a","parentId":null,"n":1.50,"message":{"role":"assistant","model":"m","usage":{"input":1,"cost":{"total":0.5}},"content":[{"type":"text","text":"t\n","sig":"x"},{"type":"toolCall","name":"exec","id":"c","arguments":{"2":1,"b":[1.0,{"x":1}],"1":2}},"s",7],"stopReason":"stop","role":"user"}}"#;
-        let v = parse(line, &FACTS).unwrap();
+        let v = parse(line, &SUMMARY).unwrap();
         assert_eq!(
             v,
-            json!({"type":"message","id":"a","message":{"role":"user","usage":{"input":1,"cost":{"total":0.5}},
+            json!({"type":"message","id":"a","message":{"role":"user",
                 "content":[{"type":"text","text":"t\n"},{"type":"toolCall","name":"exec","arguments":{"1":2,"2":1,"b":[1.0,{"x":1}]}},"s",7],
                 "stopReason":"stop"}})
         );
@@ -311,14 +283,14 @@ mod tests {
             r#"{"type":"custom_message","id":"a","content":[{"type":"text","text":"x","y":1},3.0e2]}"#,
             r#"{"type":"compaction","id":"a","summary":"s","firstKeptEntryId":"b","tokensBefore":1e3}"#,
         ] {
-            let v = parse(line.as_bytes(), &FACTS).unwrap();
+            let v = parse(line.as_bytes(), &SUMMARY).unwrap();
             let mut want = crate::jsjson::parse(line.as_bytes()).unwrap();
             if let Some(blocks) = want.get_mut("content").and_then(Value::as_array_mut) {
                 blocks[0].as_object_mut().unwrap().remove("y");
             }
             assert_eq!(v, want, "{line}");
         }
-        assert!(parse(br#"{"type":"message","id":"a"} x"#, &FACTS).is_err());
-        assert!(parse(br#"{"type":"message","id":"a","m":[}"#, &FACTS).is_err());
+        assert!(parse(br#"{"type":"message","id":"a"} x"#, &SUMMARY).is_err());
+        assert!(parse(br#"{"type":"message","id":"a","m":[}"#, &SUMMARY).is_err());
     }
 }

@@ -38,6 +38,7 @@ use crate::layout::{self, ArchiveReason, FileKind};
 use crate::maintenance::{files, run};
 use crate::store;
 use crate::transcript::Index;
+use crate::transcript::estimate::TokenCounter;
 use crate::transcript::job::{self, Planner, PlannerAt, Status};
 use crate::transcript::tree::{self, Tree};
 use scan::Counts;
@@ -82,8 +83,11 @@ pub struct Hooks<'a> {
     pub compact: &'a PlannerAt<'a>,
     /// `compact` leaves a transcript alone when its context is not above this.
     pub compact_min_tokens: u64,
-    /// The runtime's context estimate of a transcript.
-    pub context_tokens: &'a (dyn Fn(&Path, &Index, &Tree) -> Result<u64, String> + Sync),
+    /// The counter the token figures are measured with (the estimator of `compact` and of the
+    /// context estimates): each transcript's index is built measuring with it.
+    pub counter: TokenCounter,
+    /// The runtime's context estimate of a transcript, from its measured index.
+    pub context_tokens: &'a (dyn Fn(&Index, &Tree) -> Result<u64, String> + Sync),
     /// `cleanup` settings (mode forced to enforce), or `None` to skip that prediction.
     pub cleanup: Option<&'a run::Options>,
     /// Told the bytes of transcripts a store will read, then the bytes of each one done.
@@ -430,7 +434,7 @@ fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
 /// Read one transcript once, then preview the commands whose planners can find work in it.
 fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
     let mut f = TranscriptFacts::default();
-    let (index, counts) = match scan::scan_path(path) {
+    let (index, counts) = match scan::scan_path(path, hooks.counter) {
         Ok(x) => x,
         Err(e) => {
             f.error = Some(format!("{e:#}"));
@@ -441,7 +445,7 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
     f.dangling_parents = tree.dangling.len();
     let (_, pairing) = tree::active_context(&index, &tree);
     f.orphan_tool_results = pairing.orphans;
-    f.context_tokens = (hooks.context_tokens)(path, &index, &tree).ok();
+    f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
     if let Ok(confined) = Confined::new(dir) {
         // An applied run takes the write lock: a stale lock is reclaimed (its bytes freed
         // too), a held one makes the command skip the file.

@@ -26,6 +26,7 @@ use memchr::memmem::Finder;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::transcript::estimate::TokenCounter;
 use crate::transcript::probe::Lenient;
 use crate::transcript::{EntryType, Index, IndexBuilder, Payload};
 
@@ -49,19 +50,20 @@ pub struct Counts {
     pub unparsable_lines: Vec<usize>,
 }
 
-/// Index a transcript and count what `inspect` reports, in one read.
-pub fn scan_path(path: &Path) -> Result<(Index, Counts)> {
+/// Index a transcript (with every entry's token figures measured with `counter`) and count
+/// what `inspect` reports, in one read.
+pub fn scan_path(path: &Path, counter: TokenCounter) -> Result<(Index, Counts)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    scan_reader(file).with_context(|| format!("cannot read {}", path.display()))
+    scan_reader(file, counter).with_context(|| format!("cannot read {}", path.display()))
 }
 
 /// [`scan_path`] over any reader.
-pub fn scan_reader(r: impl Read) -> std::io::Result<(Index, Counts)> {
-    let mut builder = IndexBuilder::default();
+pub fn scan_reader(r: impl Read, counter: TokenCounter) -> std::io::Result<(Index, Counts)> {
+    let mut builder = IndexBuilder::measuring(counter);
     let mut counts = Counts::default();
     crate::transcript::for_each_line(r, |line| {
         builder.push_line(line);
@@ -79,7 +81,7 @@ pub fn scan_reader(r: impl Read) -> std::io::Result<(Index, Counts)> {
 
 /// Read only through `Read` (for tests over byte slices).
 pub fn scan_bytes(bytes: &[u8]) -> (Index, Counts) {
-    scan_reader(bytes.take(u64::MAX)).expect("reading a slice cannot fail")
+    scan_reader(bytes.take(u64::MAX), TokenCounter::Heuristic).expect("reading a slice cannot fail")
 }
 
 fn finish_counts(index: &Index, c: &mut Counts) {

@@ -205,7 +205,7 @@ pub fn copy_verified(
                 .is_some_and(|(l, raw)| *l == n && raw.as_slice() == body),
             LineKind::Entry => {
                 let want = &index.entries[line.entry().expect("entry lines have entries")];
-                probe::probe_line(body).is_ok_and(|p| {
+                probe::probe_line(body, None).is_ok_and(|p| {
                     let got = Entry::from_probe(n, &p);
                     got.kind == want.kind && got.id == want.id && got.parent == want.parent
                 })

@@ -26,6 +26,7 @@ use std::time::{Duration, SystemTime};
 use anyhow::{Context, Result};
 
 use super::append::{self, Appended};
+use super::estimate::TokenCounter;
 use super::rewrite::{self, Edits, Resolved};
 use super::tree::Tree;
 use super::validate::{self, Expectation};
@@ -50,6 +51,9 @@ pub struct Options {
     pub mode: Mode,
     /// How long to wait for a lock held by a live process.
     pub wait_lock: Option<Duration>,
+    /// Index each file with its entries' token figures, measured with this counter (for
+    /// planners that estimate tokens, see [`Index::tokens`]).
+    pub measure: Option<TokenCounter>,
 }
 
 /// What a planner returns for one file.
@@ -167,10 +171,11 @@ enum Prepared {
 /// Index and plan; `Ok(None)` when there is nothing to do.
 fn prepare(
     path: &Path,
+    measure: Option<TokenCounter>,
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<Prepared>, Status> {
-    let (index, mut tree) = index_checked(path, out)?;
+    let (index, mut tree) = index_checked(path, measure, out)?;
     let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
@@ -197,13 +202,17 @@ fn prepare(
     Ok(Some(Prepared::Rewrite(index, resolved)))
 }
 
-/// Index the file (without following a symlink) and refuse what this tool does not edit:
-/// no session header, a v1 file, `leaf` control records, duplicate ids. Fills the byte and
-/// unparsable-line fields of `out`.
-pub fn index_checked(path: &Path, out: &mut Outcome) -> Result<(Index, Tree), Status> {
+/// Index the file (without following a symlink; with token figures measured with `measure`,
+/// if given) and refuse what this tool does not edit: no session header, a v1 file, `leaf`
+/// control records, duplicate ids. Fills the byte and unparsable-line fields of `out`.
+pub fn index_checked(
+    path: &Path,
+    measure: Option<TokenCounter>,
+    out: &mut Outcome,
+) -> Result<(Index, Tree), Status> {
     let (len, _) = stamp(path).map_err(|e| failed(anyhow::Error::from(e)))?;
     let file = open_nofollow(path).map_err(failed)?;
-    let index = Index::from_reader(BufReader::with_capacity(1 << 20, io::Read::take(file, len)))
+    let index = Index::from_reader_measuring(io::Read::take(file, len), measure)
         .with_context(|| format!("cannot read {}", path.display()))
         .map_err(failed)?;
     let tree = check_editable(&index, out)?;
@@ -337,7 +346,7 @@ fn run_inner(
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     let before = stamp(path).map_err(|e| failed(e.into()))?;
-    let Some(mut prepared) = prepare(path, planner, out)? else {
+    let Some(mut prepared) = prepare(path, opts.measure, planner, out)? else {
         return Ok(());
     };
     if opts.mode == Mode::Preview {
@@ -392,7 +401,7 @@ fn run_inner(
     // The file may have changed while we planned without the lock: plan again if so.
     let locked = stamp(path).map_err(|e| failed(e.into()))?;
     if locked != before {
-        let again = prepare(path, planner, out);
+        let again = prepare(path, opts.measure, planner, out);
         out.notes.extend(swept_note);
         match again? {
             Some(p) => prepared = p,

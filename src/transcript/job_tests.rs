@@ -40,6 +40,7 @@ fn a_concurrent_append_aborts_the_rewrite_and_keeps_the_tail() {
     let opts = Options {
         mode: Mode::Enforce,
         wait_lock: None,
+        measure: None,
     };
     let out = run_file(&c, &path, opts, &planner);
     assert_eq!(
@@ -96,6 +97,7 @@ fn an_append_copies_the_file_and_adds_the_entry() {
         let opts = Options {
             mode,
             wait_lock: None,
+            measure: None,
         };
         let out = run_file(&c, &path, opts, &planner);
         let line = r#"{"type":"compaction","id":"n","parentId":"c","timestamp":"t","summary":"s","firstKeptEntryId":"c","tokensBefore":1}"#;
@@ -129,6 +131,7 @@ fn a_concurrent_append_aborts_an_append_and_keeps_the_tail() {
     let opts = Options {
         mode: Mode::Enforce,
         wait_lock: None,
+        measure: None,
     };
     let out = run_file(&c, &path, opts, &planner);
     assert_eq!(
@@ -193,6 +196,7 @@ fn preview_validates_and_writes_nothing() {
     let opts = Options {
         mode: Mode::Preview,
         wait_lock: None,
+        measure: None,
     };
     let out = run_file(&c, &path, opts, &planner);
     assert_eq!(out.status, Status::WouldChange);
@@ -216,6 +220,7 @@ fn removing_the_leaf_is_refused() {
     let opts = Options {
         mode: Mode::Enforce,
         wait_lock: None,
+        measure: None,
     };
     let out = run_file(&c, &path, opts, &planner);
     assert!(matches!(out.status, Status::Refused(_)), "{:?}", out.status);

@@ -44,8 +44,11 @@
 //! ```
 
 pub mod append;
+pub mod estimate;
 pub mod job;
 pub mod light;
+#[cfg(test)]
+pub(crate) mod oddlines;
 pub mod probe;
 pub mod rewrite;
 pub mod tree;
@@ -59,6 +62,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 
 use crate::noreply;
+use estimate::{Measure, TokenCounter};
 use probe::{Content, Lenient, LineProbe};
 
 /// What kind of line this is.
@@ -191,6 +195,9 @@ pub struct Entry {
     pub silent: bool,
     /// `branch_summary` / `compaction` with a non-empty string summary.
     pub has_summary: bool,
+    /// The runtime puts a message in context for it (a `message` with a `message` member, a
+    /// `custom_message`, a `branch_summary` with a truthy summary; compaction windows aside).
+    pub context: bool,
     /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
     pub side_append: bool,
     /// Positions of `{"type":"image"}` blocks in an array `content` of a user or toolResult
@@ -255,6 +262,7 @@ impl Entry {
             tool_calls: Box::default(),
             tool_result_id: None,
             has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
+            context: p.is_context_entry(),
             side_append: p.append_mode.as_str() == Some("side"),
             rare,
             kind,
@@ -322,6 +330,18 @@ impl Entry {
     pub fn is_role(&self, role: &Role) -> bool {
         self.kind == EntryType::Message && self.role.as_ref() == Some(role)
     }
+}
+
+/// What the index records of an entry held as a value, with its token figures measured with
+/// `counter` (`None` for a value that is not an object).
+pub fn entry_of_value(
+    v: &serde_json::Value,
+    counter: TokenCounter,
+) -> Option<(Entry, EntryTokens)> {
+    let measure = Measure::of(counter);
+    let p = probe::probe_value(v, measure)?;
+    let (tokens, usage) = p.tokens(measure);
+    Some((Entry::from_probe(0, &p), EntryTokens { tokens, usage }))
 }
 
 /// Where the base64 `data` of one image block lies in its line: readers that do not need
@@ -419,6 +439,19 @@ pub struct Index {
     /// string do not decode it; the runtime reads such bytes as U+FFFD). They are entries,
     /// kept byte for byte, and reported.
     pub invalid_utf8: Vec<usize>,
+    /// The counter the token figures were measured with, when the index was built to measure
+    /// them (see [`IndexBuilder::measuring`]).
+    pub measured_with: Option<TokenCounter>,
+    /// With a counter: each entry's token figures, by entry index.
+    pub tokens: Vec<EntryTokens>,
+}
+
+/// The runtime's token estimate of an entry's context message (0 when it puts none in
+/// context) and the provider usage it carries, when the runtime would trust it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EntryTokens {
+    pub tokens: u64,
+    pub usage: Option<u64>,
 }
 
 impl Index {
@@ -434,9 +467,23 @@ impl Index {
 
     /// Index everything a reader yields.
     pub fn from_reader(r: impl Read) -> std::io::Result<Index> {
-        let mut b = IndexBuilder::default();
+        Index::from_reader_measuring(r, None)
+    }
+
+    /// [`Index::from_reader`], also measuring each entry's token figures with `counter`
+    /// when one is given (see [`IndexBuilder::measuring`]).
+    pub fn from_reader_measuring(
+        r: impl Read,
+        counter: Option<TokenCounter>,
+    ) -> std::io::Result<Index> {
+        let mut b = counter.map_or_else(IndexBuilder::default, IndexBuilder::measuring);
         for_each_line(r, |line| b.push_line(line))?;
         Ok(b.finish())
+    }
+
+    /// An entry's token figures, when the index measured them.
+    pub fn tokens_of(&self, entry: usize) -> Option<EntryTokens> {
+        self.tokens.get(entry).copied()
     }
 
     /// The header entry, when the first line is a `session` object with a string id.
@@ -532,6 +579,8 @@ fn lines_through(
 #[derive(Debug, Default)]
 pub struct IndexBuilder {
     index: Index,
+    /// Measure each entry's token figures with this (see [`Self::measuring`]).
+    measure: Option<Measure>,
     /// The last line without its payloads, when it had any (see [`Self::last_light`]).
     light: Vec<u8>,
     cuts: Vec<light::Cut>,
@@ -539,9 +588,23 @@ pub struct IndexBuilder {
 }
 
 impl IndexBuilder {
-    /// Continue an index with more lines (appended after its last line).
+    /// A builder that also records each entry's token figures ([`Index::tokens`]) as the
+    /// runtime's estimate with `counter` makes them, from the same parse.
+    pub fn measuring(counter: TokenCounter) -> IndexBuilder {
+        IndexBuilder {
+            index: Index {
+                measured_with: Some(counter),
+                ..Index::default()
+            },
+            measure: Some(Measure::of(counter)),
+            ..IndexBuilder::default()
+        }
+    }
+
+    /// Continue an index with more lines (appended after its last line), measured as it was.
     pub fn resume(index: Index) -> IndexBuilder {
         IndexBuilder {
+            measure: index.measured_with.map(Measure::of),
             index,
             ..IndexBuilder::default()
         }
@@ -604,7 +667,7 @@ impl IndexBuilder {
     /// and record its payloads. `None` when it does not parse, or when a cut is not the
     /// payload of an image block (nothing is recorded then).
     fn probe(&mut self, line_no: usize, bytes: &[u8], cuts: &[light::Cut]) -> Option<Entry> {
-        let p = probe::probe_line(bytes).ok()?;
+        let p = probe::probe_line(bytes, self.measure).ok()?;
         let mut payloads = Vec::new();
         let mut used = 0;
         if let Some(m) = &p.message
@@ -638,6 +701,10 @@ impl IndexBuilder {
             self.index.invalid_utf8.push(line_no);
         }
         self.index.payloads.extend(payloads);
+        if let Some(m) = self.measure {
+            let (tokens, usage) = p.tokens(m);
+            self.index.tokens.push(EntryTokens { tokens, usage });
+        }
         let mut e = Entry::from_probe(line_no, &p);
         if e.kind == EntryType::Session {
             e.set_version(header_version(bytes));
@@ -702,9 +769,9 @@ mod tests {
 
     /// The index of `text` as `push_line` builds it (payloads cut before the parse) and as a
     /// plain parse of every whole line builds it.
-    fn index_both_ways(text: &str) -> (Index, Index) {
-        let cut = Index::from_reader(text.as_bytes()).unwrap();
-        let mut b = IndexBuilder::default();
+    fn index_both_ways(text: &str, counter: Option<TokenCounter>) -> (Index, Index) {
+        let cut = Index::from_reader_measuring(text.as_bytes(), counter).unwrap();
+        let mut b = counter.map_or_else(IndexBuilder::default, IndexBuilder::measuring);
         for (n, raw) in text.as_bytes().split_inclusive(|&c| c == b'\n').enumerate() {
             let body = raw.strip_suffix(b"\n").unwrap_or(raw);
             let kind = if body.iter().all(u8::is_ascii_whitespace) {
@@ -761,7 +828,7 @@ mod tests {
             ),
         ];
         let text = lines.join("\n") + "\n";
-        let (cut, plain) = index_both_ways(&text);
+        let (cut, plain) = index_both_ways(&text, None);
         assert_eq!(format!("{cut:?}"), format!("{plain:?}"));
         assert_eq!(cut.payloads.len(), 4, "{:?}", cut.payloads);
         assert_eq!(cut.unparsable_line_numbers(), vec![7, 8, 9]);
@@ -778,6 +845,15 @@ mod tests {
             }
         }
         assert_eq!(lights, 1, "only line 2 has every payload cut");
+        // Odd lines of every shape, measured or not.
+        let mut rng = crate::compact::testgen::Rng::new(3);
+        for _ in 0..200 {
+            let text = oddlines::transcript(&mut rng, 30);
+            for counter in [None, Some(TokenCounter::Heuristic)] {
+                let (cut, plain) = index_both_ways(&text, counter);
+                assert_eq!(format!("{cut:?}"), format!("{plain:?}"), "{text}");
+            }
+        }
     }
 
     #[test]

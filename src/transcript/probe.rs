@@ -3,7 +3,15 @@
 //! text, tool ids, compaction/label targets) and skips everything else without allocating.
 //!
 //! "Lenient" means a field of an unexpected JSON type never makes a valid line unparsable: a
-//! numeric `id` is recorded as "not a string", not as an error. Only invalid JSON fails.
+//! numeric `id` is recorded as "not a string", not as an error. Only invalid JSON, and JSON
+//! that is not an object, fails.
+//!
+//! Asked to measure (`probe_line(bytes, Some(measure))`), the same parse also measures what
+//! the runtime's token estimate reads of the entry (the rules are listed in `estimate`): text
+//! is measured where it lies (UTF-16 units or BPE tokens), never copied, and each content
+//! block is read once whatever the order of its members, so the index can carry every entry's
+//! estimate and provider usage. [`probe_value`] and [`message_tokens`] run the same visitors
+//! over values held in memory, so there is one implementation of those rules.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -13,6 +21,47 @@ use memchr::memmem::Finder;
 
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+
+use super::estimate::{self, Measure, Measured};
+
+/// Visitor methods that consume a JSON value of a type the visitor does not look into and
+/// return `$v`: one per kind listed (`bool`, `num`, `str`, `unit`, `seq`, `map`).
+macro_rules! other_types {
+    ($v:expr; $($kind:ident),*) => { $( other_types!(@ $kind, $v); )* };
+    (@ bool, $v:expr) => {
+        fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> { Ok($v) }
+    };
+    // (Numbers held in a value arrive as 128-bit integers when they do not fit in 64 bits.)
+    (@ num, $v:expr) => {
+        fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> { Ok($v) }
+        fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> { Ok($v) }
+        fn visit_i128<E>(self, _: i128) -> Result<Self::Value, E> { Ok($v) }
+        fn visit_u128<E>(self, _: u128) -> Result<Self::Value, E> { Ok($v) }
+        fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ str, $v:expr) => {
+        fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ unit, $v:expr) => {
+        fn visit_unit<E>(self) -> Result<Self::Value, E> { Ok($v) }
+        fn visit_none<E>(self) -> Result<Self::Value, E> { Ok($v) }
+    };
+    (@ seq, $v:expr) => {
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            while a.next_element::<IgnoredAny>()?.is_some() {}
+            Ok($v)
+        }
+    };
+    // Objects, and numbers under serde_json's arbitrary_precision (which arrive as a
+    // one-entry map).
+    (@ map, $v:expr) => {
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            Ok($v)
+        }
+    };
+}
 
 /// A JSON value seen only as "string", "null", "absent" or "something else".
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -50,61 +99,184 @@ impl<'de: 'a, 'a> Deserialize<'de> for Lenient<'a> {
             fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
                 Ok(Lenient::Str(Cow::Owned(v)))
             }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(Lenient::Null)
-            }
-            fn visit_none<E>(self) -> Result<Self::Value, E> {
-                Ok(Lenient::Null)
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Lenient::Other)
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Lenient::Other)
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Lenient::Other)
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Lenient::Other)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Lenient::Other)
-            }
-            // Objects, and numbers under serde_json's arbitrary_precision (which arrive as a
-            // one-entry map).
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Lenient::Other)
-            }
+            other_types!(Lenient::Null; unit);
+            other_types!(Lenient::Other; bool, num, seq, map);
         }
         d.deserialize_any(V(std::marker::PhantomData))
     }
 }
 
-/// The top level of one line.
-#[derive(Debug, Default, Deserialize)]
-pub struct LineProbe<'a> {
-    #[serde(rename = "type", borrow, default)]
-    pub kind: Lenient<'a>,
-    #[serde(borrow, default)]
-    pub id: Lenient<'a>,
-    #[serde(rename = "parentId", borrow, default)]
-    pub parent_id: Lenient<'a>,
-    #[serde(borrow, default)]
-    pub message: Option<MessageProbe<'a>>,
-    #[serde(rename = "firstKeptEntryId", borrow, default)]
-    pub first_kept_entry_id: Lenient<'a>,
-    #[serde(rename = "targetId", borrow, default)]
-    pub target_id: Lenient<'a>,
-    #[serde(borrow, default)]
-    pub summary: Lenient<'a>,
-    #[serde(rename = "appendMode", borrow, default)]
-    pub append_mode: Lenient<'a>,
+/// What one probe reads beyond the fields the index always needs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Measure the pieces the runtime's token estimate reads, with this measure.
+    pub measure: Option<Measure>,
+    /// The line can hold an image block (its raw bytes name `"image"` or have a `\u` escape
+    /// that could spell it). Without it and without a measure, the content of a message other
+    /// than an assistant reply cannot matter and is skipped.
+    pub may_hold_image: bool,
+    /// The address range of the bytes being probed (for the offsets of `data` strings).
+    line: (usize, usize),
 }
 
-/// `entry.message`. A non-object `message` is recorded as all-absent.
+/// The top level of one line (a JSON object; anything else does not parse).
+#[derive(Debug, Default)]
+pub struct LineProbe<'a> {
+    pub kind: Lenient<'a>,
+    pub id: Lenient<'a>,
+    pub parent_id: Lenient<'a>,
+    /// `entry.message`, unless it is absent or null.
+    pub message: Option<MessageProbe<'a>>,
+    /// Whether the line has a `message` member at all (even null).
+    pub has_message: bool,
+    pub first_kept_entry_id: Lenient<'a>,
+    pub target_id: Lenient<'a>,
+    pub summary: Lenient<'a>,
+    /// `summary` is truthy as the context rebuild tests it: a non-empty string, or any value
+    /// but null and false.
+    pub summary_truthy: bool,
+    pub append_mode: Lenient<'a>,
+    /// With a measure: the entry's own `content` (what a `custom_message` puts in context).
+    pub content: ContentMeasure,
+}
+
+impl LineProbe<'_> {
+    /// Whether the runtime puts a message in context for this entry (ignoring compaction
+    /// windows): a `message` with a `message` member, a `custom_message`, or a
+    /// `branch_summary` with a truthy summary.
+    pub fn is_context_entry(&self) -> bool {
+        match self.kind.as_str() {
+            Some("message") => self.has_message,
+            Some("custom_message") => true,
+            Some("branch_summary") => self.summary_truthy,
+            _ => false,
+        }
+    }
+
+    /// The estimate of the context message the runtime makes of this entry (a `message`'s
+    /// message, a `custom_message` as a `custom` message, a `branch_summary` or `compaction`
+    /// as its summary), and the provider usage it carries. Needs the probe to have measured
+    /// with `measure`.
+    pub fn tokens(&self, measure: Measure) -> (u64, Option<u64>) {
+        let summary = || Measured::text(self.summary.as_str().map_or(0, |s| measure.text(s)));
+        let (pieces, usage) = match self.kind.as_str() {
+            Some("message") => match &self.message {
+                Some(m) => (m.measured(), m.usage()),
+                None => (Measured::default(), None),
+            },
+            Some("custom_message") => (self.content.as_input(), None),
+            Some("branch_summary") if self.summary_truthy => (summary(), None),
+            Some("compaction") => (summary(), None),
+            _ => return (0, None),
+        };
+        (measure.tokens(pieces), usage)
+    }
+}
+
+/// Reads one line with its [`Options`].
+#[derive(Clone, Copy)]
+struct LineSeed<'a> {
+    opts: Options,
+    marker: std::marker::PhantomData<&'a ()>,
+}
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for LineSeed<'a> {
+    type Value = LineProbe<'a>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<LineProbe<'a>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
+    type Value = LineProbe<'a>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let mut p = LineProbe::default();
+        // A line that names one of these members twice is not read as an entry (the runtime
+        // would take the last; which one a reader sees is not worth guessing).
+        let mut seen = [false; ENTRY_FIELDS.len()];
+        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+            if let Some(k) = ENTRY_FIELDS.iter().position(|f| *f == key)
+                && std::mem::replace(&mut seen[k], true)
+            {
+                return Err(de::Error::duplicate_field(ENTRY_FIELDS[k]));
+            }
+            match key.as_ref() {
+                "type" => p.kind = a.next_value()?,
+                "id" => p.id = a.next_value()?,
+                "parentId" => p.parent_id = a.next_value()?,
+                "message" => {
+                    p.has_message = true;
+                    p.message = a.next_value_seed(MessageSeed(self))?;
+                }
+                "firstKeptEntryId" => p.first_kept_entry_id = a.next_value()?,
+                "targetId" => p.target_id = a.next_value()?,
+                "summary" => {
+                    (p.summary, p.summary_truthy) = a.next_value_seed(SummarySeed(self.marker))?
+                }
+                "appendMode" => p.append_mode = a.next_value()?,
+                "content" if self.opts.measure.is_some() => {
+                    let seed = ContentSeed {
+                        opts: self.opts,
+                        want_text: false,
+                        marker: self.marker,
+                    };
+                    p.content = a.next_value_seed(seed)?.measured;
+                }
+                _ => {
+                    a.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(p)
+    }
+}
+
+/// The members of a line the index reads (see [`LineSeed`]).
+const ENTRY_FIELDS: [&str; 8] = [
+    "type",
+    "id",
+    "parentId",
+    "message",
+    "firstKeptEntryId",
+    "targetId",
+    "summary",
+    "appendMode",
+];
+
+/// `summary` as a [`Lenient`] plus its truthiness (see [`LineProbe::summary_truthy`]).
+struct SummarySeed<'a>(std::marker::PhantomData<&'a ()>);
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for SummarySeed<'a> {
+    type Value = (Lenient<'a>, bool);
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de: 'a, 'a> Visitor<'de> for SummarySeed<'a> {
+    type Value = (Lenient<'a>, bool);
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok((Lenient::Str(Cow::Borrowed(v)), !v.is_empty()))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok((Lenient::Str(Cow::Owned(v.to_owned())), !v.is_empty()))
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Self::Value, E> {
+        Ok((Lenient::Other, b))
+    }
+    other_types!((Lenient::Null, false); unit);
+    other_types!((Lenient::Other, true); num, seq, map);
+}
+
+/// `entry.message`: `None` for null; a non-object message is recorded as all-absent.
 #[derive(Debug, Default)]
 pub struct MessageProbe<'a> {
     pub role: Lenient<'a>,
@@ -112,86 +284,128 @@ pub struct MessageProbe<'a> {
     pub content: Content<'a>,
     /// The first string among the tool-result id aliases, in the runtime's order.
     pub tool_result_id: Option<Cow<'a, str>>,
+    /// With a measure: what the token estimate reads of it.
+    pub measured: MessageMeasure,
 }
 
-impl<'de: 'a, 'a> Deserialize<'de> for MessageProbe<'a> {
-    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V<'a>(std::marker::PhantomData<&'a ()>);
-        impl<'de: 'a, 'a> Visitor<'de> for V<'a> {
-            type Value = MessageProbe<'a>;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a message")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                let mut m = MessageProbe::default();
-                let mut ids: [Option<Cow<'a, str>>; 6] = Default::default();
-                while let Some(key) = a.next_key::<Cow<'de, str>>()? {
-                    match key.as_ref() {
-                        "role" => m.role = a.next_value()?,
-                        "stopReason" => m.stop_reason = a.next_value()?,
-                        "content" => {
-                            // Only assistant replies need their text (silent-reply check).
-                            let want_text = !matches!(&m.role, Lenient::Str(r) if r != "assistant");
-                            if want_text || MAY_HOLD_IMAGE.get() {
-                                m.content = a.next_value_seed(ContentSeed::new(want_text))?;
-                            } else {
-                                // Not an assistant reply, and the line has no `"image"`: the
-                                // blocks cannot matter.
-                                a.next_value::<IgnoredAny>()?;
-                                m.content = Content::Skipped;
-                            }
-                        }
-                        k => {
-                            let slot = TOOL_RESULT_ID_KEYS.iter().position(|x| *x == k);
-                            match slot {
-                                Some(i) => {
-                                    if let Lenient::Str(s) = a.next_value::<Lenient<'a>>()? {
-                                        ids[i] = Some(s);
-                                    }
-                                }
-                                None => {
-                                    a.next_value::<IgnoredAny>()?;
-                                }
-                            }
-                        }
-                    }
-                }
-                m.tool_result_id = ids.into_iter().flatten().next();
-                Ok(m)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(MessageProbe::default())
-            }
-            fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-                Ok(MessageProbe::default())
-            }
-            fn visit_unit<E>(self) -> Result<Self::Value, E> {
-                Ok(MessageProbe::default())
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(MessageProbe::default())
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(MessageProbe::default())
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(MessageProbe::default())
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(MessageProbe::default())
-            }
+/// The measured pieces of a message (see [`MessageProbe::measured`]).
+#[derive(Debug, Default)]
+pub struct MessageMeasure {
+    pub content: ContentMeasure,
+    /// `command`, `output` and `summary`, when strings.
+    pub command: Option<u64>,
+    pub output: Option<u64>,
+    pub summary: Option<u64>,
+    pub usage: Option<Value>,
+}
+
+impl MessageProbe<'_> {
+    /// What the estimate counts of this message, by its role: the content of `user`, `custom`
+    /// and `toolResult` messages, the blocks of an assistant reply, a bash execution's command
+    /// and output, a summary message's summary; nothing for any other role.
+    pub fn measured(&self) -> Measured {
+        let m = &self.measured;
+        match self.role.as_str() {
+            Some("user" | "custom" | "toolResult") => m.content.as_input(),
+            Some("assistant") => m.content.as_reply,
+            Some("bashExecution") => Measured::text(m.command.unwrap_or(0) + m.output.unwrap_or(0)),
+            Some("branchSummary" | "compactionSummary") => Measured::text(m.summary.unwrap_or(0)),
+            _ => Measured::default(),
         }
-        d.deserialize_any(V(std::marker::PhantomData))
+    }
+
+    /// The provider's context size, when the runtime would trust this message's usage.
+    pub fn usage(&self) -> Option<u64> {
+        estimate::usage_of(
+            self.role.as_str(),
+            self.stop_reason.as_str(),
+            self.measured.usage.as_ref(),
+        )
     }
 }
 
-thread_local! {
-    /// Set by [`probe_line`] for the line being probed.
-    static MAY_HOLD_IMAGE: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
-    /// The address range of the line being probed (for payload offsets).
-    static LINE: std::cell::Cell<(usize, usize)> = const { std::cell::Cell::new((0, 0)) };
+struct MessageSeed<'a>(LineSeed<'a>);
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for MessageSeed<'a> {
+    type Value = Option<MessageProbe<'a>>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
 }
+
+impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
+    type Value = Option<MessageProbe<'a>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a message")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let opts = self.0.opts;
+        let mut m = MessageProbe::default();
+        let mut ids: [Option<Cow<'a, str>>; 6] = Default::default();
+        let mut first = true;
+        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+            if std::mem::take(&mut first) && key == NUMBER_TOKEN {
+                // An arbitrary-precision number: not an object.
+                a.next_value::<IgnoredAny>()?;
+                return Ok(Some(MessageProbe::default()));
+            }
+            match key.as_ref() {
+                "role" => m.role = a.next_value()?,
+                "stopReason" => m.stop_reason = a.next_value()?,
+                "content" => {
+                    // Only assistant replies need their text (silent-reply check).
+                    let want_text = !matches!(&m.role, Lenient::Str(r) if r != "assistant");
+                    if want_text || opts.may_hold_image || opts.measure.is_some() {
+                        let seed = ContentSeed {
+                            opts,
+                            want_text,
+                            marker: self.0.marker,
+                        };
+                        let c = a.next_value_seed(seed)?;
+                        m.content = c.content;
+                        m.measured.content = c.measured;
+                    } else {
+                        // Not an assistant reply, and the line has no `"image"`: the blocks
+                        // cannot matter.
+                        a.next_value::<IgnoredAny>()?;
+                        m.content = Content::Skipped;
+                    }
+                }
+                k @ ("usage" | "command" | "output" | "summary") if opts.measure.is_some() => {
+                    let measure = opts.measure.expect("checked");
+                    let mm = &mut m.measured;
+                    match k {
+                        "usage" => mm.usage = Some(a.next_value()?),
+                        "command" => mm.command = a.next_value_seed(MeasureSeed(measure))?,
+                        "output" => mm.output = a.next_value_seed(MeasureSeed(measure))?,
+                        _ => mm.summary = a.next_value_seed(MeasureSeed(measure))?,
+                    }
+                }
+                k => {
+                    let slot = TOOL_RESULT_ID_KEYS.iter().position(|x| *x == k);
+                    match slot {
+                        Some(i) => {
+                            if let Lenient::Str(s) = a.next_value::<Lenient<'a>>()? {
+                                ids[i] = Some(s);
+                            }
+                        }
+                        None => {
+                            a.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+            }
+        }
+        m.tool_result_id = ids.into_iter().flatten().next();
+        Ok(Some(m))
+    }
+    other_types!(None; unit);
+    other_types!(Some(MessageProbe::default()); bool, num, str, seq);
+}
+
+/// serde_json's private name of an arbitrary-precision number (a one-member map).
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// Keys that name the tool call a result answers, in the order the runtime tries them.
 pub const TOOL_RESULT_ID_KEYS: [&str; 6] = [
@@ -213,91 +427,128 @@ pub enum Content<'a> {
     Blocks(Vec<BlockProbe<'a>>),
     /// Anything else (null, number, object).
     Other,
-    /// Not read: it cannot matter for this line (see [`probe_line`]).
+    /// Not read: it cannot matter for this line (see [`Options::may_hold_image`]).
     Skipped,
 }
 
-/// Reads a `content` value; block texts are kept only when `want_text` (assistant replies),
-/// so tool output and user text are skipped without being unescaped or copied.
-#[derive(Clone, Copy)]
-pub struct ContentSeed<'a> {
-    pub want_text: bool,
-    marker: std::marker::PhantomData<&'a ()>,
+/// What the token estimate counts of a `content` value, measured.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ContentMeasure {
+    /// A string content.
+    pub text: Option<u64>,
+    /// An array content read as the content of a `user`, `custom` or `toolResult` message:
+    /// images, `text` blocks, and `toolResult`/`tool_result` blocks' text (or string content).
+    pub blocks_as_input: Measured,
+    /// An array content read as an assistant reply: `text` and `thinking` blocks, and each
+    /// `toolCall`'s name and `JSON.stringify` of its arguments.
+    pub as_reply: Measured,
 }
 
-impl ContentSeed<'_> {
-    pub fn new(want_text: bool) -> Self {
-        ContentSeed {
-            want_text,
-            marker: std::marker::PhantomData,
+impl ContentMeasure {
+    /// The content of a `user`, `custom` or `toolResult` message.
+    pub fn as_input(&self) -> Measured {
+        match self.text {
+            Some(n) => Measured::text(n),
+            None => self.blocks_as_input,
         }
     }
 }
 
-impl<'de: 'a, 'a> DeserializeSeed<'de> for ContentSeed<'a> {
-    type Value = Content<'a>;
+/// A `content` value read with a probe's [`Options`].
+#[derive(Debug, Default)]
+pub struct ContentProbe<'a> {
+    pub content: Content<'a>,
+    pub measured: ContentMeasure,
+}
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Content<'a>, D::Error> {
+/// Reads a `content` value; block texts are kept only when `want_text` (assistant replies),
+/// so tool output and user text are skipped (or only measured) without being copied.
+#[derive(Clone, Copy)]
+struct ContentSeed<'a> {
+    opts: Options,
+    want_text: bool,
+    marker: std::marker::PhantomData<&'a ()>,
+}
+
+impl<'de: 'a, 'a> DeserializeSeed<'de> for ContentSeed<'a> {
+    type Value = ContentProbe<'a>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<ContentProbe<'a>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de: 'a, 'a> Visitor<'de> for ContentSeed<'a> {
-    type Value = Content<'a>;
+    type Value = ContentProbe<'a>;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("message content")
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(Content::Text(Cow::Borrowed(v)))
+        Ok(ContentProbe {
+            content: Content::Text(Cow::Borrowed(v)),
+            measured: self.string_measure(v),
+        })
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(Content::Text(if self.want_text {
-            Cow::Owned(v.to_owned())
-        } else {
-            Cow::Borrowed("")
-        }))
+        Ok(ContentProbe {
+            content: Content::Text(if self.want_text {
+                Cow::Owned(v.to_owned())
+            } else {
+                Cow::Borrowed("")
+            }),
+            measured: self.string_measure(v),
+        })
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
         let mut blocks = Vec::new();
+        let mut measured = ContentMeasure::default();
         while let Some(b) = a.next_element_seed(BlockSeed(self))? {
+            measured.blocks_as_input.add(b.as_input);
+            measured.as_reply.add(b.as_reply);
             blocks.push(b);
         }
-        Ok(Content::Blocks(blocks))
+        Ok(ContentProbe {
+            content: Content::Blocks(blocks),
+            measured,
+        })
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-        Ok(Content::Other)
-    }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(Content::Other)
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(Content::Other)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(Content::Other)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(Content::Other)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(Content::Other)
+    other_types!(ContentProbe { content: Content::Other, measured: ContentMeasure::default() }; unit, bool, num, map);
+}
+
+impl ContentSeed<'_> {
+    fn string_measure(&self, v: &str) -> ContentMeasure {
+        ContentMeasure {
+            text: self.opts.measure.map(|m| m.text(v)),
+            ..ContentMeasure::default()
+        }
     }
 }
 
 /// One content block: its type, its text (for text blocks of assistant replies) and its id
-/// (for tool calls).
+/// (for tool calls); with a measure, what the estimate counts of it.
 /// A non-object block is recorded with every field absent.
 #[derive(Debug, Default)]
 pub struct BlockProbe<'a> {
     pub kind: Lenient<'a>,
     pub text: Lenient<'a>,
     pub id: Lenient<'a>,
-    pub is_object: bool,
     /// For an image block: the byte range (within the probed bytes) of its `data` string's
     /// contents when that string has no escapes; the index records the long ones as
     /// payloads (see [`crate::transcript::Payload`]).
     pub data: Option<(usize, usize)>,
+    /// What it adds to the content's [`ContentMeasure`].
+    pub as_input: Measured,
+    pub as_reply: Measured,
+}
+
+/// The members of a block the estimate measures (strings only; `arguments` any value).
+#[derive(Default)]
+struct BlockPieces {
+    text: Option<u64>,
+    thinking: Option<u64>,
+    name: Option<u64>,
+    arguments: Option<u64>,
+    content: Option<u64>,
 }
 
 struct BlockSeed<'a>(ContentSeed<'a>);
@@ -316,22 +567,43 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
         f.write_str("a content block")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        let mut b = BlockProbe {
-            is_object: true,
-            ..BlockProbe::default()
-        };
+        let ContentSeed {
+            opts, want_text, ..
+        } = self.0;
+        let mut b = BlockProbe::default();
         let mut data = None;
+        let mut pieces = BlockPieces::default();
+        let mut first = true;
         while let Some(key) = a.next_key::<Cow<'de, str>>()? {
-            match key.as_ref() {
-                "type" => b.kind = a.next_value()?,
-                "text" if self.0.want_text => b.text = a.next_value()?,
-                "id" => b.id = a.next_value()?,
-                "data" => {
+            if std::mem::take(&mut first) && key == NUMBER_TOKEN {
+                a.next_value::<IgnoredAny>()?;
+                return Ok(BlockProbe::default());
+            }
+            match (key.as_ref(), opts.measure) {
+                ("type", _) => b.kind = a.next_value()?,
+                ("text", measure) if want_text => {
+                    b.text = a.next_value()?;
+                    pieces.text = measure.and_then(|m| b.text.as_str().map(|s| m.text(s)));
+                }
+                ("id", _) => b.id = a.next_value()?,
+                ("data", _) => {
                     // Borrowed (no copy) when the string has no escapes, as base64 never has.
                     data = match a.next_value::<Lenient<'a>>()? {
                         Lenient::Str(Cow::Borrowed(s)) => Some((s.as_ptr() as usize, s.len())),
                         _ => None,
                     };
+                }
+                ("arguments", Some(m)) => {
+                    pieces.arguments = Some(m.json(&a.next_value::<Value>()?));
+                }
+                (k @ ("text" | "thinking" | "name" | "content"), Some(m)) => {
+                    let n = a.next_value_seed(MeasureSeed(m))?;
+                    match k {
+                        "text" => pieces.text = n,
+                        "thinking" => pieces.thinking = n,
+                        "name" => pieces.name = n,
+                        _ => pieces.content = n,
+                    }
                 }
                 _ => {
                     a.next_value::<IgnoredAny>()?;
@@ -341,53 +613,116 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
         if b.kind.as_str() == Some("image")
             && let Some((ptr, len)) = data
         {
-            let (start, end) = LINE.get();
+            let (start, end) = opts.line;
             if ptr >= start && ptr + len <= end {
                 b.data = Some((ptr - start, len));
             }
         }
+        if let Some(m) = opts.measure {
+            let text = Measured::text(pieces.text.unwrap_or(0));
+            match b.kind.as_str() {
+                Some("image") => b.as_input.images = 1,
+                Some("text") => (b.as_input, b.as_reply) = (text, text),
+                Some("thinking") => b.as_reply = Measured::text(pieces.thinking.unwrap_or(0)),
+                Some("toolCall") => {
+                    let args = pieces.arguments.unwrap_or_else(|| m.text("undefined"));
+                    b.as_reply = Measured::text(pieces.name.unwrap_or(0) + args);
+                }
+                // The text when it is a non-empty string, else a string content.
+                Some("toolResult" | "tool_result") => {
+                    b.as_input = match pieces.text.filter(|&n| n > 0) {
+                        Some(_) => text,
+                        None => Measured::text(pieces.content.unwrap_or(0)),
+                    }
+                }
+                _ => {}
+            }
+        }
         Ok(b)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        while a.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(BlockProbe::default())
+    other_types!(BlockProbe::default(); bool, num, str, unit, seq);
+}
+
+/// Measures a string; any other value is consumed and measures `None`.
+struct MeasureSeed(Measure);
+
+impl<'de> DeserializeSeed<'de> for MeasureSeed {
+    type Value = Option<u64>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Option<u64>, D::Error> {
+        d.deserialize_any(self)
     }
-    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
-        Ok(BlockProbe::default())
+}
+
+impl<'de> Visitor<'de> for MeasureSeed {
+    type Value = Option<u64>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
     }
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(BlockProbe::default())
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(self.0.text(v)))
     }
-    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
-        Ok(BlockProbe::default())
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
-        Ok(BlockProbe::default())
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
-        Ok(BlockProbe::default())
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
-        Ok(BlockProbe::default())
-    }
+    other_types!(None; bool, num, unit, seq, map);
 }
 
 /// Parse one line (without its terminator) into a probe. Lines that `JSON.parse` would accept
 /// but a Rust string cannot hold (lone surrogate escapes) are rejected here too, so that every
-/// line the tool treats as an entry is one it can also re-serialise.
+/// line the tool treats as an entry is one it can also re-serialise. With a `measure`, the
+/// probe also measures the pieces the runtime's token estimate reads ([`LineProbe::tokens`]).
 ///
 /// Prefilter: the content blocks of a non-assistant message are only read when the raw line
-/// contains `"image"` (without it no block can be an image).
-pub fn probe_line(bytes: &[u8]) -> Result<LineProbe<'_>, serde_json::Error> {
-    MAY_HOLD_IMAGE.set(IMAGE_TYPE.find(bytes).is_some());
+/// could hold an image block, or when measuring (see [`Options::may_hold_image`]).
+pub fn probe_line(
+    bytes: &[u8],
+    measure: Option<Measure>,
+) -> Result<LineProbe<'_>, serde_json::Error> {
     let start = bytes.as_ptr() as usize;
-    LINE.set((start, start + bytes.len()));
-    let probe: LineProbe<'_> = serde_json::from_slice(bytes)?;
+    let opts = Options {
+        measure,
+        may_hold_image: IMAGE_TYPE.find(bytes).is_some() || UNICODE_ESCAPE.find(bytes).is_some(),
+        line: (start, start + bytes.len()),
+    };
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    let probe = LineSeed {
+        opts,
+        marker: std::marker::PhantomData,
+    }
+    .deserialize(&mut de)?;
+    de.end()?;
     if has_surrogate_escape(bytes) {
         // The probe skips strings without decoding them; decode the whole line to be sure.
         serde_json::from_slice::<serde_json::Value>(bytes)?;
     }
     Ok(probe)
+}
+
+/// The probe of an entry held as a value (an object; `None` for anything else), measured.
+pub fn probe_value(entry: &Value, measure: Measure) -> Option<LineProbe<'_>> {
+    let seed = LineSeed {
+        opts: Options {
+            measure: Some(measure),
+            may_hold_image: true,
+            line: (0, 0),
+        },
+        marker: std::marker::PhantomData,
+    };
+    seed.deserialize(entry).ok()
+}
+
+/// Estimated tokens of a context message held as a value (see `estimate`).
+pub fn message_tokens(message: &Value, measure: Measure) -> u64 {
+    let seed = MessageSeed(LineSeed {
+        opts: Options {
+            measure: Some(measure),
+            may_hold_image: true,
+            line: (0, 0),
+        },
+        marker: std::marker::PhantomData,
+    });
+    match seed.deserialize(message) {
+        Ok(Some(m)) => measure.tokens(m.measured()),
+        _ => 0,
+    }
 }
 
 static IMAGE_TYPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\"image\""));
@@ -410,7 +745,7 @@ mod tests {
 
     #[test]
     fn lenient_fields_never_fail_a_valid_line() {
-        let p = probe_line(br#"{"type":"message","id":12,"parentId":null,"message":{"role":"assistant","content":[{"type":"text","text":"a\"b"},{"type":"toolCall","id":"t1","arguments":{"x":[1,2.5e3]}},7],"toolCallId":3}}"#).unwrap();
+        let p = probe_line(br#"{"type":"message","id":12,"parentId":null,"message":{"role":"assistant","content":[{"type":"text","text":"a\"b"},{"type":"toolCall","id":"t1","arguments":{"x":[1,2.5e3]}},7],"toolCallId":3}}"#, None).unwrap();
         assert_eq!(p.kind.as_str(), Some("message"));
         assert_eq!(p.id, Lenient::Other);
         assert_eq!(p.parent_id, Lenient::Null);
@@ -422,15 +757,19 @@ mod tests {
         assert_eq!(b.len(), 3);
         assert_eq!(b[0].text.as_str(), Some("a\"b"));
         assert_eq!(b[1].id.as_str(), Some("t1"));
-        assert!(!b[2].is_object);
+        assert_eq!(b[2].kind, Lenient::Absent);
         assert_eq!(m.tool_result_id, None);
     }
 
     #[test]
     fn lone_surrogates_and_garbage_are_unparsable() {
-        assert!(probe_line(br#"{"type":"custom","data":"\ud800"}"#).is_err());
-        assert!(probe_line(br#"{"type":"custom","data":"\ud83d\ude00"}"#).is_ok());
-        assert!(probe_line(br#"{"type":"mess"#).is_err());
-        assert!(probe_line(b"\xef\xbb\xbf{}").is_err());
+        assert!(probe_line(br#"{"type":"custom","data":"\ud800"}"#, None).is_err());
+        assert!(probe_line(br#"{"type":"custom","data":"\ud83d\ude00"}"#, None).is_ok());
+        assert!(probe_line(br#"{"type":"mess"#, None).is_err());
+        assert!(probe_line(b"\xef\xbb\xbf{}", None).is_err());
+        // JSON that is not an object is no entry.
+        for other in ["[]", r#"["message","a",null]"#, "\"x\"", "5", "null"] {
+            assert!(probe_line(other.as_bytes(), None).is_err(), "{other}");
+        }
     }
 }

@@ -1,7 +1,8 @@
 // Prints the reference runtime's own token estimates for a list of context messages.
 //   usage: node estimate-tokens.mjs ORACLE_DIR MESSAGES.json
 // MESSAGES.json is a JSON array of arrays of messages. Output: one JSON array with, per inner
-// array, {"perMessage": [estimateTokens(m)...], "context": estimateContextTokens(msgs)}.
+// array, {"perMessage": [estimateTokens(m)...], "context": estimateContextTokens(msgs)}, null
+// where the runtime throws.
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -32,8 +33,16 @@ if (!estimateTokens || !estimateContextTokens) {
   process.exit(2);
 }
 const cases = JSON.parse(fs.readFileSync(input, "utf8"));
+// A message the runtime's estimator throws on is reported as null (and the context too).
+const tryOr = (f) => {
+  try {
+    return f();
+  } catch {
+    return null;
+  }
+};
 const out = cases.map((msgs) => ({
-  perMessage: msgs.map((m) => estimateTokens(m)),
-  context: estimateContextTokens(msgs),
+  perMessage: msgs.map((m) => tryOr(() => estimateTokens(m))),
+  context: tryOr(() => estimateContextTokens(msgs)),
 }));
 process.stdout.write(JSON.stringify(out) + "\n");

@@ -270,7 +270,8 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
         None
     };
     let before = job::stamp(&t.path).map_err(|e| job::failed(e.into()))?;
-    let (index, mut tree) = job::index_checked(&t.path, out)?;
+    let (index, mut tree) =
+        job::index_checked(&t.path, Some(run.settings.estimator.counter()), out)?;
     if !index.unparsable.is_empty() {
         return Err(Status::Refused(
             "lines that do not parse cannot be carried into a successor; compact in place instead"
@@ -279,14 +280,7 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
     }
     crate::compact::ensure_rooted(&index, &tree.active_path())
         .map_err(|e| Status::Skipped(format!("{e:#}")))?;
-    let scan = facts::scan(
-        &t.path,
-        &index,
-        &tree,
-        &run.settings.estimator,
-        &mut |_, _| {},
-    )
-    .map_err(job::failed)?;
+    let scan = facts::scan(&index, &tree, &run.settings.estimator).map_err(job::failed)?;
     let planned = load::plan_file(&t.path, &index, &tree, &scan, run.settings, run.now)
         .map_err(job::failed)?;
     let mut c = match planned {

