@@ -206,29 +206,58 @@ impl Estimator {
 /// message with usable `usage`), if any.
 pub fn message_usage(message: &Value) -> Option<u64> {
     let field = |k: &str| message.get(k).and_then(Value::as_str);
-    usage_of(field("role"), field("stopReason"), message.get("usage"))
+    let usage = message.get("usage").map(super::probe::usage_fields);
+    usage_of(field("role"), field("stopReason"), usage.as_ref())
+}
+
+/// What the usage rule reads of a `usage` value (numbers that are not finite, or not
+/// numbers, read as 0).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct UsageFields {
+    /// The value is truthy (JavaScript's sense).
+    pub truthy: bool,
+    /// `contextUsage.state`, when a string.
+    pub state: ContextState,
+    /// `contextUsage.totalTokens`.
+    pub context_total: f64,
+    pub total: f64,
+    pub input: f64,
+    pub output: f64,
+    pub cache_read: f64,
+    pub cache_write: f64,
+}
+
+/// `usage.contextUsage.state`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ContextState {
+    #[default]
+    Other,
+    Available,
+    Unavailable,
 }
 
 /// The usage rule, from a message's `role`, `stopReason` (when strings) and `usage`: the
 /// provider's context size when the message is an assistant reply that did not end in
-/// `error`/`aborted` and its usage is truthy and not marked unavailable.
+/// `error`/`aborted` and its usage is truthy and not marked unavailable
+/// (`calculateContextTokens`: `contextUsage.totalTokens` when available, else `totalTokens`,
+/// else the sum of the four counts).
 pub fn usage_of(
     role: Option<&str>,
     stop_reason: Option<&str>,
-    usage: Option<&Value>,
+    usage: Option<&UsageFields>,
 ) -> Option<u64> {
     if role != Some("assistant") || matches!(stop_reason, Some("aborted" | "error")) {
         return None;
     }
-    let usage = usage.filter(|u| is_truthy(u))?;
-    let state = usage
-        .get("contextUsage")
-        .and_then(|c| c.get("state"))
-        .and_then(Value::as_str);
-    if state == Some("unavailable") {
-        return None;
-    }
-    Some(usage_context_tokens(usage))
+    let u = usage.filter(|u| u.truthy && u.state != ContextState::Unavailable)?;
+    let f = if u.state == ContextState::Available {
+        u.context_total
+    } else if u.total != 0.0 {
+        u.total
+    } else {
+        u.input + u.output + u.cache_read + u.cache_write
+    };
+    Some(if f > 0.0 { f.round() as u64 } else { 0 })
 }
 
 /// [`Estimator::context_tokens`] from per-message figures in context order: each message's
@@ -273,41 +302,6 @@ pub fn utf16_len(s: &str) -> u64 {
     let starts = b.iter().filter(|&&x| (x as i8) >= -0x40).count();
     let astral = b.iter().filter(|&&x| x >= 0xF0).count();
     (starts + astral) as u64
-}
-
-fn is_truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
-        Value::String(s) => !s.is_empty(),
-        _ => true,
-    }
-}
-
-fn num(v: Option<&Value>) -> f64 {
-    v.and_then(Value::as_f64)
-        .filter(|f| f.is_finite())
-        .unwrap_or(0.0)
-}
-
-/// `calculateContextTokens(usage)`; missing counts are taken as 0.
-fn usage_context_tokens(usage: &Value) -> u64 {
-    let cu = usage.get("contextUsage");
-    let f = if cu.and_then(|c| c.get("state")).and_then(Value::as_str) == Some("available") {
-        num(cu.and_then(|c| c.get("totalTokens")))
-    } else {
-        let total = num(usage.get("totalTokens"));
-        if total != 0.0 {
-            total
-        } else {
-            ["input", "output", "cacheRead", "cacheWrite"]
-                .iter()
-                .map(|k| num(usage.get(*k)))
-                .sum()
-        }
-    };
-    if f > 0.0 { f.round() as u64 } else { 0 }
 }
 
 #[cfg(test)]

@@ -23,7 +23,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use super::estimate::{self, Measure, Measured};
+use super::estimate::{self, ContextState, Measure, Measured, UsageFields};
 
 /// Visitor methods that consume a JSON value of a type the visitor does not look into and
 /// return `$v`: one per kind listed (`bool`, `num`, `str`, `unit`, `seq`, `map`).
@@ -296,7 +296,7 @@ pub struct MessageMeasure {
     pub command: Option<u64>,
     pub output: Option<u64>,
     pub summary: Option<u64>,
-    pub usage: Option<Value>,
+    pub usage: Option<UsageFields>,
 }
 
 impl MessageProbe<'_> {
@@ -376,7 +376,7 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
                     let measure = opts.measure.expect("checked");
                     let mm = &mut m.measured;
                     match k {
-                        "usage" => mm.usage = Some(a.next_value()?),
+                        "usage" => mm.usage = Some(a.next_value_seed(UsageSeed)?),
                         "command" => mm.command = a.next_value_seed(MeasureSeed(measure))?,
                         "output" => mm.output = a.next_value_seed(MeasureSeed(measure))?,
                         _ => mm.summary = a.next_value_seed(MeasureSeed(measure))?,
@@ -663,6 +663,182 @@ impl<'de> Visitor<'de> for MeasureSeed {
         Ok(Some(self.0.text(v)))
     }
     other_types!(None; bool, num, unit, seq, map);
+}
+
+/// Reads a `usage` value into what the usage rule needs, without building it.
+struct UsageSeed;
+
+impl<'de> DeserializeSeed<'de> for UsageSeed {
+    type Value = UsageFields;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<UsageFields, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for UsageSeed {
+    type Value = UsageFields;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<UsageFields, A::Error> {
+        let mut u = UsageFields {
+            truthy: true,
+            ..UsageFields::default()
+        };
+        let mut first = true;
+        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+            if std::mem::take(&mut first) && key == NUMBER_TOKEN {
+                // A number: truthy unless 0 (or not a number at all).
+                let n: f64 = a.next_value::<Cow<'de, str>>()?.parse().unwrap_or(f64::NAN);
+                return Ok(truthy_only(n != 0.0 && !n.is_nan()));
+            }
+            let slot = match key.as_ref() {
+                "totalTokens" => &mut u.total,
+                "input" => &mut u.input,
+                "output" => &mut u.output,
+                "cacheRead" => &mut u.cache_read,
+                "cacheWrite" => &mut u.cache_write,
+                "contextUsage" => {
+                    (u.state, u.context_total) = a.next_value_seed(ContextUsageSeed)?;
+                    continue;
+                }
+                _ => {
+                    a.next_value::<IgnoredAny>()?;
+                    continue;
+                }
+            };
+            *slot = a.next_value_seed(NumSeed)?;
+        }
+        Ok(u)
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<UsageFields, E> {
+        Ok(truthy_only(b))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<UsageFields, E> {
+        Ok(truthy_only(n != 0.0 && !n.is_nan()))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<UsageFields, E> {
+        Ok(truthy_only(n != 0))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<UsageFields, E> {
+        Ok(truthy_only(n != 0))
+    }
+    fn visit_i128<E>(self, n: i128) -> Result<UsageFields, E> {
+        Ok(truthy_only(n != 0))
+    }
+    fn visit_u128<E>(self, n: u128) -> Result<UsageFields, E> {
+        Ok(truthy_only(n != 0))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<UsageFields, E> {
+        Ok(truthy_only(!v.is_empty()))
+    }
+    other_types!(UsageFields::default(); unit);
+    other_types!(truthy_only(true); seq);
+}
+
+/// A `usage` that is no object: only its truthiness matters.
+fn truthy_only(truthy: bool) -> UsageFields {
+    UsageFields {
+        truthy,
+        ..UsageFields::default()
+    }
+}
+
+/// `usage.contextUsage`: its `state` and `totalTokens`.
+struct ContextUsageSeed;
+
+impl<'de> DeserializeSeed<'de> for ContextUsageSeed {
+    type Value = (ContextState, f64);
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ContextUsageSeed {
+    type Value = (ContextState, f64);
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let (mut state, mut total) = (ContextState::Other, 0.0);
+        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "state" => {
+                    state = match a.next_value::<Lenient<'_>>()?.as_str() {
+                        Some("available") => ContextState::Available,
+                        Some("unavailable") => ContextState::Unavailable,
+                        _ => ContextState::Other,
+                    }
+                }
+                "totalTokens" => total = a.next_value_seed(NumSeed)?,
+                // (An arbitrary-precision number arrives as a map too; it has neither key.)
+                _ => {
+                    a.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((state, total))
+    }
+    other_types!((ContextState::Other, 0.0); bool, num, str, unit, seq);
+}
+
+/// A number as `Value::as_f64` reads it, 0 when it is not finite or not a number.
+struct NumSeed;
+
+impl<'de> DeserializeSeed<'de> for NumSeed {
+    type Value = f64;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<f64, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NumSeed {
+    type Value = f64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<f64, E> {
+        Ok(if n.is_finite() { n } else { 0.0 })
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<f64, E> {
+        Ok(n as f64)
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<f64, E> {
+        Ok(n as f64)
+    }
+    fn visit_i128<E>(self, n: i128) -> Result<f64, E> {
+        Ok(n as f64)
+    }
+    fn visit_u128<E>(self, n: u128) -> Result<f64, E> {
+        Ok(n as f64)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<f64, A::Error> {
+        // serde_json's arbitrary-precision number: `{"$serde_json::private::Number": "text"}`.
+        let mut n = 0.0;
+        let mut first = true;
+        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+            if std::mem::take(&mut first) && key == NUMBER_TOKEN {
+                let text = a.next_value::<Cow<'de, str>>()?;
+                n = text
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .unwrap_or(0.0);
+            } else {
+                a.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(n)
+    }
+    other_types!(0.0; bool, str, unit, seq);
+}
+
+/// What the usage rule reads of a `usage` value held in memory.
+pub fn usage_fields(usage: &Value) -> UsageFields {
+    UsageSeed.deserialize(usage).unwrap_or_default()
 }
 
 /// Parse one line (without its terminator) into a probe. Lines that `JSON.parse` would accept
