@@ -460,15 +460,15 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
         // the lines a plan patches are read again, to size them exactly as the rewrite
         // writes them.
         if counts.images > 0 {
-            f.strip_bytes = freed(job::predict(&confined, path, &index, hooks.strip));
+            f.strip_bytes = freed(job::predict(&confined, path, &index, &tree, hooks.strip));
         }
         if counts.silent_replies > 0 {
-            f.prune_bytes = freed(job::predict(&confined, path, &index, hooks.prune));
+            f.prune_bytes = freed(job::predict(&confined, path, &index, &tree, hooks.prune));
         }
         if f.context_tokens
             .is_some_and(|t| t > hooks.compact_min_tokens)
         {
-            let o = job::predict_at(&confined, path, &index, hooks.compact);
+            let o = job::predict_at(&confined, path, &index, &tree, hooks.compact);
             if o.status == Status::WouldChange {
                 f.compact_tokens = o
                     .details

@@ -222,6 +222,29 @@ pub fn index_checked(
 /// Refuse what this tool does not edit (see [`index_checked`]) in an index of the file as it
 /// is now; fills the byte and unparsable-line fields of `out` and returns the tree.
 pub fn check_editable(index: &Index, out: &mut Outcome) -> Result<Tree, Status> {
+    refuse_uneditable(index, out)?;
+    let tree = Tree::build(index);
+    refuse_duplicate_ids(&tree)?;
+    Ok(tree)
+}
+
+/// [`check_editable`] with the tree of `index` already built.
+pub fn check_editable_with(index: &Index, tree: &Tree, out: &mut Outcome) -> Result<(), Status> {
+    refuse_uneditable(index, out)?;
+    refuse_duplicate_ids(tree)
+}
+
+fn refuse_duplicate_ids(tree: &Tree) -> Result<(), Status> {
+    match tree.duplicate_ids.first() {
+        Some(id) => Err(Status::Refused(format!(
+            "entry id {id} occurs more than once"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The checks of [`check_editable`] that need no tree.
+fn refuse_uneditable(index: &Index, out: &mut Outcome) -> Result<(), Status> {
     out.bytes_before = index.size;
     out.bytes_after = index.size;
     out.unparsable_lines = index.unparsable_line_numbers();
@@ -262,28 +285,35 @@ pub fn check_editable(index: &Index, out: &mut Outcome) -> Result<Tree, Status> 
                 .into(),
         ));
     }
-    let tree = Tree::build(index);
-    if let Some(id) = tree.duplicate_ids.first() {
-        return Err(Status::Refused(format!(
-            "entry id {id} occurs more than once"
-        )));
-    }
-    Ok(tree)
+    Ok(())
 }
 
 /// What a preview of `planner` would find, for a file already indexed by the caller (`index`
-/// must describe the file as it is now): the same target checks, refusals, plan and
-/// resolution as [`run_file`], with `bytes_after` computed by [`rewrite::predicted_size`],
-/// which reads back only the lines the plan patches. No validation pass and no lock: this is
-/// for reports that predict many files at once (`inspect`), not for writing.
-pub fn predict(confined: &Confined, path: &Path, index: &Index, planner: &Planner) -> Outcome {
-    predict_at(confined, path, index, &|_, i, t| planner(i, t))
+/// must describe the file as it is now, `tree` is its tree): the same target checks,
+/// refusals, plan and resolution as [`run_file`], with `bytes_after` computed by
+/// [`rewrite::predicted_size`], which reads back only the lines the plan patches. No
+/// validation pass and no lock: this is for reports that predict many files at once
+/// (`inspect`), not for writing.
+pub fn predict(
+    confined: &Confined,
+    path: &Path,
+    index: &Index,
+    tree: &Tree,
+    planner: &Planner,
+) -> Outcome {
+    predict_at(confined, path, index, tree, &|_, i, t| planner(i, t))
 }
 
 /// [`predict`] with a planner that also reads the file (see [`PlannerAt`]).
-pub fn predict_at(confined: &Confined, path: &Path, index: &Index, planner: &PlannerAt) -> Outcome {
+pub fn predict_at(
+    confined: &Confined,
+    path: &Path,
+    index: &Index,
+    tree: &Tree,
+    planner: &PlannerAt,
+) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
-    if let Err(status) = predict_inner(confined, path, index, planner, &mut out) {
+    if let Err(status) = predict_inner(confined, path, index, tree, planner, &mut out) {
         out.status = status;
     }
     out
@@ -293,18 +323,19 @@ fn predict_inner(
     confined: &Confined,
     path: &Path,
     index: &Index,
+    tree: &Tree,
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<(), Status> {
     check_target(confined, path)?;
-    let tree = check_editable(index, out)?;
-    let planned = planner(path, index, &tree).map_err(Status::Skipped)?;
+    check_editable_with(index, tree, out)?;
+    let planned = planner(path, index, tree).map_err(Status::Skipped)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
         return Ok(());
     }
-    let resolved = rewrite::resolve(index, &tree, &planned.edits)
+    let resolved = rewrite::resolve(index, tree, &planned.edits)
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;

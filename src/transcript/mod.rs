@@ -368,8 +368,8 @@ impl Index {
 }
 
 /// Read line `n` of `index` from `file` into `buf`, leaving out the payloads `cut` selects
-/// (those that lie within the line): one positioned read, then the pieces between them are
-/// moved together in place, so the payloads are never scanned or parsed. Returns how many
+/// (those that lie within the line): one positioned read per piece between them, so the
+/// payloads are neither copied from the page cache nor scanned or parsed. Returns how many
 /// bytes were left out.
 pub fn read_line_without(
     file: &File,
@@ -380,25 +380,27 @@ pub fn read_line_without(
 ) -> std::io::Result<u64> {
     use std::os::unix::fs::FileExt;
     let line = &index.lines[n];
-    buf.resize(line.len as usize, 0);
-    file.read_exact_at(buf, line.start)?;
-    let (mut w, mut r, mut skipped) = (0usize, 0usize, 0u64);
+    let len = line.len as usize;
+    // The pieces to read: everything but the selected payloads, in line order.
+    let mut pieces: Vec<(usize, usize)> = Vec::new();
+    let mut at = 0usize;
     for p in index.payloads_of(n).iter().filter(|p| cut(p)) {
         let (start, end) = (p.start as usize, p.start as usize + p.len as usize);
-        if end > buf.len() {
+        if end > len || start < at {
             continue;
         }
-        buf.copy_within(r..start, w);
-        w += start - r;
-        r = end;
-        skipped += p.len as u64;
+        pieces.push((at, start));
+        at = end;
     }
-    if r != w {
-        let len = buf.len();
-        buf.copy_within(r..len, w);
-        buf.truncate(w + (len - r));
+    pieces.push((at, len));
+    let kept: usize = pieces.iter().map(|(a, b)| b - a).sum();
+    buf.resize(kept, 0);
+    let mut w = 0;
+    for (a, b) in pieces {
+        file.read_exact_at(&mut buf[w..w + b - a], line.start + a as u64)?;
+        w += b - a;
     }
-    Ok(skipped)
+    Ok((len - kept) as u64)
 }
 
 /// `raw` without the bytes of `payloads` (of this line, in line order); payloads that do not

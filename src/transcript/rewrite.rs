@@ -292,6 +292,24 @@ pub fn apply(
 /// entry parsed, patched, and written as `JSON.stringify` would, with the line's `\n` kept
 /// (a `\r` before it is dropped with the rest of the old formatting).
 fn patch_line(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Vec<u8>> {
+    let v = patched_value(n, line, raw, patch)?;
+    let mut text = crate::jsjson::to_string_compact(&v).into_bytes();
+    if line.terminated {
+        text.push(b'\n');
+    }
+    Ok(text)
+}
+
+/// The length of what [`patch_line`] writes, without building it.
+fn patched_len(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<usize> {
+    let v = patched_value(n, line, raw, patch)?;
+    let mut len = crate::jsjson::Len(0);
+    crate::jsjson::write_value(&mut len, &v, None, 0);
+    Ok(len.0 + usize::from(line.terminated))
+}
+
+/// The entry of line `n` with `patch` applied.
+fn patched_value(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Value> {
     if line.kind != LineKind::Entry {
         bail!("line {} cannot be patched: it is not an entry", n + 1);
     }
@@ -304,11 +322,7 @@ fn patch_line(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Vec<u8
     let mut v = crate::jsjson::parse(body)
         .map_err(|e| anyhow::anyhow!("line {} does not parse: {e}", n + 1))?;
     patch_value(&mut v, patch).map_err(|e| anyhow::anyhow!("line {}: {e}", n + 1))?;
-    let mut text = crate::jsjson::to_string_compact(&v).into_bytes();
-    if line.terminated {
-        text.push(b'\n');
-    }
-    Ok(text)
+    Ok(v)
 }
 
 /// The size of the file [`apply`] would write, without writing it: kept lines count their
@@ -337,7 +351,7 @@ pub fn predicted_size(file: &std::fs::File, index: &Index, resolved: &Resolved) 
                     .filter(|p| patch.blocks.iter().any(|(b, _)| *b == p.block))
                     .map(|p| p.len as u64)
                     .sum();
-                size += patch_line(n, line, &buf, patch)?.len() as u64 + skipped - replaced;
+                size += patched_len(n, line, &buf, patch)? as u64 + skipped - replaced;
             }
         }
     }
