@@ -124,6 +124,11 @@ impl Confined {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
+        // The root's own (real) path needs no resolving; what is done in it is checked
+        // against the root's device and inode anyway (see `check`).
+        if parent == self.root {
+            return Ok(self.clone());
+        }
         let real = fs::canonicalize(parent)
             .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
         if real == self.root {

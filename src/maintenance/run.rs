@@ -343,7 +343,9 @@ pub fn apply(
             logs,
         });
     }
-    let confined = Confined::new(&dir)?;
+    // The directory is synced once, after the last rename and before the report, instead of
+    // after each archive rename (a rename is atomic either way; see `Confined`).
+    let confined = Confined::new(&dir)?.deferring_dir_sync();
     let d = Dir::new(&dir, store_path, Some(&confined));
     let mut budget_removed = Vec::new();
     let (model_runs, stale, capped, disk_budget);
@@ -443,6 +445,9 @@ pub fn apply(
         .iter()
         .filter(|r| s.get(&r.key).and_then(store::session_file) == Some(r.new.as_str()))
         .count() as u64;
+    confined
+        .sync()
+        .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
     let b = disk_budget.as_ref();
     Ok(Summary {
         agent_id: agent_id.to_string(),
