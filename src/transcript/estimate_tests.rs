@@ -264,3 +264,24 @@ fn the_index_measures_lines_as_their_values_measure() {
     }
     assert!(compared > 5000, "{compared}");
 }
+
+#[test]
+fn invalid_utf8_is_read_alike_measured_or_not_and_measured_as_the_runtime_reads_it() {
+    let mut text = b"{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n".to_vec();
+    // Invalid bytes in a tool result's text (which only a measuring probe reads), and in an
+    // assistant reply's text (which every probe reads: the line does not parse).
+    text.extend_from_slice(b"{\"type\":\"message\",\"id\":\"a\",\"parentId\":null,\"message\":{\"role\":\"toolResult\",\"content\":[{\"type\":\"text\",\"text\":\"ok \xff\xfe done\"}]}}\n");
+    text.extend_from_slice(b"{\"type\":\"message\",\"id\":\"b\",\"parentId\":\"a\",\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"\xc3\"}]}}\n");
+    let plain = Index::from_reader(&text[..]).unwrap();
+    let measured = Index::from_reader_measuring(&text[..], Some(TokenCounter::Heuristic)).unwrap();
+    assert_eq!(plain.invalid_utf8, vec![1]);
+    assert_eq!(plain.unparsable_line_numbers(), vec![3]);
+    assert_eq!(measured.invalid_utf8, plain.invalid_utf8);
+    assert_eq!(
+        measured.unparsable_line_numbers(),
+        plain.unparsable_line_numbers()
+    );
+    assert_eq!(measured.entries.len(), plain.entries.len());
+    // "ok \u{fffd}\u{fffd} done": 10 UTF-16 units.
+    assert_eq!(measured.tokens_of(1).unwrap().tokens, 3);
+}

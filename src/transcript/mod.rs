@@ -669,7 +669,11 @@ impl IndexBuilder {
     /// and record its payloads. `None` when it does not parse, or when a cut is not the
     /// payload of an image block (nothing is recorded then).
     fn probe(&mut self, line_no: usize, bytes: &[u8], cuts: &[light::Cut]) -> Option<Entry> {
-        let p = probe::probe_line(bytes, self.measure).ok()?;
+        // The cut runs are ASCII: the cut line is valid UTF-8 exactly when the line is.
+        let utf8 = std::str::from_utf8(bytes).is_ok();
+        // A line with invalid UTF-8 is read as the index always reads it (a string it skips
+        // need not be valid) and measured as the runtime reads it, the bad bytes as U+FFFD.
+        let p = probe::probe_line(bytes, self.measure.filter(|_| utf8)).ok()?;
         let mut payloads = Vec::new();
         let mut used = 0;
         if let Some(m) = &p.message
@@ -698,13 +702,17 @@ impl IndexBuilder {
         if used != cuts.len() {
             return None;
         }
-        // The cut runs are ASCII: the cut line is valid UTF-8 exactly when the line is.
-        if std::str::from_utf8(bytes).is_err() {
+        if !utf8 {
             self.index.invalid_utf8.push(line_no);
         }
         self.index.payloads.extend(payloads);
         if let Some(m) = self.measure {
-            let (tokens, usage) = p.tokens(m);
+            let (tokens, usage) = if utf8 {
+                p.tokens(m)
+            } else {
+                let lossy = String::from_utf8_lossy(bytes);
+                probe::probe_line(lossy.as_bytes(), Some(m)).map_or((0, None), |p| p.tokens(m))
+            };
             self.index.tokens.push(EntryTokens { tokens, usage });
         }
         let mut e = Entry::from_probe(line_no, &p);

@@ -848,23 +848,38 @@ pub fn usage_fields(usage: &Value) -> UsageFields {
 ///
 /// Prefilter: the content blocks of a non-assistant message are only read when the raw line
 /// could hold an image block, or when measuring (see [`Options::may_hold_image`]).
+///
+/// A line that is valid UTF-8 (nearly all) is parsed as text, whose strings need no
+/// validation one by one; in any other line, a string the probe reads must be valid UTF-8
+/// for the line to parse (one it skips need not be).
 pub fn probe_line(
     bytes: &[u8],
     measure: Option<Measure>,
 ) -> Result<LineProbe<'_>, serde_json::Error> {
     let start = bytes.as_ptr() as usize;
-    let opts = Options {
-        measure,
-        may_hold_image: IMAGE_TYPE.find(bytes).is_some() || UNICODE_ESCAPE.find(bytes).is_some(),
-        line: (start, start + bytes.len()),
-    };
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let probe = LineSeed {
-        opts,
+    let seed = LineSeed {
+        opts: Options {
+            measure,
+            may_hold_image: IMAGE_TYPE.find(bytes).is_some()
+                || UNICODE_ESCAPE.find(bytes).is_some(),
+            line: (start, start + bytes.len()),
+        },
         marker: std::marker::PhantomData,
-    }
-    .deserialize(&mut de)?;
-    de.end()?;
+    };
+    let probe = match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let probe = seed.deserialize(&mut de)?;
+            de.end()?;
+            probe
+        }
+        Err(_) => {
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            let probe = seed.deserialize(&mut de)?;
+            de.end()?;
+            probe
+        }
+    };
     if has_surrogate_escape(bytes) {
         // The probe skips strings without decoding them; decode the whole line to be sure.
         serde_json::from_slice::<serde_json::Value>(bytes)?;
