@@ -49,9 +49,32 @@ impl Sink for Len {
 
 /// Parse JSON text as `JSON.parse` would, then apply JavaScript's object key order.
 pub fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
-    let mut v: Value = serde_json::from_slice(bytes)?;
+    let mut v: Value = deserialize(bytes, std::marker::PhantomData)?;
     normalize_key_order(&mut v);
     Ok(v)
+}
+
+/// Run `seed` over the JSON document `bytes` (and nothing after it but whitespace). Bytes
+/// that are valid UTF-8 are read as text, whose strings then need no validation one by one;
+/// other bytes are read as they are (a string the seed skips need not be valid then).
+pub fn deserialize<'de, S: serde::de::DeserializeSeed<'de>>(
+    bytes: &'de [u8],
+    seed: S,
+) -> serde_json::Result<S::Value> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let v = seed.deserialize(&mut de)?;
+            de.end()?;
+            Ok(v)
+        }
+        Err(_) => {
+            let mut de = serde_json::Deserializer::from_slice(bytes);
+            let v = seed.deserialize(&mut de)?;
+            de.end()?;
+            Ok(v)
+        }
+    }
 }
 
 /// `JSON.stringify(v, null, 2)`.

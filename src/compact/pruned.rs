@@ -67,13 +67,11 @@ pub const SUMMARY: Keep = Keep {
 
 /// Parse one line (without its terminator) keeping only what `keep` names.
 pub fn parse(bytes: &[u8], keep: &Keep) -> serde_json::Result<Value> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    let mut v = Pruned {
+    let seed = Pruned {
         level: Level::Entry,
         keep,
-    }
-    .deserialize(&mut de)?;
-    de.end()?;
+    };
+    let mut v = crate::jsjson::deserialize(bytes, seed)?;
     crate::jsjson::normalize_key_order(&mut v);
     Ok(v)
 }

@@ -17,6 +17,7 @@
 
 use std::borrow::Cow;
 use std::io::Read;
+use std::marker::PhantomData;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::LazyLock;
@@ -180,18 +181,19 @@ fn count_line(raw: &[u8], light: Option<&[u8]>, payloads: &[Payload], c: &mut Co
             .collect()
     };
     // One pass when `message` is an object (or absent); else the line, then its message.
-    let (kind, message, content) = match serde_json::from_slice::<MessageLineView>(&light) {
-        Ok(l) => (l.kind, l.message.map(Ok), l.content),
-        Err(_) => {
-            let Ok(line) = serde_json::from_slice::<LineView>(&light) else {
-                return;
-            };
-            let message = line
-                .message
-                .map(|m| serde_json::from_str::<MessageView>(m.get()).map_err(drop));
-            (line.kind, message, line.content)
-        }
-    };
+    let (kind, message, content) =
+        match crate::jsjson::deserialize(&light, PhantomData::<MessageLineView>) {
+            Ok(l) => (l.kind, l.message.map(Ok), l.content),
+            Err(_) => {
+                let Ok(line) = crate::jsjson::deserialize(&light, PhantomData::<LineView>) else {
+                    return;
+                };
+                let message = line
+                    .message
+                    .map(|m| serde_json::from_str::<MessageView>(m.get()).map_err(drop));
+                (line.kind, message, line.content)
+            }
+        };
     match kind.as_str() {
         Some("message") => {
             let Some(Ok(m)) = message else { return };

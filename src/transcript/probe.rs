@@ -849,9 +849,8 @@ pub fn usage_fields(usage: &Value) -> UsageFields {
 /// Prefilter: the content blocks of a non-assistant message are only read when the raw line
 /// could hold an image block, or when measuring (see [`Options::may_hold_image`]).
 ///
-/// A line that is valid UTF-8 (nearly all) is parsed as text, whose strings need no
-/// validation one by one; in any other line, a string the probe reads must be valid UTF-8
-/// for the line to parse (one it skips need not be).
+/// A line that is not valid UTF-8 parses only when the strings the probe reads are (see
+/// `jsjson::deserialize`).
 pub fn probe_line(
     bytes: &[u8],
     measure: Option<Measure>,
@@ -866,20 +865,7 @@ pub fn probe_line(
         },
         marker: std::marker::PhantomData,
     };
-    let probe = match std::str::from_utf8(bytes) {
-        Ok(text) => {
-            let mut de = serde_json::Deserializer::from_str(text);
-            let probe = seed.deserialize(&mut de)?;
-            de.end()?;
-            probe
-        }
-        Err(_) => {
-            let mut de = serde_json::Deserializer::from_slice(bytes);
-            let probe = seed.deserialize(&mut de)?;
-            de.end()?;
-            probe
-        }
-    };
+    let probe = crate::jsjson::deserialize(bytes, seed)?;
     if has_surrogate_escape(bytes) {
         // The probe skips strings without decoding them; decode the whole line to be sure.
         serde_json::from_slice::<serde_json::Value>(bytes)?;
