@@ -70,6 +70,17 @@ pub fn collapse_space(s: &str) -> String {
 
 static EDGE_PUNCT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\p{P}+|\p{P}+$").unwrap());
 
+/// Whether `text` contains `token` (which has a `_`) in any ASCII case.
+fn mentions_any_case(text: &str, token: &str) -> bool {
+    let at = token.find('_').expect("the token has an underscore");
+    let t = text.as_bytes();
+    memchr::memchr_iter(b'_', t).any(|i| {
+        i >= at
+            && t.get(i - at..i - at + token.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(token.as_bytes()))
+    })
+}
+
 fn is_token_run(s: &str, token: &str) -> bool {
     let mut parts = js_trim(s)
         .split(is_js_space)
@@ -81,7 +92,9 @@ fn is_token_run(s: &str, token: &str) -> bool {
 /// `isSilentReplyText`: the text is nothing but the silent token (any ASCII case, repeated,
 /// possibly wrapped in punctuation).
 pub fn is_silent_reply_text(text: &str) -> bool {
-    !text.is_empty()
+    // Taking punctuation off the edges cannot make the token appear: without it in some
+    // case the text is not silent (the common answer, found without the regex).
+    mentions_any_case(text, SILENT_REPLY_TOKEN)
         && (is_token_run(text, SILENT_REPLY_TOKEN)
             || is_token_run(
                 &EDGE_PUNCT.replace_all(js_trim(text), ""),
@@ -150,18 +163,21 @@ pub fn strip_heartbeat_token(
             did_strip: false,
         };
     }
-    let normalized = TAGS.replace_all(trimmed, " ");
-    let normalized = NBSP.replace_all(&normalized, " ");
-    let normalized = LEAD_MARKS.replace(&normalized, "");
-    let normalized = TRAIL_MARKS.replace(&normalized, "").into_owned();
     let keep = HeartbeatStrip {
         should_skip: false,
         text: trimmed.to_owned(),
         did_strip: false,
     };
-    if !trimmed.contains(HEARTBEAT_TOKEN) && !normalized.contains(HEARTBEAT_TOKEN) {
+    // Normalising only replaces tags and `&nbsp;` with spaces and takes marks off the
+    // edges, which cannot make the token appear: without it, nothing is stripped (the
+    // common answer, found without the regexes).
+    if !trimmed.contains(HEARTBEAT_TOKEN) {
         return keep;
     }
+    let normalized = TAGS.replace_all(trimmed, " ");
+    let normalized = NBSP.replace_all(&normalized, " ");
+    let normalized = LEAD_MARKS.replace(&normalized, "");
+    let normalized = TRAIL_MARKS.replace(&normalized, "").into_owned();
     let original = strip_token_at_edges(trimmed);
     let picked = if original.1 && !original.0.is_empty() {
         original

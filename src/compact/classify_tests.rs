@@ -139,8 +139,13 @@ fn generated_texts(rng: &mut crate::compact::testgen::Rng) -> Vec<String> {
     const PARTS: &[&str] = &[
         "NO_REPLY",
         "no_reply",
+        "No_RePlY",
+        "NO",
+        "_REPLY",
         "HEARTBEAT_OK",
         "heartbeat_ok",
+        "HEARTBEAT",
+        "_OK",
         " ",
         "\n",
         "\u{a0}",
