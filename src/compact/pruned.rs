@@ -11,7 +11,6 @@
 //! kept members. [`SUMMARY`] lists what the summary of a compacted range and the entry
 //! reader's id check look at.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -176,7 +175,7 @@ impl<'de> Visitor<'de> for Pruned<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         let mut first = true;
-        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = a.next_key_seed(crate::transcript::probe::Key)? {
             if std::mem::take(&mut first) && key == NUMBER_TOKEN {
                 let text: String = a.next_value()?;
                 let n = text

@@ -16,6 +16,7 @@
 //!   blocks of assistant messages.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::io::Read;
 use std::marker::PhantomData;
 use std::os::unix::fs::OpenOptionsExt;
@@ -29,7 +30,7 @@ use serde_json::value::RawValue;
 
 use crate::transcript::estimate::TokenCounter;
 use crate::transcript::probe::Lenient;
-use crate::transcript::{EntryType, Index, IndexBuilder, Payload};
+use crate::transcript::{EntryType, Index, IndexBuilder, Payload, ProbedLine, Role};
 
 /// Counts from one pass over one transcript.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -68,12 +69,7 @@ pub fn scan_reader(r: impl Read, counter: TokenCounter) -> std::io::Result<(Inde
     let mut counts = Counts::default();
     crate::transcript::for_each_line(r, |line| {
         builder.push_line(line);
-        count_line(
-            line,
-            builder.last_light(),
-            builder.last_payloads(),
-            &mut counts,
-        );
+        count_line(line, &builder, &mut counts);
     })?;
     let index = builder.finish();
     finish_counts(&index, &mut counts);
@@ -122,35 +118,6 @@ fn may_count(line: &[u8]) -> bool {
 }
 
 #[derive(Deserialize)]
-struct LineView<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Lenient<'a>,
-    #[serde(borrow, default)]
-    message: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-}
-
-/// [`LineView`] with its message read in the same pass.
-#[derive(Deserialize)]
-struct MessageLineView<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: Lenient<'a>,
-    #[serde(borrow, default)]
-    message: Option<MessageView<'a>>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct MessageView<'a> {
-    #[serde(borrow, default)]
-    role: Lenient<'a>,
-    #[serde(borrow, default)]
-    content: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
 struct BlockView<'a> {
     #[serde(rename = "type", borrow, default)]
     kind: Lenient<'a>,
@@ -158,16 +125,45 @@ struct BlockView<'a> {
     content: Option<&'a RawValue>,
 }
 
-/// Count one line. The base64 payloads the index recorded for it (image blocks of
-/// `message.content`) are left out before parsing (`light`: the line as the index builder
-/// already cut it, if it did) and their lengths added back to the blocks (and the tool
-/// output) holding them, so they are not scanned again.
-fn count_line(raw: &[u8], light: Option<&[u8]>, payloads: &[Payload], c: &mut Counts) {
+/// What a line holds that can be counted.
+enum Countable<'a> {
+    /// A message's content, with the message's role.
+    Message {
+        role: Option<&'a str>,
+        content: &'a str,
+    },
+    /// A `custom_message`'s own content.
+    Custom { content: &'a str },
+}
+
+/// Count one line. The index pass located the content of most lines already (in the line as
+/// it read it, without its base64 payloads); the others (unparsable lines, a `content` key
+/// spelled with escapes) are parsed here. Payloads left out are added back to the blocks (and
+/// the tool output) holding them, so they are never scanned again.
+fn count_line(raw: &[u8], builder: &IndexBuilder, c: &mut Counts) {
+    if let Some(l) = builder.last_line(raw)
+        && let Some(found) = located(&l)
+    {
+        let payloads: Vec<&Payload> = match l.payloads_cut {
+            true => builder.last_payloads().iter().collect(),
+            false => Vec::new(),
+        };
+        let cut = &payloads[..];
+        if let Some(found) = found {
+            count(found, cut, c);
+        }
+        return;
+    }
+    count_parsed(raw, builder, c);
+}
+
+/// [`count_line`] for a line the index pass did not locate the content of: parse it.
+fn count_parsed(raw: &[u8], builder: &IndexBuilder, c: &mut Counts) {
+    let payloads: Vec<&Payload> = builder.last_payloads().iter().collect();
     let body = raw.strip_suffix(b"\n").unwrap_or(raw);
-    let refs: Vec<&Payload> = payloads.iter().collect();
-    let light = match light {
+    let light = match builder.last_light() {
         Some(l) => Cow::Borrowed(l),
-        None => crate::transcript::cut_payloads(body, &refs),
+        None => crate::transcript::cut_payloads(body, &payloads),
     };
     if !may_count(&light) {
         return;
@@ -176,67 +172,121 @@ fn count_line(raw: &[u8], light: Option<&[u8]>, payloads: &[Payload], c: &mut Co
     let cut: Vec<&Payload> = if light.len() == body.len() {
         Vec::new()
     } else {
-        refs.into_iter()
+        payloads
+            .into_iter()
             .filter(|p| (p.start as usize + p.len as usize) <= body.len())
             .collect()
     };
-    // One pass when `message` is an object (or absent); else the line, then its message.
-    let (kind, message, content) =
-        match crate::jsjson::deserialize(&light, PhantomData::<MessageLineView>) {
-            Ok(l) => (l.kind, l.message.map(Ok), l.content),
-            Err(_) => {
-                let Ok(line) = crate::jsjson::deserialize(&light, PhantomData::<LineView>) else {
-                    return;
-                };
-                let message = line
-                    .message
-                    .map(|m| serde_json::from_str::<MessageView>(m.get()).map_err(drop));
-                (line.kind, message, line.content)
-            }
-        };
-    match kind.as_str() {
+    // Members by name, the last of a repeated one winning (as the runtime reads them).
+    type Members<'a> = HashMap<Cow<'a, str>, &'a RawValue>;
+    let Ok(line) = crate::jsjson::deserialize(&light, PhantomData::<Members>) else {
+        return;
+    };
+    fn text<'a>(m: &Members<'a>, k: &str) -> Option<Lenient<'a>> {
+        m.get(k)
+            .and_then(|v| serde_json::from_str::<Lenient>(v.get()).ok())
+    }
+    match text(&line, "type").as_ref().and_then(Lenient::as_str) {
         Some("message") => {
-            let Some(Ok(m)) = message else { return };
-            let Some(content) = m.content else { return };
-            let role = m.role.as_str().map(Cow::Borrowed);
-            let cut_bytes: u64 = cut.iter().map(|p| p.len as u64).sum();
-            if role.as_deref() == Some("toolResult") {
-                c.tool_output_bytes += content.get().len() as u64 + cut_bytes;
-            }
-            let assistant = role.as_deref() == Some("assistant");
-            if may_hold_counted_blocks(content, assistant) {
-                count_blocks(content, assistant, &cut, c, 0);
-            }
+            let Some(Ok(m)) = line
+                .get("message")
+                .map(|m| serde_json::from_str::<Members>(m.get()))
+            else {
+                return;
+            };
+            let Some(content) = m.get("content") else {
+                return;
+            };
+            let role = text(&m, "role");
+            let found = Countable::Message {
+                role: role.as_ref().and_then(Lenient::as_str),
+                content: content.get(),
+            };
+            count(found, &cut, c);
         }
         Some("custom_message") => {
-            if let Some(content) = content {
-                count_blocks(content, false, &[], c, 0);
+            if let Some(content) = line.get("content") {
+                count(
+                    Countable::Custom {
+                        content: content.get(),
+                    },
+                    &cut,
+                    c,
+                );
             }
         }
         _ => {}
     }
 }
 
+/// What the index pass located of a parsed entry: `Some(None)` when it holds nothing to
+/// count, `None` when the line must be parsed again to tell.
+fn located<'a>(l: &ProbedLine<'a>) -> Option<Option<Countable<'a>>> {
+    let text = |r: &Option<std::ops::Range<usize>>| {
+        r.clone()
+            .and_then(|r| std::str::from_utf8(&l.bytes[r]).ok())
+    };
+    Some(match l.entry.kind {
+        EntryType::Message => {
+            let role = match l.entry.role.as_ref() {
+                None => return Some(None),
+                Some(Role::ToolResult) => Some("toolResult"),
+                Some(Role::Assistant) => Some("assistant"),
+                Some(_) => None,
+            };
+            Some(Countable::Message {
+                role,
+                content: text(&l.message_content)?,
+            })
+        }
+        EntryType::CustomMessage => Some(Countable::Custom {
+            content: text(&l.content)?,
+        }),
+        _ => None,
+    })
+}
+
+/// Count what a line holds; `cut` are its payloads left out of the text (of the blocks of a
+/// message's content, by block position).
+fn count(found: Countable, cut: &[&Payload], c: &mut Counts) {
+    match found {
+        Countable::Message { role, content } => {
+            if role == Some("toolResult") {
+                let cut_bytes: u64 = cut.iter().map(|p| p.len as u64).sum();
+                c.tool_output_bytes += content.len() as u64 + cut_bytes;
+            }
+            let assistant = role == Some("assistant");
+            if may_hold_counted_blocks(content, assistant) {
+                count_blocks(content, assistant, cut, c, 0);
+            }
+        }
+        Countable::Custom { content } => count_blocks(content, false, &[], c, 0),
+    }
+}
+
 /// Whether a message's `content` can hold a block [`count_blocks`] counts: its raw text names
 /// an image (or, for an assistant, a thinking type), or has a `\u` escape that could spell one.
-fn may_hold_counted_blocks(content: &RawValue, assistant: bool) -> bool {
-    let t = content.get().as_bytes();
-    let has = |n: &[u8]| memchr::memmem::find(t, n).is_some();
-    has(b"\"image\"")
-        || has(b"\\u")
-        || assistant
-            && THINKING_TYPES
-                .iter()
-                .any(|k| has(format!("\"{k}\"").as_bytes()))
+fn may_hold_counted_blocks(content: &str, assistant: bool) -> bool {
+    static ANY: LazyLock<[Finder<'static>; 2]> =
+        LazyLock::new(|| [Finder::new(b"\"image\""), Finder::new(b"\\u")]);
+    static THINKING: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+        THINKING_TYPES
+            .iter()
+            .map(|k| Finder::new(format!("\"{k}\"").as_bytes()).into_owned())
+            .collect()
+    });
+    let t = content.as_bytes();
+    ANY.iter().any(|f| f.find(t).is_some())
+        || assistant && THINKING.iter().any(|f| f.find(t).is_some())
 }
 
 /// Count image (and, for assistant content, thinking) blocks of a `content` value; `cut` are
 /// the payloads left out of its top-level blocks (by block position).
-fn count_blocks(content: &RawValue, assistant: bool, cut: &[&Payload], c: &mut Counts, depth: u32) {
-    if !content.get().starts_with('[') || depth > 8 {
+fn count_blocks(content: &str, assistant: bool, cut: &[&Payload], c: &mut Counts, depth: u32) {
+    if !content.starts_with('[') || depth > 8 {
         return;
     }
-    let Ok(blocks) = serde_json::from_str::<Vec<&RawValue>>(content.get()) else {
+    let Ok(blocks) = serde_json::from_str::<Vec<&RawValue>>(content) else {
         return;
     };
     for (k, raw) in blocks.into_iter().enumerate() {
@@ -261,7 +311,7 @@ fn count_blocks(content: &RawValue, assistant: bool, cut: &[&Payload], c: &mut C
             }
             _ => {
                 if let Some(inner) = b.content {
-                    count_blocks(inner, false, &[], c, depth + 1);
+                    count_blocks(inner.get(), false, &[], c, depth + 1);
                 }
             }
         }
@@ -306,6 +356,34 @@ mod tests {
         assert_eq!(c.silent_replies, 1);
         assert!(c.compacted);
         assert_eq!(c.unparsable_lines, vec![7]);
+    }
+
+    #[test]
+    fn located_and_parsed_lines_count_alike() {
+        let mut rng = crate::compact::testgen::Rng::new(21);
+        let mut compared = 0;
+        for _ in 0..300 {
+            let text = crate::transcript::oddlines::transcript(&mut rng, 30);
+            let (_, located) = scan_bytes(text.as_bytes());
+            let mut builder = IndexBuilder::measuring(TokenCounter::Heuristic);
+            let mut parsed = Counts::default();
+            for raw in text.as_bytes().split_inclusive(|&b| b == b'\n') {
+                builder.push_line(raw);
+                count_parsed(raw, &builder, &mut parsed);
+                compared += usize::from(builder.last_line(raw).is_some());
+            }
+            assert_eq!(
+                (located.images, located.image_bytes),
+                (parsed.images, parsed.image_bytes),
+                "{text}"
+            );
+            assert_eq!(
+                located.tool_output_bytes, parsed.tool_output_bytes,
+                "{text}"
+            );
+            assert_eq!(located.thinking_bytes, parsed.thinking_bytes, "{text}");
+        }
+        assert!(compared > 5000, "{compared}");
     }
 
     #[test]

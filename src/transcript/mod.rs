@@ -51,6 +51,7 @@ pub mod light;
 pub(crate) mod oddlines;
 pub mod probe;
 pub mod rewrite;
+pub mod span;
 pub mod tree;
 pub mod validate;
 pub mod values;
@@ -587,6 +588,26 @@ pub struct IndexBuilder {
     light: Vec<u8>,
     cuts: Vec<light::Cut>,
     light_cut: bool,
+    /// Of the last line: whether the probe read the cut line, and where the keys of
+    /// `message.content` and of the entry's own `content` ended in what it read.
+    last_probed_light: bool,
+    last_content_keys: [Option<usize>; 2],
+}
+
+/// What the probe located in the last line pushed (see [`IndexBuilder::last_line`]).
+#[derive(Debug)]
+pub struct ProbedLine<'a> {
+    /// The bytes the probe read: the line without its terminator, and without its payloads
+    /// when `payloads_cut`.
+    pub bytes: &'a [u8],
+    /// Every payload of the line ([`IndexBuilder::last_payloads`]) is left out of `bytes`;
+    /// else none is.
+    pub payloads_cut: bool,
+    pub entry: &'a Entry,
+    /// The range (in `bytes`) of `message.content`, when there is one and the probe located it.
+    pub message_content: Option<std::ops::Range<usize>>,
+    /// The range of the entry's own `content`, likewise.
+    pub content: Option<std::ops::Range<usize>>,
 }
 
 impl IndexBuilder {
@@ -633,6 +654,8 @@ impl IndexBuilder {
         };
         self.index.size += raw.len() as u64;
         self.light_cut = false;
+        self.last_probed_light = false;
+        self.last_content_keys = [None, None];
         if body.iter().all(u8::is_ascii_whitespace) {
             self.index.lines.push(line);
             return;
@@ -661,8 +684,29 @@ impl IndexBuilder {
         // The cut line stands for the line without its payloads only when every payload was
         // one of the cuts (a long `data` string outside the base64 alphabet is a payload too).
         self.light_cut = !cuts.is_empty() && self.last_payloads().len() == cuts.len();
+        self.last_probed_light = !cuts.is_empty();
         self.light = light;
         self.cuts = cuts;
+    }
+
+    /// What the probe located in the last line pushed (`raw`, as it was pushed), when it is an
+    /// entry that was read either whole or without every one of its payloads.
+    pub fn last_line<'a>(&'a self, raw: &'a [u8]) -> Option<ProbedLine<'a>> {
+        let line = self.index.lines.last()?;
+        let entry = &self.index.entries[line.entry()?];
+        let bytes = match (self.last_probed_light, self.light_cut) {
+            (false, _) => raw.strip_suffix(b"\n").unwrap_or(raw),
+            (true, true) => &self.light[..],
+            (true, false) => return None,
+        };
+        let range = |key_end: Option<usize>| key_end.and_then(|k| span::value_after_key(bytes, k));
+        Some(ProbedLine {
+            bytes,
+            payloads_cut: self.last_probed_light,
+            entry,
+            message_content: range(self.last_content_keys[0]),
+            content: range(self.last_content_keys[1]),
+        })
     }
 
     /// Probe `bytes` (line `line_no`, which is the line with `cuts` left out) into an entry
@@ -715,6 +759,10 @@ impl IndexBuilder {
             };
             self.index.tokens.push(EntryTokens { tokens, usage });
         }
+        self.last_content_keys = [
+            p.message.as_ref().and_then(|m| m.content_key_end),
+            p.content_key_end,
+        ];
         let mut e = Entry::from_probe(line_no, &p);
         if e.kind == EntryType::Session {
             e.set_version(header_version(bytes));

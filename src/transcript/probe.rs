@@ -106,6 +106,34 @@ impl<'de: 'a, 'a> Deserialize<'de> for Lenient<'a> {
     }
 }
 
+/// Reads an object key, borrowed from the input when it has no escapes (serde's own `Cow`
+/// always copies).
+pub struct Key;
+
+impl<'de> DeserializeSeed<'de> for Key {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Key {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object key")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
 /// What one probe reads beyond the fields the index always needs.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Options {
@@ -138,6 +166,9 @@ pub struct LineProbe<'a> {
     pub append_mode: Lenient<'a>,
     /// With a measure: the entry's own `content` (what a `custom_message` puts in context).
     pub content: ContentMeasure,
+    /// Where the key of the entry's own `content` ends, when the key has no escapes (see
+    /// `span::value_after_key`).
+    pub content_key_end: Option<usize>,
 }
 
 impl LineProbe<'_> {
@@ -173,6 +204,16 @@ impl LineProbe<'_> {
     }
 }
 
+impl Options {
+    /// The offset (in the probed bytes) just past the closing quote of key `k`, when the key
+    /// is borrowed from them (it has no escapes; a copied one lies elsewhere).
+    fn key_end(&self, k: &str) -> Option<usize> {
+        let (start, end) = self.line;
+        let at = k.as_ptr() as usize;
+        (at >= start && at + k.len() < end).then(|| at + k.len() + 1 - start)
+    }
+}
+
 /// Reads one line with its [`Options`].
 #[derive(Clone, Copy)]
 struct LineSeed<'a> {
@@ -198,7 +239,7 @@ impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
         // A line that names one of these members twice is not read as an entry (the runtime
         // would take the last; which one a reader sees is not worth guessing).
         let mut seen = [false; ENTRY_FIELDS.len()];
-        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = a.next_key_seed(Key)? {
             if let Some(k) = ENTRY_FIELDS.iter().position(|f| *f == key)
                 && std::mem::replace(&mut seen[k], true)
             {
@@ -218,13 +259,18 @@ impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
                     (p.summary, p.summary_truthy) = a.next_value_seed(SummarySeed(self.marker))?
                 }
                 "appendMode" => p.append_mode = a.next_value()?,
-                "content" if self.opts.measure.is_some() => {
-                    let seed = ContentSeed {
-                        opts: self.opts,
-                        want_text: false,
-                        marker: self.marker,
-                    };
-                    p.content = a.next_value_seed(seed)?.measured;
+                "content" => {
+                    p.content_key_end = self.opts.key_end(&key);
+                    if self.opts.measure.is_some() {
+                        let seed = ContentSeed {
+                            opts: self.opts,
+                            want_text: false,
+                            marker: self.marker,
+                        };
+                        p.content = a.next_value_seed(seed)?.measured;
+                    } else {
+                        a.next_value::<IgnoredAny>()?;
+                    }
                 }
                 _ => {
                     a.next_value::<IgnoredAny>()?;
@@ -286,6 +332,9 @@ pub struct MessageProbe<'a> {
     pub tool_result_id: Option<Cow<'a, str>>,
     /// With a measure: what the token estimate reads of it.
     pub measured: MessageMeasure,
+    /// Where the key of `content` ends, when the key has no escapes (see
+    /// `span::value_after_key`).
+    pub content_key_end: Option<usize>,
 }
 
 /// The measured pieces of a message (see [`MessageProbe::measured`]).
@@ -344,7 +393,7 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
         let mut m = MessageProbe::default();
         let mut ids: [Option<Cow<'a, str>>; 6] = Default::default();
         let mut first = true;
-        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = a.next_key_seed(Key)? {
             if std::mem::take(&mut first) && key == NUMBER_TOKEN {
                 // An arbitrary-precision number: not an object.
                 a.next_value::<IgnoredAny>()?;
@@ -354,6 +403,7 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
                 "role" => m.role = a.next_value()?,
                 "stopReason" => m.stop_reason = a.next_value()?,
                 "content" => {
+                    m.content_key_end = opts.key_end(&key);
                     // Only assistant replies need their text (silent-reply check).
                     let want_text = !matches!(&m.role, Lenient::Str(r) if r != "assistant");
                     if want_text || opts.may_hold_image || opts.measure.is_some() {
@@ -574,7 +624,7 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
         let mut data = None;
         let mut pieces = BlockPieces::default();
         let mut first = true;
-        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = a.next_key_seed(Key)? {
             if std::mem::take(&mut first) && key == NUMBER_TOKEN {
                 a.next_value::<IgnoredAny>()?;
                 return Ok(BlockProbe::default());
@@ -687,7 +737,7 @@ impl<'de> Visitor<'de> for UsageSeed {
             ..UsageFields::default()
         };
         let mut first = true;
-        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = a.next_key_seed(Key)? {
             if std::mem::take(&mut first) && key == NUMBER_TOKEN {
                 // A number: truthy unless 0 (or not a number at all).
                 let n: f64 = a.next_value::<Cow<'de, str>>()?.parse().unwrap_or(f64::NAN);
@@ -763,7 +813,7 @@ impl<'de> Visitor<'de> for ContextUsageSeed {
     }
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
         let (mut state, mut total) = (ContextState::Other, 0.0);
-        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = a.next_key_seed(Key)? {
             match key.as_ref() {
                 "state" => {
                     state = match a.next_value::<Lenient<'_>>()?.as_str() {
@@ -819,7 +869,7 @@ impl<'de> Visitor<'de> for NumSeed {
         // serde_json's arbitrary-precision number: `{"$serde_json::private::Number": "text"}`.
         let mut n = 0.0;
         let mut first = true;
-        while let Some(key) = a.next_key::<Cow<'de, str>>()? {
+        while let Some(key) = a.next_key_seed(Key)? {
             if std::mem::take(&mut first) && key == NUMBER_TOKEN {
                 let text = a.next_value::<Cow<'de, str>>()?;
                 n = text

@@ -1,0 +1,103 @@
+//! Byte ranges of JSON values in a line that has already parsed.
+//!
+//! A serde visitor sees values, not where they lie. It does see where a key lies when the key
+//! is borrowed from the line (it has no escapes): [`value_after_key`] takes the offset just
+//! past such a key's closing quote and finds the range of its value, skipping strings with a
+//! vectorised search for their closing quote. Only for lines that are known to be valid JSON
+//! (the probe parsed them), so the skipper needs no error handling: on anything unexpected it
+//! gives up (`None`).
+
+use std::ops::Range;
+
+fn skip_space(b: &[u8], mut i: usize) -> usize {
+    while b
+        .get(i)
+        .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        i += 1;
+    }
+    i
+}
+
+/// The offset just past the closing quote of the string whose contents start at `i`.
+fn string_end(b: &[u8], mut i: usize) -> Option<usize> {
+    loop {
+        let k = memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+        if b[i + k] == b'"' {
+            return Some(i + k + 1);
+        }
+        i += k + 2;
+    }
+}
+
+/// The offset just past the JSON value starting at `start`.
+pub fn value_end(b: &[u8], start: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = start;
+    loop {
+        match *b.get(i)? {
+            b'"' => {
+                i = string_end(b, i + 1)?;
+                if depth == 0 {
+                    return Some(i);
+                }
+                continue;
+            }
+            b'[' | b'{' => depth += 1,
+            b']' | b'}' if depth == 0 => return Some(i),
+            b']' | b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b',' | b' ' | b'\t' | b'\n' | b'\r' if depth == 0 => return Some(i),
+            _ => {}
+        }
+        i += 1;
+        if i == b.len() {
+            return (depth == 0).then_some(i);
+        }
+    }
+}
+
+/// The range of the value of the member whose key's closing quote ends at `key_end`.
+pub fn value_after_key(b: &[u8], key_end: usize) -> Option<Range<usize>> {
+    let colon = skip_space(b, key_end);
+    if b.get(colon) != Some(&b':') {
+        return None;
+    }
+    let start = skip_space(b, colon + 1);
+    Some(start..value_end(b, start)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_of_every_kind_are_found_whole() {
+        let values = [
+            r#""plain""#,
+            r#""with \"quotes\" and \\ and \n""#,
+            r#""\\""#,
+            "12.5e3",
+            "-0",
+            "true",
+            "null",
+            "[]",
+            "{}",
+            r#"[1,"a]",{"b":"}"},[[]]]"#,
+            r#"{"x":[{"y":"\\\"}"}],"z":{}}"#,
+        ];
+        for v in values {
+            for (sep, after) in [(":", ","), (" : ", " }"), (":\n\t", "]"), (":", "")] {
+                let line = format!(r#"{{"k"{sep}{v}{after}"#);
+                let key_end = 4;
+                let r = value_after_key(line.as_bytes(), key_end).unwrap();
+                assert_eq!(&line[r], v, "{line}");
+            }
+        }
+        assert_eq!(value_after_key(br#"{"k" "v"}"#, 4), None);
+    }
+}
