@@ -2,13 +2,13 @@
 //!
 //! Most of a transcript's bytes are the base64 `data` of image blocks, in a few lines. A JSON
 //! parser has to scan every byte of a string to find its end; [`cut`] instead finds each
-//! `"data":"<run>"` whose run is at least [`PAYLOAD_MIN`] characters of the base64 alphabet
-//! and ends the string, and hands the parser the line with those runs left out
-//! (`"data":""`), each found with one vectorised search and one alphabet check.
+//! `"data":"<run>"` whose run is at least [`PAYLOAD_MIN`] characters of printable ASCII
+//! without a backslash (base64 is) and ends the string, and hands the parser the line with
+//! those runs left out (`"data":""`), each found with one vectorised search and one check.
 //!
 //! Why the parse of the cut line tells the truth about the line: the second and third quote
-//! of `"data":"` and the quote ending the run follow a letter, a colon and a base64 character,
-//! so none is escaped: all three are real string delimiters. In a valid line the third one
+//! of `"data":"` and the quote ending the run follow a letter, a colon and a character that is
+//! not a backslash, so none is escaped: all three are real string delimiters. In a valid line the third one
 //! therefore opens a string value (the second closed the key `data`, or the line is invalid
 //! before the run: `data` outside a string is no JSON token) and the fourth closes it: the cut
 //! empties exactly one string value, whose characters need no decoding (no `\`, no control
@@ -36,33 +36,27 @@ pub struct Cut {
     pub len: usize,
 }
 
-/// Whether `b` is a character of the base64 alphabet (standard or URL-safe) or padding;
-/// without branches, so that [`all_base64`] vectorises.
+/// Whether `b` can stand in a JSON string as itself and ends no string: printable ASCII
+/// other than the backslash (the run already stops at the first quote). Without branches, so
+/// that [`all_plain`] vectorises.
 #[inline]
-fn is_base64(b: u8) -> bool {
-    (b.wrapping_sub(b'A') < 26)
-        | (b.wrapping_sub(b'a') < 26)
-        | (b.wrapping_sub(b'0') < 10)
-        | (b == b'+')
-        | (b == b'/')
-        | (b == b'=')
-        | (b == b'-')
-        | (b == b'_')
+fn is_plain(b: u8) -> bool {
+    (b.wrapping_sub(0x20) < 0x5f) & (b != b'\\')
 }
 
-fn all_base64(s: &[u8]) -> bool {
+fn all_plain(s: &[u8]) -> bool {
     s.chunks(256)
-        .all(|c| c.iter().fold(true, |ok, &b| ok & is_base64(b)))
+        .all(|c| c.iter().fold(true, |ok, &b| ok & is_plain(b)))
 }
 
-/// Length of the base64 run at the start of `s` when it is at least [`PAYLOAD_MIN`] long and
-/// ends at a `"`.
+/// Length of the run at the start of `s` when it is at least [`PAYLOAD_MIN`] long, plain
+/// (see [`is_plain`]) and ends at a `"`.
 fn run_len(s: &[u8]) -> Option<usize> {
     let end = memchr::memchr(b'"', s)?;
-    (end >= PAYLOAD_MIN && all_base64(&s[..end])).then_some(end)
+    (end >= PAYLOAD_MIN && all_plain(&s[..end])).then_some(end)
 }
 
-/// `line` with its long base64 `data` runs left out, written into `buf`, and where they were
+/// `line` with its long plain `data` runs left out, written into `buf`, and where they were
 /// (in `cuts`, in line order). Returns `line` itself (and no cuts) when it has none.
 pub fn cut<'a>(line: &'a [u8], buf: &'a mut Vec<u8>, cuts: &mut Vec<Cut>) -> &'a [u8] {
     cuts.clear();
@@ -110,10 +104,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cuts_long_base64_runs_of_data_strings_only() {
+    fn cuts_long_plain_runs_of_data_strings_only() {
         let b64 = "QUJD+/==".repeat(200);
         let short = "QUJD".repeat(10);
-        let spaced = "QU JD".repeat(300);
+        let spaced = "QU JDé".repeat(300);
         let line = format!(
             r#"{{"a":{{"data":"{b64}"}},"b":{{"data":"{short}"}},"c":{{"data":"{spaced}"}},"d":{{"data":"{b64}\n"}},"e":{{"data":"{b64}"}},"f":"x\"data\":\"{b64}\""}}"#
         );

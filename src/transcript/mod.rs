@@ -858,7 +858,7 @@ mod tests {
     #[test]
     fn cutting_payloads_before_the_parse_changes_nothing() {
         let b64 = "iVBORw0KGgo+/=".repeat(100);
-        let odd = "QUJD".repeat(300) + " ";
+        let odd = "QUJD".repeat(300) + "é";
         let lines = [
             r#"{"type":"session","version":3,"id":"s"}"#.to_string(),
             // An image payload, twice in one line, and a text block before it.
@@ -874,7 +874,7 @@ mod tests {
             format!(
                 r#"{{"type":"message","id":"d","parentId":"c","message":{{"role":"user","content":[{{"type":"image","data":"{b64}","data":"short"}}]}}}}"#
             ),
-            // A long payload outside the alphabet is still a payload, not cut.
+            // A long payload that is not plain ASCII is still a payload, not cut.
             format!(
                 r#"{{"type":"message","id":"e","parentId":"d","message":{{"role":"user","content":[{{"type":"image","data":"{odd}"}},{{"type":"image","data":"{b64}"}}]}}}}"#
             ),

@@ -175,11 +175,11 @@ impl Tree {
 
     /// Entries from a root down to `from`, in path order. Stops at a cycle.
     pub fn path_to(&self, from: usize) -> Vec<usize> {
-        let mut seen = HashSet::new();
+        let mut seen = vec![false; self.parents.len()];
         let mut path = Vec::new();
         let mut cur = Some(from);
         while let Some(c) = cur {
-            if !seen.insert(c) {
+            if std::mem::replace(&mut seen[c], true) {
                 break;
             }
             path.push(c);
