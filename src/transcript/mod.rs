@@ -682,7 +682,7 @@ impl IndexBuilder {
         }
         self.index.lines.push(line);
         // The cut line stands for the line without its payloads only when every payload was
-        // one of the cuts (a long `data` string outside the base64 alphabet is a payload too).
+        // one of the cuts (a long `data` string that is not plain ASCII is a payload too).
         self.light_cut = !cuts.is_empty() && self.last_payloads().len() == cuts.len();
         self.last_probed_light = !cuts.is_empty();
         self.light = light;
