@@ -248,13 +248,15 @@ pub fn inspect_store(
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
-    let mut unique: Vec<PathBuf> = Vec::new();
+    // Each transcript once, with its size.
+    let mut unique: Vec<(PathBuf, u64)> = Vec::new();
     let mut listed: HashSet<PathBuf> = HashSet::new();
     for row in &rows {
-        match &row.transcript {
-            Some(p) if p.is_file() => {
+        let meta = row.transcript.as_ref().map(std::fs::metadata);
+        match (&row.transcript, meta) {
+            (Some(p), Some(Ok(m))) if m.is_file() => {
                 if listed.insert(p.clone()) {
-                    unique.push(p.clone());
+                    unique.push((p.clone(), m.len()));
                 }
                 continue;
             }
@@ -265,8 +267,8 @@ pub fn inspect_store(
             _ => {}
         }
     }
-    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    (hooks.progress)(Tick::Planned(unique.iter().map(|p| size(p)).sum()));
+    (hooks.progress)(Tick::Planned(unique.iter().map(|(_, n)| n).sum()));
+    let confined = Confined::new(&dir).ok();
     // The cleanup prediction works on its own scratch mirror: it runs beside the transcript
     // pass instead of after it.
     let sqlite = r.sqlite.is_some();
@@ -275,9 +277,9 @@ pub fn inspect_store(
         || -> HashMap<PathBuf, TranscriptFacts> {
             unique
                 .par_iter()
-                .map(|p| {
-                    let f = analyse(p, &dir, hooks);
-                    (hooks.progress)(Tick::Done(size(p)));
+                .map(|(p, n)| {
+                    let f = analyse(p, confined.as_ref(), hooks);
+                    (hooks.progress)(Tick::Done(*n));
                     (p.clone(), f)
                 })
                 .collect()
@@ -432,7 +434,9 @@ fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
 }
 
 /// Read one transcript once, then preview the commands whose planners can find work in it.
-fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
+/// `confined`: the transcript's directory as the commands confine their writes to it (`None`:
+/// it cannot be, and no command would change the file).
+fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> TranscriptFacts {
     let mut f = TranscriptFacts::default();
     let (index, counts) = match scan::scan_path(path, hooks.counter) {
         Ok(x) => x,
@@ -446,10 +450,10 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
     let (_, pairing) = tree::active_context(&index, &tree);
     f.orphan_tool_results = pairing.orphans;
     f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
-    if let Ok(confined) = Confined::new(dir) {
+    if let Some(confined) = confined {
         // An applied run takes the write lock: a stale lock is reclaimed (its bytes freed
         // too), a held one makes the command skip the file.
-        let lock = lock::preview_acquire(&confined, path);
+        let lock = lock::preview_acquire(confined, path);
         let freed = |o: job::Outcome| match (&o.status, &lock) {
             (Status::WouldChange, Ok(Ok(stale))) => {
                 o.bytes_before as i64 - o.bytes_after as i64 + stale.unwrap_or(0) as i64
@@ -460,15 +464,15 @@ fn analyse(path: &Path, dir: &Path, hooks: &Hooks) -> TranscriptFacts {
         // the lines a plan patches are read again, to size them exactly as the rewrite
         // writes them.
         if counts.images > 0 {
-            f.strip_bytes = freed(job::predict(&confined, path, &index, &tree, hooks.strip));
+            f.strip_bytes = freed(job::predict(confined, path, &index, &tree, hooks.strip));
         }
         if counts.silent_replies > 0 {
-            f.prune_bytes = freed(job::predict(&confined, path, &index, &tree, hooks.prune));
+            f.prune_bytes = freed(job::predict(confined, path, &index, &tree, hooks.prune));
         }
         if f.context_tokens
             .is_some_and(|t| t > hooks.compact_min_tokens)
         {
-            let o = job::predict_at(&confined, path, &index, &tree, hooks.compact);
+            let o = job::predict_at(confined, path, &index, &tree, hooks.compact);
             if o.status == Status::WouldChange {
                 f.compact_tokens = o
                     .details

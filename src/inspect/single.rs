@@ -42,7 +42,7 @@ pub fn inspect_transcript(path: &Path, hooks: &Hooks) -> Result<TranscriptReport
         _ => PathBuf::from("."),
     };
     (hooks.progress)(Tick::Planned(meta.len()));
-    let facts = super::analyse(path, &dir, hooks);
+    let facts = super::analyse(path, Confined::new(&dir).ok().as_ref(), hooks);
     (hooks.progress)(Tick::Done(meta.len()));
     if let Some(e) = &facts.error {
         bail!("{e}");

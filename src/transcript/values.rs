@@ -20,15 +20,24 @@ pub fn read_entries(path: &Path, index: &Index, entries: &[usize]) -> Result<Vec
     entries.iter().map(|&i| reader.read(index, i)).collect()
 }
 
-/// Reads entries one at a time by their byte ranges (one positioned read each into one
-/// reused buffer), so that a pass over many entries holds one line at a time.
+/// Reads entries one at a time by their byte ranges into one reused buffer, so that a pass
+/// over many entries holds one line at a time. Lines are read [`WINDOW`] bytes at a time
+/// (a pass over neighbouring lines makes one read per window, not one per line); a window
+/// never reaches into a line whose payloads are left out, which is read piece by piece
+/// around them instead.
 pub struct EntryReader {
     file: File,
     path: PathBuf,
     buf: Vec<u8>,
     /// Leave the base64 payloads of image blocks out (their `data` reads as `""`).
     light: bool,
+    /// The bytes of the file from `window_start` on, as last read.
+    window: Vec<u8>,
+    window_start: u64,
 }
+
+/// How much a window reads at most (a longer line is read whole).
+const WINDOW: u64 = 256 << 10;
 
 impl EntryReader {
     /// Open `path` (never through a symlink).
@@ -43,6 +52,8 @@ impl EntryReader {
             path: path.to_owned(),
             buf: Vec::new(),
             light: false,
+            window: Vec::new(),
+            window_start: 0,
         })
     }
 
@@ -70,13 +81,9 @@ impl EntryReader {
         parse: impl Fn(&[u8]) -> serde_json::Result<Value>,
     ) -> Result<Value> {
         let e = &index.entries[i];
-        // A light reader reads the bytes around the payloads only: their text is neither
-        // copied from the page cache nor scanned.
-        let light = self.light;
-        super::read_line_without(&self.file, index, e.line, &mut self.buf, |_| light)
-            .with_context(|| {
-                format!("cannot read line {} of {}", e.line + 1, self.path.display())
-            })?;
+        self.read_line(index, e.line).with_context(|| {
+            format!("cannot read line {} of {}", e.line + 1, self.path.display())
+        })?;
         let raw = &self.buf[..];
         let body = raw.strip_suffix(b"\n").unwrap_or(raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
@@ -100,6 +107,61 @@ impl EntryReader {
         }
         Ok(v)
     }
+
+    /// Read line `n` into `buf`. A light reader reads the bytes around the payloads only:
+    /// their text is neither copied from the page cache nor scanned.
+    fn read_line(&mut self, index: &Index, n: usize) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        if self.light && !index.payloads_of(n).is_empty() {
+            super::read_line_without(&self.file, index, n, &mut self.buf, |_| true)?;
+            return Ok(());
+        }
+        let line = &index.lines[n];
+        if line.len > WINDOW {
+            // A long line is read on its own, straight into the buffer.
+            self.buf.resize(line.len as usize, 0);
+            return self.file.read_exact_at(&mut self.buf, line.start);
+        }
+        let end = line.start + line.len;
+        let in_window =
+            line.start >= self.window_start && end <= self.window_start + self.window.len() as u64;
+        if !in_window {
+            // Up to WINDOW bytes from this line on, stopping before the next line whose
+            // payloads a light reader leaves out.
+            let mut stop = (line.start + WINDOW).min(index.size);
+            if self.light {
+                let next = index.payloads.partition_point(|p| (p.line as usize) <= n);
+                if let Some(p) = index.payloads.get(next) {
+                    stop = stop.min(index.lines[p.line as usize].start).max(end);
+                }
+            }
+            // (The file may end before the index does: a caller may have indexed lines it
+            // is about to append. Only this line's bytes must be there.)
+            self.window.resize((stop - line.start) as usize, 0);
+            let mut got = 0;
+            while got < self.window.len() {
+                match self
+                    .file
+                    .read_at(&mut self.window[got..], line.start + got as u64)
+                {
+                    Ok(0) => break,
+                    Ok(k) => got += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            self.window.truncate(got);
+            self.window_start = line.start;
+            if (got as u64) < line.len {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+        let from = (line.start - self.window_start) as usize;
+        self.buf.clear();
+        self.buf
+            .extend_from_slice(&self.window[from..from + line.len as usize]);
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -120,6 +182,53 @@ mod tests {
         assert_eq!(vals[1]["message"]["content"], "hé");
         std::fs::write(&p, text.replace("\"id\":\"a\"", "\"id\":\"x\"")).unwrap();
         assert!(read_entries(&p, &index, &[1]).is_err());
+    }
+
+    #[test]
+    fn windows_give_every_line_as_it_is_in_any_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.jsonl");
+        let b64 = "QUJD".repeat(2000);
+        let mut text = String::from("{\"type\":\"session\",\"version\":3,\"id\":\"s\"}\n");
+        for i in 0..400 {
+            let parent = if i == 0 {
+                "null".to_owned()
+            } else {
+                format!("\"e{}\"", i - 1)
+            };
+            let body = match i % 7 {
+                0 => format!(r#"{{"role":"user","content":[{{"type":"image","data":"{b64}"}}]}}"#),
+                3 => format!(r#"{{"role":"user","content":"{}"}}"#, "x".repeat(300 << 10)),
+                _ => {
+                    format!(r#"{{"role":"assistant","content":[{{"type":"text","text":"{i}"}}]}}"#)
+                }
+            };
+            text.push_str(&format!(
+                r#"{{"type":"message","id":"e{i}","parentId":{parent},"message":{body}}}"#
+            ));
+            text.push('\n');
+        }
+        std::fs::write(&p, &text).unwrap();
+        let index = Index::from_path(&p, None).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut order: Vec<usize> = (1..index.entries.len()).collect();
+        order.extend((1..index.entries.len()).rev());
+        order.extend((1..index.entries.len()).step_by(5));
+        for light in [false, true] {
+            let mut r = if light {
+                EntryReader::open_light(&p).unwrap()
+            } else {
+                EntryReader::open(&p).unwrap()
+            };
+            for &i in &order {
+                let mut want =
+                    crate::jsjson::parse(lines[index.entries[i].line].as_bytes()).unwrap();
+                if light && i % 7 == 1 {
+                    want["message"]["content"][0]["data"] = "".into();
+                }
+                assert_eq!(r.read(&index, i).unwrap(), want, "entry {i}, light {light}");
+            }
+        }
     }
 
     #[test]
