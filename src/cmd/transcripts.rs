@@ -60,6 +60,14 @@ pub struct Labels {
     pub count_header: &'static str,
 }
 
+/// The threads that rewrite files: four per core, at most 16 (each holds one file's index).
+pub(crate) fn writer_pool() -> Result<rayon::ThreadPool> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    Ok(rayon::ThreadPoolBuilder::new()
+        .num_threads((4 * cores).min(16))
+        .build()?)
+}
+
 /// Run a planner over the targets and report. Returns the run's exit code.
 pub fn run(
     targets: &TranscriptTargetArgs,
@@ -115,27 +123,35 @@ pub fn run_at(
             )
         });
     }
-    let mut results: Vec<(Outcome, Option<String>)> = resolved
-        .targets
-        .par_iter()
-        .zip(&sizes)
-        .map(|(t, bytes)| {
-            let (sqlite, confined) = &dirs[t.dir.as_path()];
-            let outcome = match (sqlite, confined) {
-                (Some(db), _) if opts.mode == Mode::Enforce => {
-                    Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
-                }
-                (_, Ok(c)) => {
-                    let mut o = job::run_file_at(c, &t.path, opts, planner);
-                    o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
-                    o
-                }
-                (_, Err(e)) => Outcome::new(&t.path, Status::Failed(e.clone())),
-            };
-            progress.inc(*bytes);
-            (outcome, t.session_key.clone())
-        })
-        .collect();
+    let process = || -> Vec<(Outcome, Option<String>)> {
+        resolved
+            .targets
+            .par_iter()
+            .zip(&sizes)
+            .map(|(t, bytes)| {
+                let (sqlite, confined) = &dirs[t.dir.as_path()];
+                let outcome = match (sqlite, confined) {
+                    (Some(db), _) if opts.mode == Mode::Enforce => {
+                        Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
+                    }
+                    (_, Ok(c)) => {
+                        let mut o = job::run_file_at(c, &t.path, opts, planner);
+                        o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
+                        o
+                    }
+                    (_, Err(e)) => Outcome::new(&t.path, Status::Failed(e.clone())),
+                };
+                progress.inc(*bytes);
+                (outcome, t.session_key.clone())
+            })
+            .collect()
+    };
+    // A rewrite waits on the disk (its fsync) as much as it computes: with more files in
+    // flight than cores, one file's fsync overlaps another's work. Previews only compute.
+    let mut results = match opts.mode {
+        Mode::Enforce => writer_pool()?.install(process),
+        Mode::Preview => process(),
+    };
     progress.finish();
     // One directory fsync per directory makes every rename of the run durable before the
     // report says it happened.

@@ -709,6 +709,54 @@ impl IndexBuilder {
         })
     }
 
+    /// Index the next line as a byte-for-byte copy of line `n` of `from` (`raw` must be
+    /// exactly those bytes): what probing it would record, taken from `from` instead of
+    /// parsed again (a rewrite copies most lines unchanged).
+    pub fn push_copied(&mut self, raw: &[u8], from: &Index, n: usize) {
+        let line_no = self.index.lines.len();
+        let src = &from.lines[n];
+        debug_assert_eq!(raw.len() as u64, src.len);
+        if line_no == 0 {
+            self.index.header_raw = raw.strip_suffix(b"\n").unwrap_or(raw).to_vec();
+        }
+        self.light_cut = false;
+        self.last_probed_light = false;
+        self.last_content_keys = [None, None];
+        let mut line = Line {
+            start: self.index.size,
+            ..src.clone()
+        };
+        self.index.size += raw.len() as u64;
+        match (src.kind, src.entry()) {
+            (LineKind::Entry, Some(i)) => {
+                line.entry = Some(self.index.entries.len() as u32);
+                let mut e = from.entries[i].clone();
+                e.line = line_no;
+                self.index.entries.push(e);
+                if self.measure.is_some() {
+                    self.index
+                        .tokens
+                        .push(from.tokens_of(i).unwrap_or_default());
+                }
+                self.index
+                    .payloads
+                    .extend(from.payloads_of(n).iter().map(|p| Payload {
+                        line: line_no as u32,
+                        ..*p
+                    }));
+                if from.invalid_utf8.binary_search(&n).is_ok() {
+                    self.index.invalid_utf8.push(line_no);
+                }
+            }
+            (LineKind::Unparsable, _) => {
+                let body = raw.strip_suffix(b"\n").unwrap_or(raw);
+                self.index.unparsable.push((line_no, body.to_vec()));
+            }
+            _ => {}
+        }
+        self.index.lines.push(line);
+    }
+
     /// Probe `bytes` (line `line_no`, which is the line with `cuts` left out) into an entry
     /// and record its payloads. `None` when it does not parse, or when a cut is not the
     /// payload of an image block (nothing is recorded then).

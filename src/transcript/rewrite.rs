@@ -14,7 +14,8 @@
 //! [`apply`] then streams the source once: untouched lines are copied byte for byte, removed
 //! lines are skipped, and changed lines are parsed with `jsjson::parse`, patched, and written
 //! with `jsjson::to_string_compact` (what `JSON.stringify` writes: key order and unknown
-//! fields kept). Every output line is also fed to an [`IndexBuilder`], so the result can be
+//! fields kept). Every output line is also recorded in an [`IndexBuilder`] (a copied line
+//! from the source index, a changed or appended one by probing it), so the result can be
 //! validated without reading it back.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -264,7 +265,7 @@ pub fn apply(
             LineAction::Keep => {
                 out.write_all(&buf)?;
                 written += buf.len() as u64;
-                builder.push_line(&buf);
+                builder.push_copied(&buf, index, n);
             }
             LineAction::Drop => {}
             LineAction::Patch(patch) => {
@@ -418,6 +419,41 @@ mod tests {
         let p = dir.path().join("t.jsonl");
         std::fs::write(&p, text).unwrap();
         predicted_size(&std::fs::File::open(&p).unwrap(), index, resolved).unwrap()
+    }
+
+    #[test]
+    fn the_index_of_a_rewrite_is_the_index_of_what_it_wrote() {
+        // Kept lines are recorded from the source index, not parsed again: over odd files
+        // and random removals, that index is the one a fresh read of the output makes.
+        let mut rng = crate::compact::testgen::Rng::new(31);
+        let mut applied_n = 0;
+        for _ in 0..300 {
+            let text = crate::transcript::oddlines::transcript(&mut rng, 30);
+            let index = Index::from_reader(text.as_bytes()).unwrap();
+            let tree = Tree::build(&index);
+            let remove = (1..index.entries.len())
+                .filter(|_| rng.chance(20))
+                .collect();
+            let edits = Edits {
+                remove,
+                ..Edits::default()
+            };
+            let Ok(resolved) = resolve(&index, &tree, &edits) else {
+                continue;
+            };
+            let mut out = Vec::new();
+            let Ok(applied) = apply(text.as_bytes(), &index, &resolved, &mut out) else {
+                continue;
+            };
+            let fresh = Index::from_reader(&out[..]).unwrap();
+            assert_eq!(
+                format!("{:?}", applied.index),
+                format!("{fresh:?}"),
+                "{text}"
+            );
+            applied_n += 1;
+        }
+        assert!(applied_n > 100, "{applied_n}");
     }
 
     #[test]

@@ -67,24 +67,31 @@ pub(super) fn run(
     );
     // Phase 1, in parallel: plan and write every successor (each under its transcript's lock,
     // which is held until its store entry is switched).
-    let prepared: Vec<(Outcome, Option<String>, Option<Pending>)> = resolved
-        .targets
-        .par_iter()
-        .zip(&sizes)
-        .map(|(t, bytes)| {
-            let mut out = Outcome::new(&t.path, Status::Unchanged);
-            let pending = match prepare(t, run, &mut out) {
-                Ok(p) => p,
-                Err(status) => {
-                    out.status = status;
-                    out.bytes_after = out.bytes_before;
-                    None
-                }
-            };
-            progress.inc(*bytes);
-            (out, t.session_key.clone(), pending)
-        })
-        .collect();
+    let plan_all = || -> Vec<(Outcome, Option<String>, Option<Pending>)> {
+        resolved
+            .targets
+            .par_iter()
+            .zip(&sizes)
+            .map(|(t, bytes)| {
+                let mut out = Outcome::new(&t.path, Status::Unchanged);
+                let pending = match prepare(t, run, &mut out) {
+                    Ok(p) => p,
+                    Err(status) => {
+                        out.status = status;
+                        out.bytes_after = out.bytes_before;
+                        None
+                    }
+                };
+                progress.inc(*bytes);
+                (out, t.session_key.clone(), pending)
+            })
+            .collect()
+    };
+    let prepared = if run.enforce {
+        crate::cmd::transcripts::writer_pool()?.install(plan_all)
+    } else {
+        plan_all()
+    };
     progress.finish();
     // Phase 2, per store: one atomic write that switches every entry at once.
     let mut results = Vec::with_capacity(prepared.len() + resolved.skipped.len());
