@@ -158,12 +158,14 @@ fn try_create(path: &Path) -> Result<Option<SessionLock>> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
     };
+    // Our own start time is read once per run, not once per lock.
+    static OWN_START: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
     let pid = std::process::id();
     let mut payload = Map::new();
     payload.insert("pid".into(), Value::from(pid));
     payload.insert("createdAt".into(), Value::String(iso_now()));
     payload.insert("maxHoldMs".into(), Value::from(MAX_HOLD_MS));
-    if let Some(st) = process_start_time(pid) {
+    if let Some(st) = *OWN_START.get_or_init(|| process_start_time(pid)) {
         payload.insert("starttime".into(), Value::from(st));
     }
     let raw = format!(

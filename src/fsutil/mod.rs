@@ -11,7 +11,7 @@
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -316,12 +316,11 @@ impl Confined {
                 .mode(mode)
                 .open(&tmp)
                 .with_context(|| format!("cannot create {}", tmp.display()))?;
-            let mut w = BufWriter::with_capacity(1 << 20, file);
+            let mut w = Buffered::new(&file);
             let value = fill(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
-            let file = w
-                .into_inner()
-                .map_err(|e| e.into_error())
+            w.flush()
                 .with_context(|| format!("cannot write {}", tmp.display()))?;
+            drop(w);
             // A replaced file keeps its owner and group (a root cron job must not hand the
             // gateway's transcripts to root); when that is impossible nothing is replaced.
             if let Some((uid, gid)) = owner {
@@ -346,6 +345,59 @@ impl Confined {
         let value = result?;
         self.sync_after_rename()?;
         Ok(value)
+    }
+}
+
+/// A buffered writer to a file whose 1 MiB buffer is the thread's own, reused from file to
+/// file: a fresh megabyte per file would be mapped, faulted in and unmapped again for every
+/// transcript of a run. Nothing is written on drop: callers flush.
+struct Buffered<'f> {
+    file: &'f File,
+    buf: Vec<u8>,
+}
+
+thread_local! {
+    static WRITE_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+impl<'f> Buffered<'f> {
+    const CAPACITY: usize = 1 << 20;
+
+    fn new(file: &'f File) -> Buffered<'f> {
+        let mut buf = WRITE_BUF.take();
+        buf.clear();
+        buf.reserve(Self::CAPACITY);
+        Buffered { file, buf }
+    }
+}
+
+impl Write for Buffered<'_> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.write_all(data)?;
+        Ok(data.len())
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
+        if self.buf.len() + data.len() > Self::CAPACITY {
+            self.flush()?;
+        }
+        if data.len() >= Self::CAPACITY {
+            return self.file.write_all(data);
+        }
+        self.buf.extend_from_slice(data);
+        Ok(())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.write_all(&self.buf)?;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+impl Drop for Buffered<'_> {
+    fn drop(&mut self) {
+        WRITE_BUF.set(std::mem::take(&mut self.buf));
     }
 }
 

@@ -396,13 +396,7 @@ fn run_inner(
             Prepared::Rewrite(index, resolved) => {
                 let file = open_nofollow(path).map_err(failed)?;
                 let mut sink = io::sink();
-                let applied = rewrite::apply(
-                    BufReader::with_capacity(1 << 20, file),
-                    index,
-                    resolved,
-                    &mut sink,
-                )
-                .map_err(failed)?;
+                let applied = rewrite::apply(file, index, resolved, &mut sink).map_err(failed)?;
                 check(index, &applied.index, resolved)?;
                 applied.bytes_written
             }
@@ -467,7 +461,7 @@ fn run_inner(
                 0o600,
                 |w: &mut dyn Write| {
                     let file = open_nofollow(path)?;
-                    rewrite::apply(BufReader::with_capacity(1 << 20, file), index, resolved, w)
+                    rewrite::apply(file, index, resolved, w)
                 },
                 |applied| {
                     check(index, &applied.index, resolved).map_err(|s| match s {

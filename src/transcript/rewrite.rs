@@ -19,7 +19,7 @@
 //! validated without reading it back.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::io::{self, BufRead, Write};
+use std::io::{self, Write};
 
 use anyhow::{Result, bail};
 use serde_json::Value;
@@ -246,35 +246,51 @@ pub struct Applied {
 /// Stream `src` (the indexed file, read from its start) through `resolved` into `out`.
 /// Reads exactly `index.size` bytes; a source that is shorter is an error.
 pub fn apply(
-    src: impl BufRead,
+    src: impl io::Read,
     index: &Index,
     resolved: &Resolved,
     out: &mut dyn Write,
 ) -> Result<Applied> {
-    let mut src = src.take(index.size);
     let mut builder = IndexBuilder::default();
-    let mut buf = Vec::new();
     let mut written = 0u64;
-    for (n, line) in index.lines.iter().enumerate() {
-        buf.clear();
-        let got = src.read_until(b'\n', &mut buf)?;
-        if got as u64 != line.len {
-            bail!("the file changed while it was being read (line {})", n + 1);
+    let mut n = 0usize;
+    let mut failed: Option<anyhow::Error> = None;
+    let changed =
+        |n: usize| anyhow::anyhow!("the file changed while it was being read (line {})", n + 1);
+    // Lines are handed out of the read buffer itself (see `for_each_line`).
+    super::for_each_line(src.take(index.size), |raw| {
+        if failed.is_some() {
+            return;
         }
-        match &resolved.actions[n] {
-            LineAction::Keep => {
-                out.write_all(&buf)?;
-                written += buf.len() as u64;
-                builder.push_copied(&buf, index, n);
+        let mut step = || -> Result<()> {
+            let line = index.lines.get(n).ok_or_else(|| changed(n))?;
+            if raw.len() as u64 != line.len {
+                return Err(changed(n));
             }
-            LineAction::Drop => {}
-            LineAction::Patch(patch) => {
-                let text = patch_line(n, line, &buf, patch)?;
-                out.write_all(&text)?;
-                written += text.len() as u64;
-                builder.push_line(&text);
+            match &resolved.actions[n] {
+                LineAction::Keep => {
+                    out.write_all(raw)?;
+                    written += raw.len() as u64;
+                    builder.push_copied(raw, index, n);
+                }
+                LineAction::Drop => {}
+                LineAction::Patch(patch) => {
+                    let text = patch_line(n, line, raw, patch)?;
+                    out.write_all(&text)?;
+                    written += text.len() as u64;
+                    builder.push_line(&text);
+                }
             }
-        }
+            Ok(())
+        };
+        failed = step().err();
+        n += 1;
+    })?;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    if n != index.lines.len() {
+        return Err(changed(n));
     }
     for line in &resolved.append {
         let mut text = line.clone().into_bytes();
