@@ -54,18 +54,16 @@ pub fn plan_file(
         .map(&mut read)
         .transpose()?;
     // Only user messages can frame the session: only they are read to find out.
-    let mut framing = None;
-    let framing_at = plan::first_framing(decision.cut.window_start, |p| -> Result<bool> {
+    let mut framing_before = None;
+    plan::first_framing(decision.cut.window_start, |p| -> Result<bool> {
         if !index.entries[scan.active[p]].is_role(&Role::User) {
             return Ok(false);
         }
         let e = read(p)?;
-        let yes = plan::is_framing_entry(&e);
-        framing = yes.then_some(e);
-        Ok(yes)
+        let framing = plan::is_framing_entry(&e);
+        framing_before = framing.then_some(e);
+        Ok(framing)
     })?;
-    debug_assert_eq!(framing_at.is_some(), framing.is_some());
-    let framing_before = framing;
     // The summarised entries are parsed with only what the summary reads.
     let mut builder = SummaryBuilder::default();
     for &p in &decision.summarized {

@@ -7,12 +7,14 @@
 //!   `disk_bytes`;
 //! - entries are classified by `keys::classify`; transcripts are resolved by
 //!   `store::entry_transcript`;
-//! - each selected transcript is read once by [`scan`] (index + counts), in parallel.
+//! - each selected transcript is read once by [`scan`] (its index, counts and every entry's
+//!   token figures from one parse per line), in parallel.
 //!
 //! Reclaimable figures come from the commands' own planning code, never from a second
 //! estimate: the per-file planners of `strip-images`, `prune-noreply` and `compact` run
-//! through the shared transcript job in preview mode (the same resolve, rewrite into a
-//! counting sink and validation as `--enforce`), only for files whose counts say the planner
+//! through the shared transcript job's prediction (`job::predict`: the same target checks,
+//! refusals, plan and resolution as `--enforce`, with only the lines a plan patches read again
+//! to size them), on the index this pass built, only for files whose counts say the planner
 //! can find something. `cleanup` is predicted by running `maintenance::run::apply` itself on a
 //! private scratch mirror of the sessions directory (`fsutil::scratch`: hard links, removed
 //! afterwards), so the figure is what `cleanup --enforce` frees, including the rewritten
@@ -434,8 +436,8 @@ fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
 }
 
 /// Read one transcript once, then preview the commands whose planners can find work in it.
-/// `confined`: the transcript's directory as the commands confine their writes to it (`None`:
-/// it cannot be, and no command would change the file).
+/// `confined`: the store's sessions directory, to which the commands confine their writes
+/// (`None`: it cannot be confined, and no command would change the file).
 fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> TranscriptFacts {
     let mut f = TranscriptFacts::default();
     let (index, counts) = match scan::scan_path(path, hooks.counter) {

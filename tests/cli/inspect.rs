@@ -48,6 +48,15 @@ const KEYS: &[&str] = &[
 
 /// A seeded store: entries of many kinds (some old, one with a missing transcript, two
 /// sharing one), generated transcripts, and every other file family.
+/// Seed `base` of a test, moved by `CLAWKEEPER_INSPECT_SEED_OFFSET` (to run the same checks on
+/// stores never generated before).
+fn seed(base: u64) -> u64 {
+    base + std::env::var("CLAWKEEPER_INSPECT_SEED_OFFSET")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 fn build_store(env: &TestEnv, seed: u64) -> PathBuf {
     let dir = env.sessions_dir("main");
     fs::create_dir_all(&dir).unwrap();
@@ -170,7 +179,7 @@ fn images_in(content: &Value, out: &mut (u64, u64)) {
 
 #[test]
 fn counts_match_an_independent_computation() {
-    for seed in 1..=3u64 {
+    for seed in (1..=3u64).map(seed) {
         let env = TestEnv::new();
         let store = build_store(&env, seed);
         let dir = store.parent().unwrap().to_path_buf();
@@ -271,7 +280,7 @@ fn transcripts(report: &Value) -> Vec<PathBuf> {
 
 #[test]
 fn transcript_commands_free_what_inspect_predicts() {
-    for seed in 4..=6u64 {
+    for seed in (4..=6u64).map(seed) {
         for (cmd, extra, key) in [
             (
                 "compact",
@@ -355,9 +364,9 @@ fn transcript_commands_free_what_inspect_predicts() {
 #[test]
 fn cleanup_frees_what_inspect_predicts_and_inspect_writes_nothing() {
     for (seed, flags) in [
-        (7u64, vec!["--prune-after", "30d"]),
-        (8, vec!["--max-entries", "5"]),
-        (9, vec!["--max-disk", "40kb", "--prune-after", "400d"]),
+        (seed(7), vec!["--prune-after", "30d"]),
+        (seed(8), vec!["--max-entries", "5"]),
+        (seed(9), vec!["--max-disk", "40kb", "--prune-after", "400d"]),
         (10, vec!["--prune-after", "30d"]),
     ] {
         let env = TestEnv::new();
