@@ -50,6 +50,7 @@ pub mod light;
 #[cfg(test)]
 pub(crate) mod oddlines;
 pub mod probe;
+mod relink;
 pub mod rewrite;
 pub mod span;
 pub mod tree;

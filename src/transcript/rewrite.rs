@@ -5,7 +5,8 @@
 //!
 //! - every `label` whose target is removed is removed too;
 //! - every kept entry whose parent is removed is re-parented to its nearest kept ancestor
-//!   (or `null` when there is none);
+//!   (or `null` when there is none); a kept entry that the runtime would re-link elsewhere in
+//!   the result names its nearest kept indexed ancestor instead (see [`super::relink`]);
 //! - a compaction whose `firstKeptEntryId` is removed points at the first kept entry that
 //!   follows it on the compaction's path, else at the compaction itself (keep nothing, as
 //!   before);
@@ -132,9 +133,9 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         }
     }
 
-    // Nearest kept ancestor, through the tree's resolved parents. A removed entry whose parent
-    // is not in the tree passes its own `parentId` on unchanged (it may name a line only the
-    // runtime can parse); a cycle made only of removed entries ends at null.
+    // Nearest kept ancestor, through the tree's resolved parents. A removed entry whose
+    // `parentId` names an id that is not in the tree passes it on unchanged (it may name a line
+    // only the runtime can parse); a cycle made only of removed entries ends at null.
     let nearest_kept = |start: usize| -> Option<String> {
         let mut i = start;
         for _ in 0..=removed.len() {
@@ -143,7 +144,13 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             }
             match tree.parent(i) {
                 Some(p) => i = p,
-                None => return entries[i].parent.id().map(str::to_owned),
+                None => {
+                    return entries[i]
+                        .parent
+                        .id()
+                        .filter(|pid| !tree.by_id.contains_key(*pid))
+                        .map(str::to_owned);
+                }
             }
         }
         None
@@ -182,6 +189,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             actions[e.line] = LineAction::Patch(Box::new(patch));
         }
     }
+    super::relink::pin_parents(index, tree, &removed, &mut actions);
     for &l in &index.invalid_utf8 {
         if matches!(actions[l], LineAction::Patch(_)) {
             bail!(
@@ -547,6 +555,34 @@ mod tests {
         assert!(out.ends_with(
             "{\"type\":\"message\",\"id\":\"c\",\"message\":{\"role\":\"user\",\"content\":\"y\"},\"parentId\":\"a\"}\n"
         ));
+    }
+
+    /// Removing `s1` would leave `e1`'s parentId naming the unknown entry just before it while
+    /// the runtime's leaf there is `a1`: the runtime would hang `e1` below `a1` (checked with
+    /// OpenClaw 2026.7.1 on these files). `e1` names `u1`, where it was, instead.
+    #[test]
+    fn an_entry_the_runtime_would_re_link_names_its_parent_explicitly() {
+        let text = [
+            H,
+            r#"{"type":"message","id":"u1","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            r#"{"type":"message","id":"a1","parentId":"u1","message":{"role":"assistant","content":"ok"}}"#,
+            r#"{"type":"weird","id":"o1","parentId":"u1"}"#,
+            r#"{"type":"message","id":"s1","parentId":"a1","message":{"role":"assistant","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"e1","parentId":"o1","message":{"role":"user","content":"y"}}"#,
+            "",
+        ]
+        .join("\n");
+        let (out, r) = run(&text, &["s1"]);
+        assert_eq!(r.removed, 1);
+        assert!(
+            out.ends_with(
+                "{\"type\":\"weird\",\"id\":\"o1\",\"parentId\":\"u1\"}\n{\"type\":\"message\",\"id\":\"e1\",\"parentId\":\"u1\",\"message\":{\"role\":\"user\",\"content\":\"y\"}}\n"
+            ),
+            "{out}"
+        );
+        // Nothing to remove next to a link: nothing re-linked, nothing patched.
+        let (out, _) = run(&text, &[]);
+        assert_eq!(out, text);
     }
 
     #[test]

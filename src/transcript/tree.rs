@@ -1,10 +1,14 @@
 //! The entry tree of one transcript: parent links, the leaf, the active path, and the context
 //! the runtime rebuilds from them (spec §6), plus tool-call pairing statistics (§13).
 //!
-//! Tree nodes are the parsed non-header entries with a non-empty string `id`. An entry without
-//! a `parentId` field hangs, as in the runtime, below the previous entry the runtime indexes. The **leaf** is
-//! the last entry in file order whose type the runtime indexes (unknown types are opaque to
-//! it and never become the leaf). The **active path** is the chain from the leaf up through
+//! Tree nodes are the parsed non-header entries with a non-empty string `id`. Parents follow
+//! the runtime's loader, which reads the file in order keeping the last entry it indexes (the
+//! current leaf) and the last entry an append would hang below (that leaf, or an entry of an
+//! unknown type that names a parent, a "link"): an indexed entry without a `parentId` field,
+//! or whose `parentId` names that link while the leaf is another entry, hangs below the
+//! current leaf; every other `parentId` is followed as written. The **leaf** is the last entry
+//! in file order whose type the runtime indexes and that is not side-appended (unknown types
+//! are opaque to it and never become the leaf). The **active path** is the chain from the leaf up through
 //! `parentId` to a root, reversed; the walk stops at a missing parent (as the runtime does) and
 //! at a repeated id (a cycle).
 //!
@@ -91,29 +95,42 @@ impl Tree {
         }
         let mut parent: Vec<Option<usize>> = vec![None; n];
         let mut dangling = Vec::new();
-        // The last runtime-indexed node so far: the runtime's parent for an entry that has no
-        // `parentId` field at all.
-        let mut last_indexed: Option<usize> = None;
+        // The runtime's current leaf (the last indexed entry that is not side-appended) and
+        // the entry an append would hang below (see the module doc).
+        let mut leaf: Option<usize> = None;
+        let mut append_parent: Option<usize> = None;
+        let id_of = |i: Option<usize>| i.and_then(|i| index.entries[i].id.as_deref());
         for (i, e) in index.entries.iter().enumerate() {
             if !is_node(e) {
                 continue;
             }
+            let indexed = e.kind.is_runtime_indexed();
             match &e.parent {
+                Parent::Absent if indexed => parent[i] = leaf,
+                Parent::Id(pid)
+                    if indexed
+                        && !e.side_append
+                        && id_of(append_parent) == Some(&**pid)
+                        && id_of(leaf) != Some(&**pid) =>
+                {
+                    parent[i] = leaf
+                }
                 Parent::Id(pid) => match by_id.get(&**pid) {
                     Some(&p) => parent[i] = Some(p),
                     None => dangling.push(i),
                 },
-                Parent::Absent if e.kind.is_runtime_indexed() => parent[i] = last_indexed,
                 _ => {}
             }
-            if e.kind.is_runtime_indexed() {
-                last_indexed = Some(i);
+            if indexed {
+                append_parent = Some(i);
+                if !e.side_append {
+                    leaf = Some(i);
+                }
+            } else if matches!(e.parent, Parent::Id(_) | Parent::Null) && e.kind != EntryType::Leaf
+            {
+                append_parent = Some(i);
             }
         }
-        let leaf = index
-            .entries
-            .iter()
-            .rposition(|e| is_node(e) && e.kind.is_runtime_indexed());
         // Children in compressed rows: count per parent, then fill in file order.
         let mut child_start = vec![0u32; n + 1];
         for p in parent.iter().flatten() {
@@ -149,6 +166,14 @@ impl Tree {
     pub fn parent(&self, i: usize) -> Option<usize> {
         let p = self.parents[i];
         (p != NONE).then_some(p as usize)
+    }
+
+    /// The entry that entry `i`'s `parentId` names as written, without the runtime's
+    /// re-linking (`None`: absent, null, or not in the file). The runtime walks these when it
+    /// looks for a stand-in for a compaction's unindexed `firstKeptEntryId`.
+    pub fn written_parent(&self, index: &Index, i: usize) -> Option<usize> {
+        let id = index.entries[i].parent.id()?;
+        self.by_id.get(id).copied()
     }
 
     /// The children of entry `i`, in file order.
@@ -232,11 +257,13 @@ pub fn contributes(e: &Entry) -> bool {
 }
 
 /// The entry a compaction's `firstKeptEntryId` effectively names. When it names an entry of a
-/// type the runtime does not index, the runtime substitutes, in this order: that entry's
-/// nearest indexed ancestor; the indexed entry just below it on the compaction's own branch;
-/// the first indexed entry in the file that hangs below it through unindexed entries only;
-/// the compaction's nearest indexed ancestor. So do we. `None` when the id is not in the file
-/// (or nothing qualifies).
+/// type the runtime does not index and that names a parent (null included), the runtime
+/// substitutes, in this order: that entry's nearest indexed ancestor; the indexed entry just
+/// below it on the compaction's own branch; the first indexed entry in the file that hangs
+/// below it through unindexed entries only; the compaction's nearest indexed ancestor. The
+/// two searches below it follow `parentId`s as written (see [`Tree::written_parent`]). So do
+/// we. `None` when the id is not in the file, names an unindexed entry without a `parentId`
+/// (the runtime leaves it as it is, naming nothing on the path), or nothing qualifies.
 pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Option<usize> {
     let id = index.entries[compaction].first_kept()?;
     let start = tree.by_id.get(id).copied()?;
@@ -244,6 +271,9 @@ pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Op
     let ancestor = nearest_indexed(index, tree, Some(start));
     if ancestor.is_some() || index.entries[start].kind != EntryType::Other {
         return ancestor;
+    }
+    if !matches!(index.entries[start].parent, Parent::Id(_) | Parent::Null) {
+        return None;
     }
     // Below it on the compaction's branch: the last indexed entry met walking up to it.
     let mut seen = HashSet::new();
@@ -262,12 +292,12 @@ pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Op
         if indexed(i) {
             below = Some(i);
         }
-        cur = tree.parent(i);
+        cur = tree.written_parent(index, i);
     }
     // Anywhere in the file: the first indexed entry whose unindexed ancestors reach it.
     for i in (0..index.entries.len()).filter(|&i| indexed(i)) {
         let mut seen = HashSet::new();
-        let mut p = tree.parent(i);
+        let mut p = tree.written_parent(index, i);
         while let Some(q) = p.filter(|&q| !indexed(q)) {
             if q == start {
                 return Some(i);

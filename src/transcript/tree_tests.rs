@@ -159,3 +159,49 @@ fn first_kept_on_a_rootless_unknown_entry_falls_back_as_the_runtime_does() {
     let nothing = [H, o1, &u1_root, &a1, &u2, c, &u3];
     assert_eq!(context_ids(&nothing), ["Cc", "u2", "u3"]);
 }
+
+fn msg(id: &str, parent: &str, role: &str) -> String {
+    format!(
+        r#"{{"type":"message","id":"{id}","parentId":{parent},"message":{{"role":"{role}","content":"{id}"}}}}"#
+    )
+}
+
+/// An entry whose `parentId` names the unknown entry just before it hangs, in the runtime,
+/// below the current leaf instead (checked with OpenClaw 2026.7.1's SessionManager on these
+/// files): here `u2` below `a1`, not below `o1`'s parent `u1`.
+#[test]
+fn a_parent_id_naming_the_link_just_before_is_relinked_to_the_leaf() {
+    let (u1, a1) = (msg("u1", "null", "user"), msg("a1", r#""u1""#, "assistant"));
+    let o1 = r#"{"type":"weird","id":"o1","parentId":"u1"}"#;
+    let u2 = msg("u2", r#""o1""#, "user");
+    assert_eq!(context_ids(&[H, &u1, &a1, o1, &u2]), ["u1", "a1", "u2"]);
+    // With anything indexed in between, `o1` is no longer the append parent: followed.
+    let b1 = msg("b1", r#""a1""#, "user");
+    assert_eq!(context_ids(&[H, &u1, &a1, o1, &b1, &u2]), ["u1", "u2"]);
+    // An unknown entry without a parentId is no link; its id resolves to nothing.
+    let o2 = r#"{"type":"weird","id":"o1"}"#;
+    assert_eq!(context_ids(&[H, &u1, &a1, o2, &u2]), ["u2"]);
+}
+
+/// A first-kept id on an unknown entry: the runtime's search below it follows parent ids as
+/// written (`u1` names `o1`, though it is re-linked below `u0`), and an unknown entry without
+/// a parentId is not resolved at all (checked with OpenClaw 2026.7.1 on these files).
+#[test]
+fn first_kept_on_an_unknown_entry_follows_written_parents() {
+    let c =
+        r#"{"type":"compaction","id":"c","parentId":"u2","firstKeptEntryId":"o1","summary":"S"}"#;
+    let (u0, u1) = (msg("u0", "null", "user"), msg("u1", r#""o1""#, "user"));
+    let (a1, u2) = (
+        msg("a1", r#""u1""#, "assistant"),
+        msg("u2", r#""a1""#, "user"),
+    );
+    let u3 = msg("u3", r#""c""#, "user");
+    let link = r#"{"type":"weird","id":"o1","parentId":null}"#;
+    let relinked = [H, &u0, link, &u1, &a1, &u2, c, &u3];
+    assert_eq!(context_ids(&relinked), ["Cc", "u1", "a1", "u2", "u3"]);
+    let no_link = r#"{"type":"weird","id":"o1"}"#;
+    assert_eq!(
+        context_ids(&[H, no_link, &u1, &a1, &u2, c, &u3]),
+        ["Cc", "u3"]
+    );
+}

@@ -74,23 +74,59 @@ impl Model {
             .and_then(|p| self.line_of.get(&p).copied())
     }
 
-    /// The parent id as the runtime sees it: the `parentId` string, or, when the field is
-    /// absent, the id of the previous entry of a type the runtime indexes.
+    /// The parent id as the runtime sees it: the `parentId` string, except that an entry of a
+    /// known type hangs below the previous known entry (the runtime's leaf so far) when it has
+    /// no `parentId` field, or when its `parentId` names the unknown entry just before it (the
+    /// last line with an id that is known, or unknown with a string or null `parentId`) while
+    /// that is not the leaf.
     pub fn parent_id(&self, line: usize) -> Option<String> {
         let v = self.v(line);
-        if v.get("parentId").is_some() {
-            return v["parentId"].as_str().map(str::to_owned);
+        let known = |v: &Value| KNOWN.contains(&v["type"].as_str().unwrap_or(""));
+        if !known(v) {
+            // The runtime links an unknown entry only through an explicit parentId.
+            return v.get("parentId").and_then(Value::as_str).map(str::to_owned);
         }
-        // The runtime links an unknown entry only through an explicit parentId.
-        if !KNOWN.contains(&v["type"].as_str().unwrap_or("")) {
-            return None;
+        let (mut leaf, mut last) = (None, None);
+        for p in self.values[..line].iter().flatten() {
+            let Some(id) = p["id"].as_str().filter(|s| !s.is_empty()) else {
+                continue;
+            };
+            if p["type"] == "session" || p["type"] == "leaf" {
+                continue;
+            }
+            if known(p) {
+                leaf = Some(id.to_owned());
+                last = leaf.clone();
+            } else if p
+                .get("parentId")
+                .is_some_and(|q| q.is_null() || q.is_string())
+            {
+                last = Some(id.to_owned());
+            }
         }
-        (0..line).rev().find_map(|l| {
-            let p = self.values[l].as_ref()?;
-            let known = KNOWN.contains(&p["type"].as_str().unwrap_or(""));
-            let id = p["id"].as_str().filter(|s| !s.is_empty())?;
-            (known && self.line_of.get(id) == Some(&l)).then(|| id.to_owned())
-        })
+        match v.get("parentId") {
+            None => leaf,
+            Some(Value::String(p)) if last.as_ref() == Some(p) && leaf.as_ref() != Some(p) => leaf,
+            Some(p) => p.as_str().map(str::to_owned),
+        }
+    }
+
+    /// The nearest ancestor of `line` of a known type that is not in `removed`, by
+    /// [`Model::parent_id`] (None: a root, or a parent not in the file).
+    pub fn nearest_known_kept(&self, line: usize, removed: &HashSet<String>) -> Option<String> {
+        let mut seen = HashSet::new();
+        let mut up = self.parent_id(line);
+        while let Some(id) = up.clone() {
+            let l = *self.line_of.get(&id)?;
+            if !removed.contains(&id) && KNOWN.contains(&self.v(l)["type"].as_str().unwrap_or("")) {
+                return Some(id);
+            }
+            if !seen.insert(l) {
+                return None;
+            }
+            up = self.parent_id(l);
+        }
+        None
     }
 
     pub fn id(&self, line: usize) -> String {

@@ -172,6 +172,24 @@ fn check_lines(c: &Case) {
                 expected = Some(v2);
             }
         }
+        // Where the runtime would re-link an entry in the result (its parentId naming the
+        // unknown entry just before it, see `Model::parent_id`), the tool names the entry's
+        // nearest kept known ancestor instead; the runtime check below confirms the context.
+        if *new_line != orig.as_str()
+            && let Some(v) = &m.values[old]
+            && v["type"] != "session"
+            && v.get("id").is_some()
+        {
+            let mut alt = expected
+                .clone()
+                .unwrap_or_else(|| jsjson::parse(orig.as_bytes()).unwrap());
+            alt["parentId"] = m
+                .nearest_known_kept(old, &removed_ids)
+                .map_or(Value::Null, Value::String);
+            if jsjson::to_string_compact(&alt) == *new_line {
+                continue;
+            }
+        }
         match expected {
             None => assert_eq!(
                 orig,

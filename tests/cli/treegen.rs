@@ -319,7 +319,12 @@ pub fn check_edits(text: &[u8], index: &Index, tree: &Tree, edits: &Edits) -> Ve
 pub fn independent_context(text: &[u8]) -> Vec<String> {
     struct E {
         id: String,
+        /// The parent the runtime links the entry to.
         parent: Option<String>,
+        /// The `parentId` as written (what its first-kept searches follow).
+        written: Option<String>,
+        /// Whether the entry has a string or null `parentId`.
+        names_parent: bool,
         kind: String,
         first_kept: Option<String>,
         contributes: bool,
@@ -336,8 +341,11 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
         "custom",
     ];
     let mut entries: Vec<E> = Vec::new();
-    // The runtime hangs an indexed entry without a `parentId` field below its leaf so far.
+    // The runtime hangs an indexed entry below its leaf so far when it has no `parentId` field,
+    // or when its `parentId` names the last line an append would hang below (the leaf, or an
+    // unknown entry that names a parent) while that is not the leaf.
     let mut last_indexed: Option<String> = None;
+    let mut append_parent: Option<String> = None;
     for (n, raw) in text.split(|&b| b == b'\n').enumerate() {
         if n == 0 {
             continue;
@@ -364,14 +372,31 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
         let indexed = INDEXED.contains(&kind.as_str());
         let parent = match v.get("parentId") {
             None if indexed => last_indexed.clone(),
+            Some(Value::String(p))
+                if indexed
+                    && append_parent.as_ref() == Some(p)
+                    && last_indexed.as_ref() != Some(p) =>
+            {
+                last_indexed.clone()
+            }
             p => p.and_then(Value::as_str).map(str::to_owned),
         };
         if indexed {
             last_indexed = Some(id.to_owned());
+            append_parent = Some(id.to_owned());
+        } else if kind != "leaf"
+            && v.get("parentId")
+                .is_some_and(|p| p.is_null() || p.is_string())
+        {
+            append_parent = Some(id.to_owned());
         }
         entries.push(E {
             id: id.to_owned(),
             parent,
+            written: v["parentId"].as_str().map(str::to_owned),
+            names_parent: v
+                .get("parentId")
+                .is_some_and(|p| p.is_null() || p.is_string()),
             first_kept: v["firstKeptEntryId"].as_str().map(str::to_owned),
             kind,
             contributes,
@@ -434,24 +459,32 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
             // Without an indexed ancestor, an unknown entry stands for the indexed entry just
             // below it on the compaction's branch, else the first indexed entry of the file
             // below it through unindexed entries, else the compaction's parent
-            // (`SessionManager.normalizeEntryParent`).
+            // (`SessionManager.normalizeEntryParent`); the searches below it follow the
+            // `parentId`s as written. An unknown entry that names no parent is not substituted:
+            // its id then names nothing on the path.
             let start = c
                 .first_kept
                 .as_deref()
                 .and_then(|id| by_id.get(id).copied());
-            if let Some(start) =
-                start.filter(|&s| first_kept.is_none() && entries[s].kind != "leaf")
-            {
-                let parent_of = |i: usize| {
+            if let Some(start) = start.filter(|&s| {
+                first_kept.is_none() && entries[s].kind != "leaf" && entries[s].names_parent
+            }) {
+                let linked = |i: usize| {
                     entries[i]
                         .parent
+                        .as_deref()
+                        .and_then(|p| by_id.get(p).copied())
+                };
+                let parent_of = |i: usize| {
+                    entries[i]
+                        .written
                         .as_deref()
                         .and_then(|p| by_id.get(p).copied())
                 };
                 let indexed = |i: usize| INDEXED.contains(&entries[i].kind.as_str());
                 let on_branch = || {
                     let (mut below, mut seen) = (None, HashSet::new());
-                    let mut cur = parent_of(path[cpos]);
+                    let mut cur = linked(path[cpos]);
                     while let Some(i) = cur.filter(|&i| seen.insert(i)) {
                         if i == start {
                             return below;
@@ -476,7 +509,7 @@ pub fn independent_context(text: &[u8]) -> Vec<String> {
                 };
                 let own_parent = || {
                     let mut seen = HashSet::new();
-                    let mut p = parent_of(path[cpos]);
+                    let mut p = linked(path[cpos]);
                     while let Some(q) = p.filter(|&q| !indexed(q) && seen.insert(q)) {
                         p = parent_of(q);
                     }

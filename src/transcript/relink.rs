@@ -1,0 +1,199 @@
+//! Keeping the runtime's re-linking from moving kept entries when lines are removed.
+//!
+//! The runtime's loader hangs an indexed entry below its current leaf, whatever its
+//! `parentId` says, when that `parentId` names the unknown-type "link" entry just before it
+//! (see [`super::tree`]). In the original that is usually where the link's own parent is; once
+//! entries between are removed, the current leaf at that point can be another entry, and the
+//! kept entry would silently move to another branch. [`pin_parents`] replays the loader over
+//! the rewritten file and, for every kept indexed entry whose parent would then differ from its
+//! nearest kept indexed ancestor in the original, writes that ancestor's id (or `null`) as its
+//! `parentId`: an id of an indexed entry (or null) is never re-linked.
+
+use std::collections::BTreeSet;
+
+use super::rewrite::{LineAction, Patch};
+use super::tree::{Tree, is_node};
+use super::{EntryType, Index, Parent};
+
+/// Where an entry's context continues above it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Above {
+    /// At this indexed entry, or nowhere (a root).
+    Entry(Option<usize>),
+    /// At an id that is not in the tree (it may name a line only the runtime can parse): not
+    /// something this tool can check, so such entries are left as they are.
+    Unknown,
+}
+
+/// Patch the `parentId` of every kept indexed entry that the runtime would otherwise re-link
+/// to another parent in the rewritten file. `actions` are the per-line actions so far.
+pub fn pin_parents(
+    index: &Index,
+    tree: &Tree,
+    removed: &BTreeSet<usize>,
+    actions: &mut [LineAction],
+) {
+    let entries = &index.entries;
+    let n = entries.len();
+    let kept = |i: usize| !removed.contains(&i) && is_node(&entries[i]);
+    // Without a kept link the runtime re-links nothing that the rewrite has not already
+    // made explicit (entries without a `parentId` below a removed leaf are patched before).
+    if !(0..n).any(|i| kept(i) && is_link(index, i)) {
+        return;
+    }
+    let kept_indexed = |i: usize| kept(i) && entries[i].kind.is_runtime_indexed();
+    // Where the context continues above an entry: the entry's parent's nearest kept indexed
+    // entry (at or above it) in the original tree.
+    let mut at_or_above = vec![Walk::Unvisited; n];
+    let mut resolved = vec![Walk::Unvisited; n];
+    let mut leaf: Option<usize> = None;
+    let mut append_parent: Option<usize> = None;
+    for i in (0..n).filter(|&i| kept(i)) {
+        let e = &entries[i];
+        let indexed = e.kind.is_runtime_indexed();
+        let parent = written(index, actions, i);
+        let want = match tree.parent(i) {
+            // (A cycle above it holds no kept indexed entry: the walk would have stopped there.)
+            Some(p) => follow(&mut at_or_above, p, Above::Entry(None), |j| {
+                match tree.parent(j) {
+                    _ if kept_indexed(j) => Step::Answer(Above::Entry(Some(j))),
+                    Some(p) => Step::Next(p),
+                    None => Step::Answer(end_of(index, tree, j)),
+                }
+            }),
+            None => end_of(index, tree, i),
+        };
+        if indexed && let Above::Entry(want) = want {
+            let got = match &parent {
+                Parent::Absent => leaf,
+                Parent::Id(pid)
+                    if !e.side_append
+                        && id_of(index, append_parent) == Some(&**pid)
+                        && id_of(index, leaf) != Some(&**pid) =>
+                {
+                    leaf
+                }
+                // What a written id resolves to: the indexed entry it names, or the one
+                // the chain of kept links it names ends at.
+                Parent::Id(pid) => tree.by_id.get(&**pid).and_then(|&j| {
+                    follow(&mut resolved, j, None, |j| {
+                        if !kept(j) {
+                            Step::Answer(None)
+                        } else if entries[j].kind.is_runtime_indexed() {
+                            Step::Answer(Some(j))
+                        } else {
+                            match written(index, actions, j) {
+                                Parent::Id(next) => match tree.by_id.get(&*next) {
+                                    Some(&k) => Step::Next(k),
+                                    None => Step::Answer(None),
+                                },
+                                _ => Step::Answer(None),
+                            }
+                        }
+                    })
+                }),
+                Parent::Null | Parent::Invalid => None,
+            };
+            if got != want {
+                let id = want.and_then(|w| entries[w].id.as_deref().map(str::to_owned));
+                set_parent(&mut actions[e.line], id);
+            }
+        }
+        if indexed {
+            append_parent = Some(i);
+            if !e.side_append {
+                leaf = Some(i);
+            }
+        } else if matches!(parent, Parent::Id(_) | Parent::Null) && e.kind != EntryType::Leaf {
+            append_parent = Some(i);
+        }
+    }
+}
+
+/// An unknown-type entry that names a parent (null included): the runtime's links.
+fn is_link(index: &Index, i: usize) -> bool {
+    let e = &index.entries[i];
+    !e.kind.is_runtime_indexed()
+        && e.kind != EntryType::Leaf
+        && matches!(e.parent, Parent::Id(_) | Parent::Null)
+}
+
+fn id_of(index: &Index, i: Option<usize>) -> Option<&str> {
+    i.and_then(|i| index.entries[i].id.as_deref())
+}
+
+/// The `parentId` entry `i` has in the rewritten file.
+fn written(index: &Index, actions: &[LineAction], i: usize) -> Parent {
+    let e = &index.entries[i];
+    match &actions[e.line] {
+        LineAction::Patch(p) if p.parent.is_some() => match p.parent.clone().flatten() {
+            Some(id) => Parent::Id(id.into()),
+            None => Parent::Null,
+        },
+        _ => e.parent.clone(),
+    }
+}
+
+/// Where a walk up the original tree ends at entry `j`, which has no parent in the tree.
+fn end_of(index: &Index, tree: &Tree, j: usize) -> Above {
+    match index.entries[j].parent.id() {
+        Some(pid) if !tree.by_id.contains_key(pid) => Above::Unknown,
+        _ => Above::Entry(None),
+    }
+}
+
+/// A memoised walk's state at one entry.
+#[derive(Debug, Clone, Copy)]
+enum Walk<T> {
+    Unvisited,
+    Visiting,
+    Done(T),
+}
+
+/// One step of a memoised walk.
+enum Step<T> {
+    Answer(T),
+    Next(usize),
+}
+
+/// Follow `step` (an answer, or the next entry to look at) from `start`, remembering the
+/// answer for every entry passed so that each entry is walked once per run; a cycle answers
+/// `on_cycle`.
+fn follow<T: Copy>(
+    memo: &mut [Walk<T>],
+    start: usize,
+    on_cycle: T,
+    mut step: impl FnMut(usize) -> Step<T>,
+) -> T {
+    let mut chain = Vec::new();
+    let mut cur = start;
+    let answer = loop {
+        match memo[cur] {
+            Walk::Done(a) => break a,
+            Walk::Visiting => break on_cycle,
+            Walk::Unvisited => {}
+        }
+        memo[cur] = Walk::Visiting;
+        chain.push(cur);
+        match step(cur) {
+            Step::Answer(a) => break a,
+            Step::Next(next) => cur = next,
+        }
+    };
+    for c in chain {
+        memo[c] = Walk::Done(answer);
+    }
+    answer
+}
+
+fn set_parent(action: &mut LineAction, id: Option<String>) {
+    match action {
+        LineAction::Patch(p) => p.parent = Some(id),
+        _ => {
+            *action = LineAction::Patch(Box::new(Patch {
+                parent: Some(id),
+                ..Patch::default()
+            }))
+        }
+    }
+}
