@@ -167,13 +167,33 @@ pub fn build(
 ) -> anyhow::Result<Option<Vec<Rewrite>>> {
     let entries = &index.entries;
     let id = |i: usize| entries[i].id.as_deref().unwrap_or("");
+    let node_of = |id: &str| tree.by_id.get(id).copied();
+    let accepted = accepted_entries(index, tree);
+    // Lines the reader sets aside, by id, once it has read them (see `accepted_entries`).
+    let rejected_before = |j: usize, i: usize| j < i && !accepted[j];
     // The `parentId` an entry carries once an absent one is filled in.
-    let parent_of = |i: usize| -> Option<&str> {
+    let written_parent = |i: usize| -> Option<&str> {
         match &entries[i].parent {
             Parent::Id(p) => Some(p),
             Parent::Absent => tree.parent(i).map(id),
             _ => None,
         }
+    };
+    // ... and once the reader has pointed one that names a line it set aside at the nearest
+    // entry it read before, through the parents those lines name (null when there is none).
+    let parent_of = |i: usize| -> Option<&str> {
+        let written = written_parent(i)?;
+        let Some(mut cur) = node_of(written).filter(|&j| rejected_before(j, i)) else {
+            return Some(written);
+        };
+        for _ in 0..entries.len() {
+            match node_of(entries[cur].parent.id()?) {
+                Some(j) if rejected_before(j, i) => cur = j,
+                Some(j) if accepted[j] && j < i => return Some(id(j)),
+                _ => return None,
+            }
+        }
+        None
     };
     let role = |p: usize| {
         let e = &entries[branch[p]];
@@ -246,7 +266,7 @@ pub fn build(
     let mut duplicates = repeats(kept_from..c_at)?;
     duplicates.extend(repeats(c_at + 1..branch.len())?);
 
-    let nodes = (0..entries.len()).filter(|&i| tree::is_node(&entries[i]));
+    let nodes = (0..entries.len()).filter(|&i| accepted[i]);
     let preserved_idx = preserved_at.map_or(-1, |a| a as i64);
     let first_kept_idx = first_kept_at.map_or(-1, |f| f as i64);
     let mut removed = vec![false; entries.len()];
@@ -262,7 +282,6 @@ pub fn build(
             || stale(i)
             || duplicates.contains(&i);
     }
-    let node_of = |id: &str| tree.by_id.get(id).copied();
     for i in nodes.clone() {
         if entries[i].kind == EntryType::Label
             && entries[i]
@@ -283,8 +302,8 @@ pub fn build(
         if removed[i] {
             continue;
         }
-        let original_parent = parent_of(i);
-        let mut parent = original_parent;
+        let original_parent = written_parent(i);
+        let mut parent = parent_of(i);
         while let Some(p) = parent.filter(|p| removed_id(p)) {
             parent = node_of(p).and_then(parent_of);
         }
@@ -311,13 +330,37 @@ pub fn build(
         {
             r.first_kept = Some(p.to_owned());
         }
-        let parent = parent.and_then(node_of).filter(|&j| !removed[j]);
+        let parent = parent
+            .and_then(node_of)
+            .filter(|&j| accepted[j] && !removed[j]);
         if parent.is_none() && set_non_null {
             r.null_parent = true;
         }
         kept.push((r, parent));
     }
     Ok(Some(order(kept, &|i| on_branch(i).is_some())))
+}
+
+/// The entries the runtime's rotation reads (its transcript reader's `readableSessionState`):
+/// in file order, the first entry of each id among those it indexes, except labels of an entry
+/// not read before them. Every other line with an id (unknown types, leaf records, such
+/// labels) is set aside: it is not written to the successor.
+fn accepted_entries(index: &Index, tree: &Tree) -> Vec<bool> {
+    let entries = &index.entries;
+    let mut accepted = vec![false; entries.len()];
+    for (i, e) in entries.iter().enumerate() {
+        let Some(id) = e.id.as_deref() else {
+            continue;
+        };
+        if !tree::is_node(e) || !e.kind.is_runtime_indexed() || tree.by_id.get(id) != Some(&i) {
+            continue;
+        }
+        accepted[i] = e.kind != EntryType::Label
+            || e.target()
+                .and_then(|t| tree.by_id.get(t))
+                .is_some_and(|&t| t < i && accepted[t]);
+    }
+    accepted
 }
 
 fn is_state(kind: &EntryType) -> bool {

@@ -73,19 +73,41 @@ fn random_tree(rng: &mut Rng) -> Vec<Value> {
             "timestamp":"2026-03-02T09:00:00.000Z","message":{"role":"user","content":"side","timestamp":1}});
         all.insert(at.min(all.len() - 1), side);
     }
+    // Lines the runtime's reader sets aside: entries of an unknown type spliced into the
+    // chain (the next entry names them; their own parent is the entry before, or one further
+    // up), unknown entries without a parent, and labels of an entry that comes later.
+    for k in 0..rng.below(4) {
+        let at = 2 + rng.below(all.len() as u64 - 2) as usize;
+        let line = match rng.below(4) {
+            0 | 1 => {
+                let back = 1 + rng.below(3.min(at as u64)) as usize;
+                let parent = all[at - back]["id"].clone();
+                all[at]["parentId"] = json!(format!("x{k}"));
+                json!({"type":"x_future_entry","id":format!("x{k}"),"parentId":parent})
+            }
+            2 => json!({"type":"x_future_entry","id":format!("x{k}"),"payload":1}),
+            _ => {
+                let later = all[at + rng.below((all.len() - at) as u64) as usize]["id"].clone();
+                json!({"type":"label","id":format!("x{k}"),"parentId":all[at - 1]["id"],
+                    "targetId":later,"label":"early","timestamp":"2026-03-02T09:00:00.000Z"})
+            }
+        };
+        all.insert(at, line);
+    }
     all
 }
 
+/// The active path (positions in `all`) as the rotation gets it from the tree.
 fn active_path(all: &[Value]) -> Vec<usize> {
-    let mut path = vec![all.len() - 1];
-    while let Some(p) = all[*path.last().unwrap()]["parentId"].as_str() {
-        match all.iter().position(|e| e["id"] == p) {
-            Some(i) => path.push(i),
-            None => break,
-        }
+    let mut text =
+        r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_owned();
+    for e in all {
+        text.push('\n');
+        text.push_str(&jsjson::to_string_compact(e));
     }
-    path.reverse();
-    path
+    let index = crate::transcript::Index::from_reader(text.as_bytes()).unwrap();
+    let tree = crate::transcript::tree::Tree::build(&index);
+    tree.active_path().into_iter().map(|i| i - 1).collect()
 }
 
 /// The successor's lines (without the header) for entry values in file order, all with ids;
