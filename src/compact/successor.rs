@@ -16,7 +16,11 @@
 //!   the last line.
 //!
 //! Differences: the runtime compares duplicate prompts after Unicode NFC normalisation; this
-//! port compares them as written.
+//! port compares them as written. An entry without a `parentId` field hangs, when read, below
+//! the entry before it; the runtime's rotation can write such an entry as a root
+//! (`"parentId":null`, ordered first; seen with OpenClaw 2026.7.1 on generated trees), which
+//! cuts the successor's context there. This port writes the parent it hangs below instead, so
+//! the successor's context is the one the compaction kept.
 
 use std::collections::{HashMap, HashSet};
 
