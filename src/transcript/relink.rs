@@ -2,7 +2,7 @@
 //!
 //! The runtime's loader hangs an indexed entry below its current leaf, whatever its
 //! `parentId` says, when that `parentId` names the unknown-type "link" entry just before it
-//! (see [`super::tree`]). In the original that is usually where the link's own parent is; once
+//! (see [`Loader`]). In the original that is usually where the link's own parent is; once
 //! entries between are removed, the current leaf at that point can be another entry, and the
 //! kept entry would silently move to another branch. [`pin_parents`] replays the loader over
 //! the rewritten file and, for every kept indexed entry whose parent would then differ from its
@@ -12,8 +12,8 @@
 use std::collections::BTreeSet;
 
 use super::rewrite::{LineAction, Patch};
-use super::tree::{Tree, is_node};
-use super::{EntryType, Index, Parent};
+use super::tree::{Loader, Tree, is_link, is_node};
+use super::{Index, Parent};
 
 /// Where an entry's context continues above it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub fn pin_parents(
     let kept = |i: usize| !removed.contains(&i) && is_node(&entries[i]);
     // Without a kept link the runtime re-links nothing that the rewrite has not already
     // made explicit (entries without a `parentId` below a removed leaf are patched before).
-    if !(0..n).any(|i| kept(i) && is_link(index, i)) {
+    if !(0..n).any(|i| kept(i) && is_link(&entries[i].kind, &entries[i].parent)) {
         return;
     }
     let kept_indexed = |i: usize| kept(i) && entries[i].kind.is_runtime_indexed();
@@ -46,12 +46,14 @@ pub fn pin_parents(
     // entry (at or above it) in the original tree.
     let mut at_or_above = vec![Walk::Unvisited; n];
     let mut resolved = vec![Walk::Unvisited; n];
-    let mut leaf: Option<usize> = None;
-    let mut append_parent: Option<usize> = None;
+    let mut loader = Loader::default();
     for i in (0..n).filter(|&i| kept(i)) {
         let e = &entries[i];
-        let indexed = e.kind.is_runtime_indexed();
         let parent = written(index, actions, i);
+        if !e.kind.is_runtime_indexed() {
+            loader.read(index, i, &parent);
+            continue;
+        }
         let want = match tree.parent(i) {
             // (A cycle above it holds no kept indexed entry: the walk would have stopped there.)
             Some(p) => follow(&mut at_or_above, p, Above::Entry(None), |j| {
@@ -63,19 +65,13 @@ pub fn pin_parents(
             }),
             None => end_of(index, tree, i),
         };
-        if indexed && let Above::Entry(want) = want {
-            let got = match &parent {
-                Parent::Absent => leaf,
-                Parent::Id(pid)
-                    if !e.side_append
-                        && id_of(index, append_parent) == Some(&**pid)
-                        && id_of(index, leaf) != Some(&**pid) =>
-                {
-                    leaf
-                }
-                // What a written id resolves to: the indexed entry it names, or the one
-                // the chain of kept links it names ends at.
-                Parent::Id(pid) => tree.by_id.get(&**pid).and_then(|&j| {
+        if let Above::Entry(want) = want {
+            let got = if let Some(leaf) = loader.hangs_below(index, i, &parent) {
+                leaf
+            } else if let Parent::Id(pid) = &parent {
+                // What a written id resolves to: the indexed entry it names, or the one the
+                // chain of kept links it names ends at.
+                tree.by_id.get(&**pid).and_then(|&j| {
                     follow(&mut resolved, j, None, |j| {
                         if !kept(j) {
                             Step::Answer(None)
@@ -91,35 +87,17 @@ pub fn pin_parents(
                             }
                         }
                     })
-                }),
-                Parent::Null | Parent::Invalid => None,
+                })
+            } else {
+                None
             };
             if got != want {
                 let id = want.and_then(|w| entries[w].id.as_deref().map(str::to_owned));
                 set_parent(&mut actions[e.line], id);
             }
         }
-        if indexed {
-            append_parent = Some(i);
-            if !e.side_append {
-                leaf = Some(i);
-            }
-        } else if matches!(parent, Parent::Id(_) | Parent::Null) && e.kind != EntryType::Leaf {
-            append_parent = Some(i);
-        }
+        loader.read(index, i, &parent);
     }
-}
-
-/// An unknown-type entry that names a parent (null included): the runtime's links.
-fn is_link(index: &Index, i: usize) -> bool {
-    let e = &index.entries[i];
-    !e.kind.is_runtime_indexed()
-        && e.kind != EntryType::Leaf
-        && matches!(e.parent, Parent::Id(_) | Parent::Null)
-}
-
-fn id_of(index: &Index, i: Option<usize>) -> Option<&str> {
-    i.and_then(|i| index.entries[i].id.as_deref())
 }
 
 /// The `parentId` entry `i` has in the rewritten file.

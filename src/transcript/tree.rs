@@ -6,11 +6,11 @@
 //! current leaf) and the last entry an append would hang below (that leaf, or an entry of an
 //! unknown type that names a parent, a "link"): an indexed entry without a `parentId` field,
 //! or whose `parentId` names that link while the leaf is another entry, hangs below the
-//! current leaf; every other `parentId` is followed as written. The **leaf** is the last entry
-//! in file order whose type the runtime indexes and that is not side-appended (unknown types
-//! are opaque to it and never become the leaf). The **active path** is the chain from the leaf up through
-//! `parentId` to a root, reversed; the walk stops at a missing parent (as the runtime does) and
-//! at a repeated id (a cycle).
+//! current leaf; every other `parentId` is followed as written (see [`Loader`]). The **leaf**
+//! is the last entry in file order whose type the runtime indexes and that is not
+//! side-appended (unknown types are opaque to it and never become the leaf). The **active
+//! path** is the chain from the leaf up through `parentId` to a root, reversed; the walk stops
+//! at a missing parent (as the runtime does) and at a repeated id (a cycle).
 //!
 //! The **context** follows `buildSessionContext`: only the last `compaction` on the path
 //! counts; it contributes its summary, then the path entries before it starting at its
@@ -95,42 +95,22 @@ impl Tree {
         }
         let mut parent: Vec<Option<usize>> = vec![None; n];
         let mut dangling = Vec::new();
-        // The runtime's current leaf (the last indexed entry that is not side-appended) and
-        // the entry an append would hang below (see the module doc).
-        let mut leaf: Option<usize> = None;
-        let mut append_parent: Option<usize> = None;
-        let id_of = |i: Option<usize>| i.and_then(|i| index.entries[i].id.as_deref());
+        let mut loader = Loader::default();
         for (i, e) in index.entries.iter().enumerate() {
             if !is_node(e) {
                 continue;
             }
-            let indexed = e.kind.is_runtime_indexed();
-            match &e.parent {
-                Parent::Absent if indexed => parent[i] = leaf,
-                Parent::Id(pid)
-                    if indexed
-                        && !e.side_append
-                        && id_of(append_parent) == Some(&**pid)
-                        && id_of(leaf) != Some(&**pid) =>
-                {
-                    parent[i] = leaf
-                }
-                Parent::Id(pid) => match by_id.get(&**pid) {
+            if let Some(leaf) = loader.hangs_below(index, i, &e.parent) {
+                parent[i] = leaf;
+            } else if let Parent::Id(pid) = &e.parent {
+                match by_id.get(&**pid) {
                     Some(&p) => parent[i] = Some(p),
                     None => dangling.push(i),
-                },
-                _ => {}
-            }
-            if indexed {
-                append_parent = Some(i);
-                if !e.side_append {
-                    leaf = Some(i);
                 }
-            } else if matches!(e.parent, Parent::Id(_) | Parent::Null) && e.kind != EntryType::Leaf
-            {
-                append_parent = Some(i);
             }
+            loader.read(index, i, &e.parent);
         }
+        let leaf = loader.leaf;
         // Children in compressed rows: count per parent, then fill in file order.
         let mut child_start = vec![0u32; n + 1];
         for p in parent.iter().flatten() {
@@ -240,6 +220,62 @@ impl Tree {
             .filter(|&i| is_node(&index.entries[i]) && !reached[i])
             .collect()
     }
+}
+
+/// The state the runtime's loader keeps while it reads a transcript's entries in file order:
+/// its current leaf (the last indexed entry that is not side-appended) and the entry an append
+/// would hang below (the last indexed entry, or a later entry of an unknown type that names a
+/// parent, null included: a "link").
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Loader {
+    pub leaf: Option<usize>,
+    append_parent: Option<usize>,
+}
+
+impl Loader {
+    /// Where the loader hangs tree node `i`, an entry it is about to read whose `parentId` is
+    /// `parent`, when it ignores that `parentId`: below the current leaf (`Some(leaf)`, which
+    /// may be `None`: a root) when the entry is indexed and has no `parentId`, or is not
+    /// side-appended and names the link just read while the leaf is another entry. `None`:
+    /// the `parentId` counts.
+    pub fn hangs_below(&self, index: &Index, i: usize, parent: &Parent) -> Option<Option<usize>> {
+        let e = &index.entries[i];
+        if !e.kind.is_runtime_indexed() {
+            return None;
+        }
+        let id_of = |i: Option<usize>| i.and_then(|i| index.entries[i].id.as_deref());
+        match parent {
+            Parent::Absent => Some(self.leaf),
+            Parent::Id(pid)
+                if !e.side_append
+                    && id_of(self.append_parent) == Some(&**pid)
+                    && id_of(self.leaf) != Some(&**pid) =>
+            {
+                Some(self.leaf)
+            }
+            _ => None,
+        }
+    }
+
+    /// Take in tree node `i`, whose `parentId` is `parent`.
+    pub fn read(&mut self, index: &Index, i: usize, parent: &Parent) {
+        let e = &index.entries[i];
+        if e.kind.is_runtime_indexed() {
+            self.append_parent = Some(i);
+            if !e.side_append {
+                self.leaf = Some(i);
+            }
+        } else if is_link(&e.kind, parent) {
+            self.append_parent = Some(i);
+        }
+    }
+}
+
+/// Whether an entry of this type with this `parentId` is a link (see [`Loader`]).
+pub fn is_link(kind: &EntryType, parent: &Parent) -> bool {
+    !kind.is_runtime_indexed()
+        && *kind != EntryType::Leaf
+        && matches!(parent, Parent::Id(_) | Parent::Null)
 }
 
 /// Whether an entry is a tree node: parsed, not the header, with a non-empty string id.
