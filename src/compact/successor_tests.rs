@@ -97,8 +97,8 @@ fn random_tree(rng: &mut Rng) -> Vec<Value> {
     all
 }
 
-/// The active path (positions in `all`) as the rotation gets it from the tree.
-fn active_path(all: &[Value]) -> Vec<usize> {
+/// A transcript of `all` (entry k + 1 of its index is all[k]; the header is entry 0) and its tree.
+fn indexed(all: &[Value]) -> (crate::transcript::Index, Tree) {
     let mut text =
         r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_owned();
     for e in all {
@@ -106,22 +106,20 @@ fn active_path(all: &[Value]) -> Vec<usize> {
         text.push_str(&jsjson::to_string_compact(e));
     }
     let index = crate::transcript::Index::from_reader(text.as_bytes()).unwrap();
-    let tree = crate::transcript::tree::Tree::build(&index);
+    let tree = Tree::build(&index);
+    (index, tree)
+}
+
+/// The active path (positions in `all`) as the rotation gets it from the tree.
+fn active_path(all: &[Value]) -> Vec<usize> {
+    let (_, tree) = indexed(all);
     tree.active_path().into_iter().map(|i| i - 1).collect()
 }
 
 /// The successor's lines (without the header) for entry values in file order, all with ids;
 /// `None` without a compaction on `branch` (positions in `all`).
 fn build_values(all: &[Value], branch: &[usize]) -> Option<Vec<Value>> {
-    let mut text =
-        r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_owned();
-    for e in all {
-        text.push('\n');
-        text.push_str(&jsjson::to_string_compact(e));
-    }
-    let index = crate::transcript::Index::from_reader(text.as_bytes()).unwrap();
-    let tree = crate::transcript::tree::Tree::build(&index);
-    // Entry k + 1 of the index is all[k] (the header is entry 0).
+    let (index, tree) = indexed(all);
     let entries: Vec<usize> = branch.iter().map(|k| k + 1).collect();
     let plan = build(&index, &tree, &entries, &mut |p| {
         Ok(PathEntry::of(&all[branch[p]]))
