@@ -27,7 +27,11 @@ fn cases() -> u64 {
 #[test]
 fn planner_removals_always_validate_and_random_removals_are_all_or_nothing() {
     let mut tally: BTreeMap<&str, usize> = BTreeMap::new();
-    for seed in 0..cases() {
+    // Seeds beyond the default range that once found a bug (re-linking next to unknown-type
+    // entries: a cycle above a removed entry, a parentId passed on into a self-cycle, and the
+    // checker's first-kept search) run every time.
+    const FOUND: [u64; 3] = [1272, 6621, 11616];
+    for seed in (0..cases()).chain(FOUND) {
         let mut src = Seeded(seed);
         let text = treegen::transcript(&mut src, 40);
         let index = Index::from_reader(&text[..]).unwrap();
