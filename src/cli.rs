@@ -7,6 +7,7 @@
 //! messages and the exit code match the reference.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -119,8 +120,12 @@ pub struct ModeArgs {
     pub quiet: bool,
     /// Wait up to this long (e.g. `30s`) for a transcript lock held by a live process (for
     /// `cleanup`: the locks of transcripts whose entries the plan removes).
-    #[arg(long, value_name = "DURATION")]
-    pub wait_lock: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait_lock: Option<Duration>,
+    /// List every file in the text report, unchanged ones too (by default they are only
+    /// counted; `--json` always lists every file).
+    #[arg(long, short)]
+    pub verbose: bool,
 }
 
 /// Preview or apply, for `cleanup`: [`ModeArgs`] without the conflict between `--dry-run` and
@@ -143,8 +148,8 @@ pub struct CleanupModeArgs {
     pub quiet: bool,
     /// Wait up to this long (e.g. `30s`) for the locks of transcripts whose entries the plan
     /// removes, when a live process holds them.
-    #[arg(long, value_name = "DURATION")]
-    pub wait_lock: Option<String>,
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait_lock: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -250,8 +255,8 @@ pub struct CompactArgs {
     #[arg(long, value_name = "CMD")]
     pub summarizer: Option<String>,
     /// Give up on `--summarizer` after this long (then the built-in summary is used).
-    #[arg(long, value_name = "DURATION", default_value = "120s")]
-    pub summarizer_timeout: String,
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = parse_duration)]
+    pub summarizer_timeout: Duration,
 }
 
 /// Sort order for inspect's per-session table.
@@ -350,10 +355,48 @@ pub struct CompletionsArgs {
     pub shell: Shell,
 }
 
+/// A duration flag (`--wait-lock`, `--summarizer-timeout`) in the grammar of OpenClaw's
+/// durations, as `--prune-after` takes them: `500ms`, `30s`, `2m`, `1h`, `1d`, `1m30s`; a bare
+/// number is seconds. Negative values, and values past 2^53 milliseconds, are refused here, so
+/// a bad value is a usage error and never reaches the code that waits.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    match crate::config::grammar::parse_duration_ms(raw, "s") {
+        Some(ms) if ms >= 0 => Ok(Duration::from_millis(ms as u64)),
+        Some(_) => Err("a duration cannot be negative".into()),
+        None => Err(
+            "use a number with a unit: ms, s, m, h or d (e.g. 30s, 1m30s; a bare number is \
+             seconds), at most 2^53 milliseconds"
+                .into(),
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use clap::CommandFactory;
+
+    #[test]
+    fn durations_share_the_config_grammar_and_stay_in_range() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("1d"), Ok(Duration::from_secs(86_400)));
+        for bad in [
+            "soon",
+            "5x",
+            "",
+            "-1s",
+            "18446744073709551616",
+            "5124095576030432h",
+            "1e400",
+            "NaN",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn verify_cli() {

@@ -105,11 +105,21 @@ impl Refusal {
     }
 }
 
-/// The exit code for an error that ended the run.
+/// A bad value on the command line found after parsing (a conflict between flags, an
+/// unknown `--kind`): exit 2 like the parser's own errors (`cleanup` exits 1, as OpenClaw does).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// The exit code for an error that ended the run (or one store's part of it).
 pub fn exit_for_error(err: &anyhow::Error) -> Exit {
     err.chain()
-        .find_map(|e| e.downcast_ref::<Refusal>())
-        .map_or(Exit::Error, Refusal::exit)
+        .find_map(|e| {
+            e.downcast_ref::<Refusal>()
+                .map(Refusal::exit)
+                .or_else(|| e.downcast_ref::<UsageError>().map(|_| Exit::Usage))
+        })
+        .unwrap_or(Exit::Error)
 }
 
 #[cfg(test)]
@@ -121,6 +131,8 @@ mod tests {
         let e = anyhow::Error::new(Refusal::Unsafe("x".into())).context("while loading");
         assert_eq!(exit_for_error(&e), Exit::Refused);
         assert_eq!(exit_for_error(&anyhow::anyhow!("plain")), Exit::Error);
+        let usage = anyhow::Error::new(UsageError("x".into())).context("in args");
+        assert_eq!(exit_for_error(&usage), Exit::Usage);
         assert_eq!(Exit::Success.worst(Exit::Locked), Exit::Locked);
         assert_eq!(Exit::Error.worst(Exit::Locked), Exit::Error);
     }

@@ -7,6 +7,7 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser as _;
+use clawkeeper::cmd::problems::one_line;
 use clawkeeper::{cli::Cli, cmd, exit};
 
 fn main() -> ExitCode {
@@ -21,7 +22,11 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("clawkeeper: {}", one_line(&format!("{err:#}")));
-            exit::exit_for_error(&err).into()
+            match exit::exit_for_error(&err) {
+                // `cleanup`'s bad values exit 1, as `openclaw sessions cleanup`'s do.
+                exit::Exit::Usage if is_cleanup() => exit::Exit::Error.into(),
+                code => code.into(),
+            }
         }
     }
 }
@@ -43,23 +48,19 @@ fn parse_failure(e: &clap::Error) -> ExitCode {
     let _ = write!(std::io::stderr().lock(), "clawkeeper: {text}");
     // `cleanup`'s usage errors exit 1 as `openclaw sessions cleanup`'s do, so cron lines that
     // check the exit code behave the same after the switch.
-    let subcommand = std::env::args_os()
-        .skip(1)
-        .find(|a| !a.to_string_lossy().starts_with('-'));
-    if subcommand.is_some_and(|s| s == "cleanup") {
+    if is_cleanup() {
         exit::Exit::Error.into()
     } else {
         exit::Exit::Usage.into()
     }
 }
 
-/// Error text on one line: line breaks inside a message become "; ".
-fn one_line(s: &str) -> String {
-    s.lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ")
+/// Whether the subcommand is `cleanup` (the first word that is not a flag).
+fn is_cleanup() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .find(|a| !a.to_string_lossy().starts_with('-'))
+        .is_some_and(|s| s == "cleanup")
 }
 
 /// A closed stdout (`clawkeeper inspect | head`) ends the run quietly.

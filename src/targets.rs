@@ -34,22 +34,37 @@ pub fn store_path_for(store: Option<&str>, agent_id: &str, env: &Env) -> PathBuf
     }
 }
 
-/// Resolve the targets. The error is the reference's message (exit 1 in the CLI).
+/// Why the target flags name no store, in the reference's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TargetError {
+    /// Flags that cannot be used together (a usage error).
+    #[error("{0}")]
+    Conflict(String),
+    /// `--agent` names an agent the config does not have.
+    #[error("{0}")]
+    UnknownAgent(String),
+}
+
+/// Resolve the targets.
 pub fn resolve(
     cfg: &Config,
     env: &Env,
     store: Option<&str>,
     agent: Option<&str>,
     all_agents: bool,
-) -> Result<Vec<Target>, String> {
+) -> Result<Vec<Target>, TargetError> {
     let default_agent = cfg.default_agent_id();
     let has_agent = agent.is_some_and(|a| !js_trim(a).is_empty());
     let store = store.filter(|s| !s.is_empty());
     if has_agent && all_agents {
-        return Err("--agent and --all-agents cannot be used together".into());
+        return Err(TargetError::Conflict(
+            "--agent and --all-agents cannot be used together".into(),
+        ));
     }
     if store.is_some() && (has_agent || all_agents) {
-        return Err("--store cannot be combined with --agent or --all-agents".into());
+        return Err(TargetError::Conflict(
+            "--store cannot be combined with --agent or --all-agents".into(),
+        ));
     }
     let configured = cfg.session_store();
     if let Some(s) = store {
@@ -75,9 +90,9 @@ pub fn resolve(
         let raw = agent.unwrap_or_default();
         let requested = normalize_agent_id(raw);
         if !cfg.agent_ids().contains(&requested) {
-            return Err(format!(
+            return Err(TargetError::UnknownAgent(format!(
                 "Unknown agent id \"{raw}\". Use \"openclaw agents list\" to see configured agents."
-            ));
+            )));
         }
         return Ok(vec![Target {
             store_path: store_path_for(configured.as_deref(), &requested, env),
@@ -146,16 +161,21 @@ mod tests {
             json!({"agents": {"list": [{"id": "a"}, {"id": "b"}]}, "session": {"store": "/s/{agentId}.json"}}),
         );
         assert_eq!(
-            resolve(&cfg, &env(), None, Some("a"), true).unwrap_err(),
+            resolve(&cfg, &env(), None, Some("a"), true)
+                .unwrap_err()
+                .to_string(),
             "--agent and --all-agents cannot be used together"
         );
         assert_eq!(
-            resolve(&cfg, &env(), Some("x"), None, true).unwrap_err(),
+            resolve(&cfg, &env(), Some("x"), None, true)
+                .unwrap_err()
+                .to_string(),
             "--store cannot be combined with --agent or --all-agents"
         );
         assert!(
             resolve(&cfg, &env(), None, Some("zz"), false)
                 .unwrap_err()
+                .to_string()
                 .starts_with("Unknown agent id \"zz\"")
         );
         let all = resolve(&cfg, &env(), None, None, true).unwrap();

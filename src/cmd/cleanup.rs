@@ -7,23 +7,145 @@
 //! refusals happen before anything is written.
 
 use std::io::Write as _;
+use std::path::Path;
 
 use anyhow::{Result, anyhow};
 
+use super::problems::Problems;
 use crate::cli::CleanupArgs;
 use crate::config::maintenance::{Maintenance, Overrides};
+use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
 use crate::fsutil::lock;
 use crate::maintenance::log::{Level, LogLine};
+use crate::maintenance::predict::{self, Prediction};
 use crate::maintenance::run::{self, Options, Preview};
+use crate::maintenance::summary::Summary;
 use crate::progress::{self, Progress};
-use crate::report::cleanup_text;
+use crate::report::{cleanup_text, text};
 use crate::store;
-use crate::targets;
+use crate::targets::{self, Target};
 
 pub fn run(args: &CleanupArgs) -> Result<Exit> {
-    let (cfg, env, targets) = super::resolve_targets(&args.target)?;
+    let mut problems = Problems::default();
+    let (cfg, env, targets) = super::resolve_targets(&args.target, &mut problems)?;
+    let (opts, max_delete) = options(args, &cfg, &env)?;
+    let dry_run = args.mode.dry_run;
+    // OpenClaw sends all console output to stderr whenever a `--json` word is on its command
+    // line, even as the value of another option (`--active-key --json`), so that stdout holds
+    // only JSON. The human report then goes to stderr too.
+    let json_on_command_line = std::env::args_os()
+        .skip(1)
+        .any(|a| a == "--json" || a.to_string_lossy().starts_with("--json="));
+    let to_stderr = json_on_command_line && !args.mode.json;
+    let note = |line: String| {
+        if !args.mode.quiet {
+            eprintln!("clawkeeper: note: {line}");
+        }
+    };
+    // A spinner on stderr while stores are planned and applied (terminal only, never with
+    // --json or --quiet); the report itself is OpenClaw's text and goes to stdout afterwards.
+    let progress = Progress::spinner("cleanup", progress::wanted(args.mode.json, args.mode.quiet));
+    // Every store is planned; a store that cannot be is a problem of its own, and the others
+    // go on.
+    let mut previews: Vec<(&Target, Preview)> = Vec::new();
+    for t in &targets {
+        if let Some(refusal) = refusal(t) {
+            if !dry_run {
+                problems.error(&refusal.into());
+                continue;
+            }
+            note(format!("{refusal}; --enforce would refuse this store"));
+        }
+        progress.message(&format!("planning {}", t.store_path.display()));
+        match run::preview(&t.agent_id, &t.store_path, &opts) {
+            Ok(p) => previews.push((t, p)),
+            Err(e) => problems.error(&e),
+        }
+    }
+    let mut out = String::new();
+    if dry_run {
+        // A preview says what the apply would refuse or skip, so that it never promises more.
+        for (t, p) in &previews {
+            if let Some(why) = locked_transcript(t, p)? {
+                note(format!(
+                    "{}: {why}; --enforce would skip this store while the lock is held",
+                    t.store_path.display()
+                ));
+            }
+            if let Some(limit) = &max_delete {
+                let predicted = predict::predict(&t.agent_id, &t.store_path, &opts)?;
+                if let Some(over) = limit.exceeded_by(&t.store_path, &predicted) {
+                    note(format!("{over}; --enforce would refuse this store"));
+                }
+            }
+        }
+        let summaries: Vec<&Summary> = previews.iter().map(|(_, p)| &p.summary).collect();
+        if args.mode.json {
+            let docs: Vec<_> = summaries.iter().map(|s| s.to_json()).collect();
+            out = json_doc(&opts.mode, true, docs);
+        } else {
+            for (i, (_, p)) in previews.iter().enumerate() {
+                if i > 0 {
+                    out.push('\n');
+                }
+                cleanup_text::render_plan(&mut out, &cfg, p, previews.len() > 1);
+            }
+        }
+        progress.finish();
+        // The plans (whole copies of every store) are not needed any more and the process
+        // ends right after printing: leave their memory to the exit instead of freeing
+        // thousands of entries one by one.
+        std::mem::forget(previews);
+        print(&out, to_stderr)?;
+        return Ok(problems.finish(Exit::Success));
+    }
+    let runnable = check_before_apply(
+        previews,
+        &opts,
+        args.mode.wait_lock,
+        max_delete.as_ref(),
+        &progress,
+        &mut problems,
+    )?;
+    let mut applied = Vec::new();
+    let console = ConsoleLog::new(&cfg, json_on_command_line);
+    for (t, p) in &runnable {
+        let dir = run::sessions_dir_of(&t.store_path);
+        if !dir.is_dir() {
+            progress.suspend(|| {
+                note(format!(
+                    "{} does not exist; nothing was created or written",
+                    dir.display()
+                ))
+            });
+        }
+        progress.message(&format!("cleaning {}", t.store_path.display()));
+        match run::apply(&t.agent_id, &t.store_path, &opts, Some(p.stamp)) {
+            Ok(summary) => {
+                progress.suspend(|| console.write(&summary.logs))?;
+                applied.push(summary);
+            }
+            Err(e) => problems.error(&e),
+        }
+    }
+    progress.finish();
+    if applied.is_empty() && !problems.is_empty() {
+        return Ok(problems.finish(Exit::Success));
+    }
+    if args.mode.json {
+        let docs: Vec<_> = applied.iter().map(|s| s.to_json()).collect();
+        out = json_doc(&opts.mode, false, docs);
+    } else {
+        cleanup_text::render_applied(&mut out, &applied);
+    }
+    print(&out, to_stderr)?;
+    Ok(problems.finish(Exit::Success))
+}
+
+/// The maintenance options of this run (config, overrides, mode) and `--max-delete`.
+fn options(args: &CleanupArgs, cfg: &Config, env: &Env) -> Result<(Options, Option<MaxDelete>)> {
     let overrides = Overrides {
         prune_after: args.prune_after.clone(),
         max_entries: args.max_entries,
@@ -43,153 +165,93 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     } else {
         maintenance.mode.clone()
     };
-    let dry_run = args.mode.dry_run;
-    // OpenClaw sends all console output to stderr whenever a `--json` word is on its command
-    // line, even as the value of another option (`--active-key --json`), so that stdout holds
-    // only JSON. The human report then goes to stderr too.
-    let json_on_command_line = std::env::args_os()
-        .skip(1)
-        .any(|a| a == "--json" || a.to_string_lossy().starts_with("--json="));
-    let to_stderr = json_on_command_line && !args.mode.json;
     let opts = Options {
         maintenance,
-        mode: mode.clone(),
-        dry_run,
+        mode,
+        dry_run: args.mode.dry_run,
         active_key: args.active_key.clone(),
         fix_missing: args.fix_missing,
         fix_dm_scope: args.fix_dm_scope,
         dm_scope: cfg.dm_scope(),
         home: env.home(),
     };
-    for t in &targets {
-        let is_link =
-            std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
-        if is_link && !dry_run {
-            return Err(Refusal::Unsafe(format!(
-                "refusing to write {}: it is a symlink, and clawkeeper never writes through symlinks",
-                t.store_path.display()
-            ))
-            .into());
-        }
-        if let Some(marker) = targets::sqlite_marker(&t.store_path) {
-            let msg = format!(
-                "agent {:?} has moved to SQLite ({} exists); its sessions.json is no longer the live store and clawkeeper will not write it",
-                t.agent_id,
-                marker.display()
-            );
-            if !dry_run {
-                return Err(Refusal::Unsafe(msg).into());
-            }
-            if !args.mode.quiet {
-                eprintln!("clawkeeper: note: {msg}");
-            }
-        }
+    Ok((opts, max_delete))
+}
+
+/// Why `--enforce` refuses to write this store at all: it is a symlink, or its agent moved
+/// to SQLite.
+fn refusal(t: &Target) -> Option<Refusal> {
+    let is_link =
+        std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
+    if is_link {
+        return Some(Refusal::Unsafe(format!(
+            "refusing to write {}: it is a symlink, and clawkeeper never writes through symlinks",
+            t.store_path.display()
+        )));
     }
-    // A spinner on stderr while stores are planned and applied (terminal only, never with
-    // --json or --quiet); the report itself is OpenClaw's text and goes to stdout afterwards.
-    let progress = Progress::spinner("cleanup", progress::wanted(args.mode.json, args.mode.quiet));
-    let mut previews: Vec<Preview> = Vec::new();
-    for t in &targets {
-        progress.message(&format!("planning {}", t.store_path.display()));
-        previews.push(run::preview(&t.agent_id, &t.store_path, &opts)?);
-    }
-    let mut out = String::new();
-    if dry_run {
-        if args.mode.json {
-            let docs: Vec<_> = previews.iter().map(|p| p.summary.to_json()).collect();
-            out = json_doc(&mode, true, docs);
-        } else {
-            for (i, p) in previews.iter().enumerate() {
-                if i > 0 {
-                    out.push('\n');
-                }
-                cleanup_text::render_plan(&mut out, &cfg, p, previews.len() > 1);
-            }
-        }
-        progress.finish();
-        // The plans (whole copies of every store) are not needed any more and the process
-        // ends right after printing: leave their memory to the exit instead of freeing
-        // thousands of entries one by one.
-        std::mem::forget(previews);
-        return print(&out, to_stderr);
-    }
-    // A removed entry whose transcript a live process has locked is in use: leave that
-    // whole store alone and say so (exit 4), rather than clean it around a running session.
-    let mut locked = false;
-    let mut runnable = Vec::new();
-    let wait = args
-        .mode
-        .wait_lock
-        .as_deref()
-        .map(super::transcripts::parse_wait)
-        .transpose()?;
+    targets::sqlite_marker(&t.store_path).map(|marker| {
+        Refusal::Unsafe(format!(
+            "{}: agent {:?} has moved to SQLite ({} exists); its sessions.json is no longer the live store and clawkeeper will not write it",
+            t.store_path.display(),
+            t.agent_id,
+            marker.display()
+        ))
+    })
+}
+
+/// The stores that may be applied: a store whose plan removes a transcript that a live
+/// process has locked is left alone entirely (after waiting up to `wait`), and one whose plan
+/// removes more than `--max-delete` allows is refused; each is a problem of its own.
+fn check_before_apply<'a>(
+    previews: Vec<(&'a Target, Preview)>,
+    opts: &Options,
+    wait: Option<std::time::Duration>,
+    max_delete: Option<&MaxDelete>,
+    progress: &Progress,
+    problems: &mut Problems,
+) -> Result<Vec<(&'a Target, Preview)>> {
     let deadline = wait.map(|w| std::time::Instant::now() + w);
-    for (t, p) in targets.iter().zip(&previews) {
-        let mut held = locked_transcript(t, p)?;
+    let mut runnable = Vec::new();
+    for (t, p) in previews {
+        let mut held = locked_transcript(t, &p)?;
         if held.is_some() && deadline.is_some() {
             progress.message(&format!("waiting for a lock in {}", t.store_path.display()));
         }
         while held.is_some() && deadline.is_some_and(|d| std::time::Instant::now() < d) {
-            std::thread::sleep(std::time::Duration::from_millis(200));
-            held = locked_transcript(t, p)?;
+            std::thread::sleep(lock::RETRY);
+            held = locked_transcript(t, &p)?;
         }
-        match held {
-            Some(why) => {
-                progress.suspend(|| {
-                    eprintln!(
-                        "clawkeeper: skipped {}: {why}; nothing in this store was changed",
+        if let Some(why) = held {
+            problems.add(
+                Exit::Locked,
+                format!(
+                    "skipped {}: {why}; nothing in this store was changed",
+                    t.store_path.display()
+                ),
+            );
+            continue;
+        }
+        if let Some(limit) = max_delete {
+            progress.message(&format!("measuring {}", t.store_path.display()));
+            let over = match predict::predict(&t.agent_id, &t.store_path, opts) {
+                Ok(predicted) => limit.exceeded_by(&t.store_path, &predicted),
+                Err(e) => {
+                    problems.error(&e.context(format!(
+                        "cannot check --max-delete for {}",
                         t.store_path.display()
-                    )
-                });
-                locked = true;
-            }
-            None => runnable.push((t, p)),
-        }
-    }
-    if let Some(limit) = max_delete {
-        for (_, p) in &runnable {
-            let s = &p.summary;
-            let removed = s.before_count.saturating_sub(s.after_count);
-            if limit.exceeded(removed, s.before_count) {
-                return Err(Refusal::OverMaxDelete(format!(
-                    "refusing to clean {}: the plan removes {removed} of {} entries, more than --max-delete {} allows; nothing was changed",
-                    s.store_path,
-                    s.before_count,
-                    limit.text
-                ))
-                .into());
+                    )));
+                    continue;
+                }
+            };
+            if let Some(over) = over {
+                problems
+                    .error(&Refusal::OverMaxDelete(format!("{over}; nothing was changed")).into());
+                continue;
             }
         }
+        runnable.push((t, p));
     }
-    let mut applied = Vec::new();
-    let console = ConsoleLog::new(&cfg, json_on_command_line);
-    for (t, p) in &runnable {
-        let dir = run::sessions_dir_of(&t.store_path);
-        if !dir.is_dir() && !args.mode.quiet {
-            progress.suspend(|| {
-                eprintln!(
-                    "clawkeeper: note: {} does not exist; nothing was created or written",
-                    dir.display()
-                )
-            });
-        }
-        progress.message(&format!("cleaning {}", t.store_path.display()));
-        let summary = run::apply(&t.agent_id, &t.store_path, &opts, Some(p.stamp))?;
-        progress.suspend(|| console.write(&summary.logs))?;
-        applied.push(summary);
-    }
-    progress.finish();
-    if applied.is_empty() && locked {
-        return Ok(Exit::Locked);
-    }
-    if args.mode.json {
-        let docs: Vec<_> = applied.iter().map(|s| s.to_json()).collect();
-        out = json_doc(&mode, false, docs);
-    } else {
-        cleanup_text::render_applied(&mut out, &applied);
-    }
-    let done = print(&out, to_stderr)?;
-    Ok(if locked { Exit::Locked } else { done })
+    Ok(runnable)
 }
 
 /// Where the `sessions/store` log lines of an applied run go, as OpenClaw's console logger
@@ -246,7 +308,7 @@ impl ConsoleLog {
 }
 
 /// The first transcript of an entry the plan removes that a live process has locked.
-fn locked_transcript(t: &targets::Target, p: &Preview) -> Result<Option<String>> {
+fn locked_transcript(t: &Target, p: &Preview) -> Result<Option<String>> {
     let dir = run::sessions_dir_of(&t.store_path);
     let Ok(confined) = Confined::new(&dir) else {
         return Ok(None);
@@ -318,6 +380,39 @@ struct MaxDelete {
 }
 
 impl MaxDelete {
+    /// Why the apply of this store would exceed the limit, if it would. The limit bounds the
+    /// store entries removed, the files removed for good (the apply's own deletions on a
+    /// scratch mirror: archive retention, unreferenced artifacts, the disk budget; an archive
+    /// rename keeps its file) and, for a percentage, the bytes of those files against every
+    /// byte in the sessions directory.
+    fn exceeded_by(&self, store: &Path, p: &Prediction) -> Option<String> {
+        let mut over = Vec::new();
+        if self.exceeded(p.entries_removed, p.entries_before) {
+            over.push(format!(
+                "{} of {} entries",
+                p.entries_removed, p.entries_before
+            ));
+        }
+        if self.exceeded(p.files_removed, p.files_before) {
+            over.push(format!("{} of {} files", p.files_removed, p.files_before));
+        }
+        if self.percent.is_some() && self.exceeded(p.bytes_removed, p.disk_before) {
+            over.push(format!(
+                "{} of {}",
+                text::size(p.bytes_removed),
+                text::size(p.disk_before)
+            ));
+        }
+        (!over.is_empty()).then(|| {
+            format!(
+                "refusing to clean {}: the plan removes {}, more than --max-delete {} allows",
+                store.display(),
+                over.join(" and "),
+                self.text
+            )
+        })
+    }
+
     fn exceeded(&self, removed: u64, total: u64) -> bool {
         match (self.count, self.percent) {
             (Some(n), _) => removed > n,

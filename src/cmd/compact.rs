@@ -13,10 +13,10 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use serde_json::{Value, json};
 
-use super::transcripts::{self, Labels, parse_wait};
+use super::transcripts::{self, Labels};
 use crate::cli::{CompactArgs, Tokenizer};
 use crate::compact::plan::{self, Compaction, Settings};
 use crate::compact::{
@@ -46,7 +46,11 @@ mod successor;
 
 pub fn run(args: &CompactArgs) -> Result<Exit> {
     if args.successor && args.targets.transcript.is_some() {
-        bail!("--successor updates the store entry, so it needs a store target, not --transcript");
+        return Err(crate::exit::UsageError(
+            "--successor updates the store entry, so it needs a store target, not --transcript"
+                .into(),
+        )
+        .into());
     }
     let settings = Settings {
         estimator: estimator_for(args.tokenizer),
@@ -57,7 +61,7 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
     let external = match &args.summarizer {
         Some(command) => Some(External {
             command: command.clone(),
-            timeout: parse_wait(&args.summarizer_timeout)?,
+            timeout: args.summarizer_timeout,
         }),
         None => None,
     };
@@ -73,7 +77,7 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
             settings: &settings,
             external: external.as_ref(),
             enforce,
-            wait_lock: args.mode.wait_lock.as_deref().map(parse_wait).transpose()?,
+            wait_lock: args.mode.wait_lock,
             now: &now,
         };
         return successor::run(&args.targets, &args.mode, &labels, summarised_count, &run);

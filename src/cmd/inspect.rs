@@ -5,16 +5,17 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 
 use super::compact::{estimator_for, planner as compact_planner};
+use super::problems::Problems;
 use super::transcript_targets::unknown_session;
 use crate::cli::{InspectArgs, InspectSort};
 use crate::compact::plan::Settings;
 use crate::compact::{ContextEstimate, entry};
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
 use crate::config::maintenance::{Maintenance, Overrides};
-use crate::exit::Exit;
+use crate::exit::{Exit, UsageError};
 use crate::inspect::{self, Filters, Hooks, StoreReport, Tick};
 use crate::keys::SessionKind;
 use crate::keys::SessionSelector;
@@ -30,12 +31,17 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     if let Some(file) = &args.targets.transcript {
         return run_transcript(args, file);
     }
-    let (cfg, env, targets) = super::resolve_targets(&args.targets.target)?;
+    let mut problems = Problems::default();
+    let (cfg, env, targets) = super::resolve_targets(&args.targets.target, &mut problems)?;
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
     let filters = Filters {
         older_than_ms: args
             .older_than
             .as_deref()
-            .map(|s| parse_duration_ms(s, "d").ok_or_else(|| anyhow!("invalid --older-than {s:?}")))
+            .map(|s| {
+                parse_duration_ms(s, "d")
+                    .ok_or_else(|| usage(format!("invalid --older-than {s:?}")))
+            })
             .transpose()?,
         larger_than: args
             .larger_than
@@ -43,7 +49,7 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
             .map(|s| {
                 parse_byte_size(s)
                     .map(|n| n.max(0) as u64)
-                    .ok_or_else(|| anyhow!("invalid --larger-than {s:?}"))
+                    .ok_or_else(|| usage(format!("invalid --larger-than {s:?}")))
             })
             .transpose()?,
         kind: args
@@ -52,7 +58,10 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
             .map(|k| {
                 SessionKind::parse(k).ok_or_else(|| {
                     let all: Vec<&str> = SessionKind::ALL.iter().map(|k| k.as_str()).collect();
-                    anyhow!("unknown --kind {k:?}; use one of {}", all.join(", "))
+                    usage(format!(
+                        "unknown --kind {k:?}; use one of {}",
+                        all.join(", ")
+                    ))
                 })
             })
             .transpose()?,
@@ -87,13 +96,11 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     let reports = with_hooks(args, cleanup.as_ref(), &progress, |hooks| {
         let mut reports: Vec<StoreReport> = Vec::new();
         for t in &targets {
-            reports.push(inspect::inspect_store(
-                &t.agent_id,
-                &t.store_path,
-                &filters,
-                hooks,
-                now_ms,
-            )?);
+            // A store that cannot be read is reported on stderr; the others are inspected.
+            match inspect::inspect_store(&t.agent_id, &t.store_path, &filters, hooks, now_ms) {
+                Ok(r) => reports.push(r),
+                Err(e) => problems.error(&e),
+            }
         }
         Ok(reports)
     })?;
@@ -101,7 +108,8 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     if let Some(sel) = &filters.session
         && !reports.iter().any(|r| r.session_matched)
     {
-        bail!("{}", unknown_session(sel));
+        problems.add(Exit::Error, unknown_session(sel));
+        return Ok(problems.finish(Exit::Success));
     }
     let view = inspect_text::View {
         sort: match args.sort {
@@ -114,22 +122,25 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         limit: args.limit.unwrap_or(if args.json { 0 } else { 20 }),
         now_ms,
     };
-    if args.json {
-        print_json(&inspect_json::json(&reports, &view))
+    let done = if args.json {
+        print_json(&inspect_json::json(&reports, &view))?
     } else {
         let mut out = String::new();
         inspect_text::render(&mut out, &reports, &view);
-        print(&out)
-    }
+        print(&out)?
+    };
+    Ok(problems.finish(done))
 }
 
 /// `inspect --transcript FILE`: one transcript, no store (so no cleanup figure).
 fn run_transcript(args: &InspectArgs, file: &Path) -> Result<Exit> {
     let t = &args.targets;
     if t.session.is_some() {
-        bail!(
+        return Err(UsageError(
             "--session needs a store target (--store, --agent or --all-agents), not --transcript"
-        );
+                .into(),
+        )
+        .into());
     }
     let cleanup_flags = [
         ("--fix-missing", args.fix_missing),
@@ -148,7 +159,10 @@ fn run_transcript(args: &InspectArgs, file: &Path) -> Result<Exit> {
         ("--kind", args.kind.is_some()),
     ];
     if let Some((flag, _)) = cleanup_flags.iter().find(|(_, given)| *given) {
-        bail!("{flag} needs a store target (--store, --agent or --all-agents), not --transcript");
+        return Err(UsageError(format!(
+            "{flag} needs a store target (--store, --agent or --all-agents), not --transcript"
+        ))
+        .into());
     }
     let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
     let report = with_hooks(args, None, &progress, |hooks| {

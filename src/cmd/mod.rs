@@ -4,6 +4,7 @@ mod cleanup;
 pub mod compact;
 mod completions;
 mod inspect;
+pub mod problems;
 mod prune_noreply;
 mod strip_images;
 pub mod transcript_targets;
@@ -13,8 +14,9 @@ use anyhow::{Result, anyhow};
 
 use crate::cli::{Cli, Command, TargetArgs};
 use crate::config::{Config, Env};
-use crate::exit::Exit;
-use crate::targets::{self, Target};
+use crate::exit::{Exit, UsageError};
+use crate::targets::{self, Target, TargetError};
+use problems::Problems;
 
 /// Run the parsed command line.
 pub fn run(cli: &Cli) -> Result<Exit> {
@@ -29,9 +31,14 @@ pub fn run(cli: &Cli) -> Result<Exit> {
 }
 
 /// The shared target flags resolved the way OpenClaw resolves them: the loaded config, the
-/// environment it was read with, and the stores to work on. Conflicting flags and unknown agents
-/// are errors with OpenClaw's wording (exit 1).
-pub(crate) fn resolve_targets(args: &TargetArgs) -> Result<(Config, Env, Vec<Target>)> {
+/// environment it was read with, and the stores to work on. Conflicting flags are usage errors
+/// and unknown agents errors, with OpenClaw's wording. Stores that do not exist are recorded
+/// in `problems` (see [`missing_stores`]) and stay in the list, so that `cleanup` still prints
+/// what OpenClaw prints for them.
+pub(crate) fn resolve_targets(
+    args: &TargetArgs,
+    problems: &mut Problems,
+) -> Result<(Config, Env, Vec<Target>)> {
     let env = Env::from_process();
     let cfg = Config::load(args.config.as_deref(), &env)?;
     let targets = targets::resolve(
@@ -41,6 +48,56 @@ pub(crate) fn resolve_targets(args: &TargetArgs) -> Result<(Config, Env, Vec<Tar
         args.agent.as_deref(),
         args.all_agents,
     )
-    .map_err(|m| anyhow!(m))?;
+    .map_err(|e| match e {
+        TargetError::Conflict(m) => anyhow::Error::new(UsageError(m)),
+        TargetError::UnknownAgent(m) => anyhow!(m),
+    })?;
+    missing_stores(&env, &targets, args.store.is_some(), problems);
     Ok((cfg, env, targets))
+}
+
+/// Record an error for each store that does not exist, so that a typo in `--store` or in
+/// `OPENCLAW_STATE_DIR` never passes as an empty store. A `--store` file must exist; a store
+/// found from the state dir must at least have its sessions directory (an agent that has not
+/// written a session yet has the directory and no `sessions.json`). Over several agents
+/// (`--all-agents`) a configured agent without a directory is not an error as long as some
+/// agent has one: only a run that finds no store at all is.
+pub(crate) fn missing_stores(
+    env: &Env,
+    targets: &[Target],
+    explicit: bool,
+    problems: &mut Problems,
+) {
+    let exists = |p: &std::path::Path| std::fs::symlink_metadata(p).is_ok();
+    let missing: Vec<&Target> = targets
+        .iter()
+        .filter(|t| {
+            !exists(&t.store_path)
+                && (explicit || !t.store_path.parent().is_some_and(|d| d.is_dir()))
+        })
+        .collect();
+    if missing.is_empty() || (targets.len() > 1 && missing.len() < targets.len()) {
+        return;
+    }
+    let state = env.state_dir();
+    let state_note = if !explicit && !exists(&state) {
+        format!("; the state directory {} does not exist", state.display())
+    } else {
+        String::new()
+    };
+    for t in missing {
+        let what = if t.store_path.parent().is_some_and(|d| d.is_dir()) {
+            "the file does not exist"
+        } else {
+            "neither the file nor its directory exists"
+        };
+        problems.add(
+            Exit::Error,
+            format!(
+                "{}: no such store ({what}{state_note}); check --store, --agent, \
+                 OPENCLAW_STATE_DIR and session.store",
+                t.store_path.display()
+            ),
+        );
+    }
 }

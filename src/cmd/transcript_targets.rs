@@ -12,10 +12,11 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result};
 
+use super::problems::Problems;
 use crate::cli::TranscriptTargetArgs;
-use crate::config::{Config, Env};
+use crate::exit::{Exit, UsageError};
 use crate::transcript::job::{Outcome, Status};
 use crate::{keys, layout, store, targets};
 
@@ -38,13 +39,16 @@ pub struct Resolved {
     pub skipped: Vec<(Outcome, Option<String>)>,
 }
 
-/// Resolve the target flags.
-pub fn resolve(args: &TranscriptTargetArgs) -> Result<Resolved> {
+/// Resolve the target flags. Stores that are missing or cannot be read, and a `--session` no
+/// store has, are recorded in `problems`.
+pub fn resolve(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<Resolved> {
     if let Some(file) = &args.transcript {
         if args.session.is_some() {
-            bail!(
+            return Err(UsageError(
                 "--session needs a store target (--store, --agent or --all-agents), not --transcript"
-            );
+                    .into(),
+            )
+            .into());
         }
         // A file named on the command line must exist (store entries whose transcript is
         // missing are reported as skipped instead).
@@ -64,27 +68,26 @@ pub fn resolve(args: &TranscriptTargetArgs) -> Result<Resolved> {
             skipped: Vec::new(),
         });
     }
-    let env = Env::from_process();
-    let cfg = Config::load(args.target.config.as_deref(), &env)?;
-    let stores = targets::resolve(
-        &cfg,
-        &env,
-        args.target.store.as_deref(),
-        args.target.agent.as_deref(),
-        args.target.all_agents,
-    )
-    .map_err(|m| anyhow!(m))?;
+    let (_, _, stores) = super::resolve_targets(&args.target, problems)?;
     let mut out = Resolved::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
     let session = args.session.as_deref().map(keys::SessionSelector::new);
     let mut matched_session = false;
     for t in &stores {
-        matched_session |= from_store(&t.store_path, session.as_ref(), &mut seen, &mut out)?;
+        // A store that cannot be read (or does not exist) is a problem of its own; the
+        // transcripts of the other stores are still processed.
+        if !t.store_path.exists() {
+            continue;
+        }
+        match from_store(&t.store_path, session.as_ref(), &mut seen, &mut out) {
+            Ok(matched) => matched_session |= matched,
+            Err(e) => problems.error(&e),
+        }
     }
     if let Some(sel) = &session
         && !matched_session
     {
-        bail!("{}", unknown_session(sel));
+        problems.add(Exit::Error, unknown_session(sel));
     }
     Ok(out)
 }

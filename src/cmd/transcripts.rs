@@ -5,18 +5,18 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
+use super::problems::Problems;
 use super::transcript_targets;
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
 use crate::progress::{self, Progress};
-use crate::report::transcript_text::{self, status_name};
+use crate::report::transcript_text::{self, Totals, status_name};
 use crate::transcript::estimate::TokenCounter;
 use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
 
@@ -26,29 +26,6 @@ pub(crate) fn moved_to_sqlite(db: &Path) -> String {
          live copy and clawkeeper does not write them",
         db.display()
     )
-}
-
-/// Parse `--wait-lock` (`500ms`, `30s`, `2m`, `1h`; a bare number is seconds).
-pub fn parse_wait(s: &str) -> Result<Duration> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: f64 = num
-        .parse()
-        .with_context(|| format!("invalid duration {s:?} for --wait-lock"))?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" | "secs" => n,
-        "ms" => n / 1000.0,
-        "m" | "min" => n * 60.0,
-        "h" => n * 3600.0,
-        other => bail!("invalid duration unit {other:?} for --wait-lock (use ms, s, m or h)"),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        bail!("invalid duration {s:?} for --wait-lock");
-    }
-    Ok(Duration::from_secs_f64(secs))
 }
 
 /// How a command labels its per-file count.
@@ -91,14 +68,15 @@ pub fn run_at(
     measure: Option<TokenCounter>,
     planner: &PlannerAt,
 ) -> Result<Exit> {
-    let resolved = transcript_targets::resolve(targets)?;
+    let mut problems = Problems::default();
+    let resolved = transcript_targets::resolve(targets, &mut problems)?;
     let opts = Options {
         mode: if mode.enforce {
             Mode::Enforce
         } else {
             Mode::Preview
         },
-        wait_lock: mode.wait_lock.as_deref().map(parse_wait).transpose()?,
+        wait_lock: mode.wait_lock,
         measure,
     };
     // Progress in bytes of transcripts (see `crate::progress`).
@@ -163,16 +141,23 @@ pub fn run_at(
         }
     }
     results.extend(resolved.skipped);
-    report(mode, labels, count, &results)
+    report(mode, labels, count, &results, problems)
 }
 
-/// Print the report of a run (table, or `--json`) and return its exit code.
+/// Print the report of a run (table, or `--json`), then every problem on stderr (one line
+/// per store or file), and return the run's exit code. A run that found nothing to work on
+/// because of its problems (a store that does not exist, an unknown `--session`) prints only
+/// the problems.
 pub fn report(
     mode: &ModeArgs,
     labels: &Labels,
     count: fn(&Outcome) -> usize,
     results: &[(Outcome, Option<String>)],
+    mut problems: Problems,
 ) -> Result<Exit> {
+    if results.is_empty() && problems.exit() != Exit::Success {
+        return Ok(problems.finish(Exit::Success));
+    }
     let mode_name = if mode.enforce {
         "enforce"
     } else if mode.dry_run {
@@ -180,15 +165,19 @@ pub fn report(
     } else {
         "preview"
     };
+    // A file counts only what was written (or, previewing, would be).
+    let rows: Vec<transcript_text::Row> = results
+        .iter()
+        .map(|(o, key)| {
+            let done = matches!(o.status, Status::Changed | Status::WouldChange);
+            (o, key.as_deref(), if done { count(o) } else { 0 })
+        })
+        .collect();
     let mut stdout = std::io::stdout().lock();
     if mode.json {
-        let doc = json_report(labels, mode_name, count, results);
+        let doc = json_report(labels, mode_name, &rows);
         writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
     } else {
-        let rows: Vec<transcript_text::Row> = results
-            .iter()
-            .map(|(o, key)| (o, key.as_deref(), count(o)))
-            .collect();
         let mut out = String::new();
         transcript_text::render(
             &mut out,
@@ -196,6 +185,7 @@ pub fn report(
             mode_name,
             labels.count_header,
             &rows,
+            mode.verbose,
         );
         if mode_name == "preview" && results.iter().any(|(o, _)| o.status == Status::WouldChange) {
             transcript_text::write_indented(
@@ -207,49 +197,58 @@ pub fn report(
         stdout.write_all(out.as_bytes())?;
     }
     stdout.flush()?;
-    Ok(results
-        .iter()
-        .fold(Exit::Success, |acc, (o, _)| acc.worst(exit_of(&o.status))))
+    file_problems(results, &mut problems);
+    Ok(problems.finish(Exit::Success))
 }
 
-fn exit_of(s: &Status) -> Exit {
-    match s {
-        Status::Locked(_) => Exit::Locked,
-        Status::Refused(_) => Exit::Refused,
-        Status::Failed(_) => Exit::Error,
-        _ => Exit::Success,
+/// One line per file that ended in a problem. A damaged file is a warning; a refused one
+/// fails the run (exit 3) only when the run wrote (or, previewing, would write) nothing else.
+fn file_problems(results: &[(Outcome, Option<String>)], problems: &mut Problems) {
+    let wrote = results
+        .iter()
+        .any(|(o, _)| matches!(o.status, Status::Changed | Status::WouldChange));
+    for (o, _) in results {
+        let path = o.path.display();
+        match &o.status {
+            Status::Damaged(r) => problems.warn(format!("{path}: skipped, damaged: {r}")),
+            Status::Refused(r) => problems.add(
+                if wrote { Exit::Success } else { Exit::Refused },
+                format!("{path}: refused, left as it is: {r}"),
+            ),
+            Status::Locked(r) => {
+                problems.add(Exit::Locked, format!("{path}: skipped, in use: {r}"))
+            }
+            Status::Failed(r) => problems.add(Exit::Error, format!("{path}: failed: {r}")),
+            _ => {}
+        }
     }
 }
 
-fn json_report(
-    labels: &Labels,
-    mode: &str,
-    count: fn(&Outcome) -> usize,
-    results: &[(Outcome, Option<String>)],
-) -> Value {
-    let mut files = Vec::new();
+fn json_report(labels: &Labels, mode: &str, rows: &[transcript_text::Row]) -> Value {
+    let t = Totals::of(rows);
     let mut totals = Map::new();
-    let mut add = |k: &str, n: u64| {
-        let cur = totals.get(k).and_then(Value::as_u64).unwrap_or(0);
-        totals.insert(k.to_owned(), Value::from(cur + n));
-    };
-    add("transcripts", results.len() as u64);
-    for (o, key) in results {
+    totals.insert("transcripts".into(), json!(t.files));
+    for (status, n) in &t.by_status {
+        totals.insert((*status).into(), json!(n));
+    }
+    totals.insert(labels.count_key.into(), json!(t.count));
+    totals.insert("bytesBefore".into(), json!(t.bytes_before));
+    totals.insert("bytesAfter".into(), json!(t.bytes_after));
+    totals.insert("unparsableLines".into(), json!(t.unparsable_lines));
+    totals.insert("bytesFreed".into(), json!(t.freed));
+    totals.insert("bytesFreedLater".into(), json!(t.freed_later));
+    let mut files = Vec::new();
+    for (o, key, n) in rows {
         let (status, reason) = status_name(&o.status);
-        add(status, 1);
-        add(labels.count_key, count(o) as u64);
-        add("bytesBefore", o.bytes_before);
-        add("bytesAfter", o.bytes_after);
-        add("unparsableLines", o.unparsable_lines.len() as u64);
         let mut f = Map::new();
         f.insert("path".into(), json!(o.path.display().to_string()));
         f.insert(
             "sessionKey".into(),
-            key.clone().map_or(Value::Null, Value::String),
+            key.map_or(Value::Null, |k| Value::String(k.to_owned())),
         );
         f.insert("status".into(), json!(status));
         f.insert("reason".into(), reason.map_or(Value::Null, |r| json!(r)));
-        f.insert(labels.count_key.into(), json!(count(o)));
+        f.insert(labels.count_key.into(), json!(n));
         f.insert("bytesBefore".into(), json!(o.bytes_before));
         f.insert("bytesAfter".into(), json!(o.bytes_after));
         f.insert("unparsableLines".into(), json!(o.unparsable_lines));
@@ -259,15 +258,6 @@ fn json_report(
         }
         files.push(Value::Object(f));
     }
-    let before = totals
-        .get("bytesBefore")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    let after = totals
-        .get("bytesAfter")
-        .and_then(Value::as_u64)
-        .unwrap_or(0);
-    totals.insert("bytesFreed".into(), json!(before.saturating_sub(after)));
     let mut doc = Map::new();
     doc.insert("command".into(), json!(labels.command));
     doc.insert("mode".into(), json!(mode));
@@ -294,6 +284,7 @@ mod tests {
                 "dry run",
                 "removed",
                 &rows,
+                true,
             );
             let flat = out.split_whitespace().collect::<Vec<_>>().join(" ");
             flat[flat.find("Total:").unwrap()..].trim_end().to_owned()
@@ -316,15 +307,5 @@ mod tests {
             total(&one),
             "Total: 1 transcript, 0 skipped, 0 removed, 0 B → 0 B (0 B freed), 0 unparsable lines kept"
         );
-    }
-
-    #[test]
-    fn wait_durations() {
-        assert_eq!(parse_wait("30s").unwrap(), Duration::from_secs(30));
-        assert_eq!(parse_wait("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_wait("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_wait("5").unwrap(), Duration::from_secs(5));
-        assert!(parse_wait("soon").is_err());
-        assert!(parse_wait("3d").is_err());
     }
 }

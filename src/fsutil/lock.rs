@@ -114,6 +114,9 @@ pub fn lock_path(confined: &Confined, transcript: &Path) -> Result<PathBuf> {
     Ok(target.with_file_name(name))
 }
 
+/// How often a wait for a lock held by a live process looks again.
+pub const RETRY: Duration = Duration::from_millis(100);
+
 /// Take the transcript's write lock, waiting up to `wait` while a live process holds it.
 pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -> Result<Acquire> {
     let path = lock_path(confined, transcript)?;
@@ -131,9 +134,7 @@ pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -
                             continue;
                         }
                         match deadline {
-                            Some(d) if Instant::now() < d => {
-                                std::thread::sleep(Duration::from_millis(100))
-                            }
+                            Some(d) if Instant::now() < d => std::thread::sleep(RETRY),
                             _ => return Ok(Acquire::Busy(h)),
                         }
                     }

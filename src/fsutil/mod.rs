@@ -410,6 +410,27 @@ fn keep_owner(file: &File, uid: u32, gid: u32) -> io::Result<()> {
     std::os::unix::fs::fchown(file, Some(uid), Some(gid))
 }
 
+/// What kind of file this is, in words (for messages about files that are not regular).
+pub fn describe_type(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_symlink() {
+        "a symlink"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_char_device() {
+        "a character device"
+    } else {
+        "a regular file"
+    }
+}
+
 /// A temp name beside `path` that OpenClaw's own sweep recognises as a store temp when `path`
 /// is a store (`<name>.<pid>.<uuid>.tmp`), and that is unique per process and call.
 pub fn temp_path(path: &Path) -> PathBuf {

@@ -4,10 +4,15 @@
 //! [`Scratch::of_sessions_dir`] makes `<tmp>/clawkeeper-scratch-<pid>-<uuid>/agents/<id>/sessions/`
 //! (mode 0700) and fills it with every regular file directly in the source directory: a hard
 //! link when the temp dir is on the same filesystem (no bytes copied; cleanup only renames,
-//! deletes and atomically replaces, so a link never lets a change reach the original), else
-//! a copy with the original modification time. Of subdirectories only `skills-prompts/` (the
-//! skill prompt blobs a store refers to) is mirrored, the same way; symlinks never are.
-//! The whole scratch tree is removed on drop. Nothing is ever written in the source directory.
+//! deletes and atomically replaces, so a link never lets a change reach the original). When
+//! a link cannot be made (another filesystem, a file owned by someone else), only the files
+//! cleanup reads are copied (the store, files of at most [`READ_LIMIT`] bytes, the skill
+//! prompt blobs); every other file gets a sparse stand-in of the same size and modification
+//! time, which takes no space: the scratch tree never needs space proportional to the store.
+//! A file that cannot be read gets a stand-in too, and is listed in [`Scratch::unreadable`].
+//! Of subdirectories only `skills-prompts/` (the skill prompt blobs a store refers to) is
+//! mirrored, the same way; symlinks never are. The whole scratch tree is removed on drop.
+//! Nothing is ever written in the source directory.
 
 use std::fs::{self, File, FileTimes};
 use std::os::unix::fs::DirBuilderExt;
@@ -15,16 +20,31 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+/// Files up to this size may be read by cleanup (`--fix-missing` reads transcripts of at
+/// most 4096 bytes; trajectory pointers are small): copied when they cannot be linked.
+pub const READ_LIMIT: u64 = 4096;
+
+/// Whether the mirror tries hard links first (the tests also mirror without them).
+const LINK: bool = true;
+
 /// A scratch tree; removed on drop.
 #[derive(Debug)]
 pub struct Scratch {
     root: PathBuf,
     sessions_dir: PathBuf,
+    /// Source files that could be neither linked nor read, with the reason.
+    pub unreadable: Vec<(PathBuf, String)>,
 }
 
 impl Scratch {
     /// Mirror the regular files of `source` under a fresh scratch `agents/<agent_id>/sessions/`.
-    pub fn of_sessions_dir(source: &Path, agent_id: &str) -> Result<Scratch> {
+    /// The file named `copied` (the store) is always copied: linking it would change its
+    /// ctime, which a later apply checks to see that nobody wrote the store since its plan.
+    pub fn of_sessions_dir(
+        source: &Path,
+        agent_id: &str,
+        copied: Option<&std::ffi::OsStr>,
+    ) -> Result<Scratch> {
         let root = std::env::temp_dir().join(format!(
             "clawkeeper-scratch-{}-{}",
             std::process::id(),
@@ -34,16 +54,18 @@ impl Scratch {
             .mode(0o700)
             .create(&root)
             .with_context(|| format!("cannot create {}", root.display()))?;
-        let scratch = Scratch {
+        let mut scratch = Scratch {
             sessions_dir: root.join("agents").join(agent_id).join("sessions"),
             root,
+            unreadable: Vec::new(),
         };
         fs::DirBuilder::new()
             .mode(0o700)
             .recursive(true)
             .create(&scratch.sessions_dir)
             .with_context(|| format!("cannot create {}", scratch.sessions_dir.display()))?;
-        mirror_dir(source, &scratch.sessions_dir, true)?;
+        let to = scratch.sessions_dir.clone();
+        mirror_dir(source, &to, true, LINK, copied, &mut scratch.unreadable)?;
         Ok(scratch)
     }
 
@@ -53,9 +75,16 @@ impl Scratch {
     }
 }
 
-/// Link (or copy) the regular files of `from` into `to`; at the top level also descend into
-/// `skills-prompts/`, below it into every directory.
-fn mirror_dir(from: &Path, to: &Path, top: bool) -> Result<()> {
+/// Link (or copy, or stand in for) the regular files of `from` into `to`; at the top level
+/// also descend into `skills-prompts/`, below it into every directory.
+fn mirror_dir(
+    from: &Path,
+    to: &Path,
+    top: bool,
+    link: bool,
+    copied: Option<&std::ffi::OsStr>,
+    unreadable: &mut Vec<(PathBuf, String)>,
+) -> Result<()> {
     let rd = match fs::read_dir(from) {
         Ok(rd) => rd,
         Err(e) if top && e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -70,26 +99,63 @@ fn mirror_dir(from: &Path, to: &Path, top: bool) -> Result<()> {
                 .mode(0o700)
                 .create(&dst)
                 .with_context(|| format!("cannot create {}", dst.display()))?;
-            mirror_dir(&src, &dst, false)?;
-        } else if ft.is_file() && fs::hard_link(&src, &dst).is_err() {
-            copy_with_mtime(&src, &dst)?;
+            mirror_dir(&src, &dst, false, link, None, unreadable)?;
+        } else if ft.is_file()
+            && !(link
+                && !(top && copied == Some(ent.file_name().as_os_str()))
+                && fs::hard_link(&src, &dst).is_ok())
+        {
+            let meta = fs::symlink_metadata(&src)
+                .with_context(|| format!("cannot stat {}", src.display()))?;
+            // Below the top level everything is a blob that cleanup reads.
+            let read =
+                meta.len() <= READ_LIMIT || !top || copied == Some(ent.file_name().as_os_str());
+            let copied = if read {
+                match copy(&src, &dst) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        unreadable.push((src.clone(), format!("{e:#}")));
+                        false
+                    }
+                }
+            } else {
+                false
+            };
+            if !copied {
+                stand_in(&dst, meta.len())?;
+            }
+            set_mtime(&dst, &meta)?;
         }
     }
     Ok(())
 }
 
-fn copy_with_mtime(from: &Path, to: &Path) -> Result<()> {
-    let meta =
-        fs::symlink_metadata(from).with_context(|| format!("cannot stat {}", from.display()))?;
+fn copy(from: &Path, to: &Path) -> Result<()> {
     fs::copy(from, to)
         .with_context(|| format!("cannot copy {} to {}", from.display(), to.display()))?;
+    Ok(())
+}
+
+/// A sparse file of `len` bytes: the size cleanup measures, no space taken.
+fn stand_in(path: &Path, len: u64) -> Result<()> {
+    let f = File::options()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+        .with_context(|| format!("cannot create {}", path.display()))?;
+    f.set_len(len)
+        .with_context(|| format!("cannot size {}", path.display()))
+}
+
+fn set_mtime(path: &Path, meta: &fs::Metadata) -> Result<()> {
     if let Ok(mtime) = meta.modified() {
         let f = File::options()
             .write(true)
-            .open(to)
-            .with_context(|| format!("cannot open {}", to.display()))?;
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
         f.set_times(FileTimes::new().set_modified(mtime))
-            .with_context(|| format!("cannot set the time of {}", to.display()))?;
+            .with_context(|| format!("cannot set the time of {}", path.display()))?;
     }
     Ok(())
 }
@@ -103,6 +169,35 @@ impl Drop for Scratch {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn without_links_only_what_cleanup_reads_is_copied() {
+        let src = tempfile::tempdir().unwrap();
+        let big = vec![b'x'; 1 << 20];
+        fs::write(src.path().join("big.jsonl"), &big).unwrap();
+        fs::write(src.path().join("small.jsonl"), b"{}\n").unwrap();
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        File::options()
+            .write(true)
+            .open(src.path().join("big.jsonl"))
+            .unwrap()
+            .set_times(FileTimes::new().set_modified(old))
+            .unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let mut unreadable = Vec::new();
+        mirror_dir(src.path(), to.path(), true, false, None, &mut unreadable).unwrap();
+        let m = fs::metadata(to.path().join("big.jsonl")).unwrap();
+        assert_eq!(m.len(), 1 << 20);
+        assert_eq!(m.modified().unwrap(), old);
+        assert!(
+            m.blocks() < 16,
+            "a stand-in takes no space: {} blocks",
+            m.blocks()
+        );
+        assert_eq!(fs::read(to.path().join("small.jsonl")).unwrap(), b"{}\n");
+        assert!(unreadable.is_empty());
+    }
 
     #[test]
     fn mirrors_regular_files_and_never_reaches_the_source() {
@@ -116,7 +211,7 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", src.path().join("link")).unwrap();
         let root;
         {
-            let s = Scratch::of_sessions_dir(src.path(), "main").unwrap();
+            let s = Scratch::of_sessions_dir(src.path(), "main", None).unwrap();
             root = s.root.clone();
             let mut names: Vec<_> = walkdir::WalkDir::new(s.sessions_dir())
                 .min_depth(1)

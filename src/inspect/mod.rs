@@ -34,9 +34,9 @@ use serde_json::Value;
 
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Holder};
-use crate::fsutil::scratch::Scratch;
 use crate::keys::{self, SessionKind};
 use crate::layout::{self, ArchiveReason, FileKind};
+use crate::maintenance::predict;
 use crate::maintenance::{files, run};
 use crate::store;
 use crate::transcript::Index;
@@ -134,6 +134,8 @@ pub struct TranscriptFacts {
     pub compact_tokens: u64,
     /// Why the file could not be read.
     pub error: Option<String>,
+    /// The first line is not a session header (an empty file, too): damage the commands skip.
+    pub no_header: bool,
 }
 
 /// One store entry.
@@ -170,6 +172,8 @@ pub struct Damage {
     /// Lock files with their holder (live or stale).
     pub locks: Vec<Holder>,
     pub unreadable: Vec<(PathBuf, String)>,
+    /// Transcripts whose first line is not a session header (empty ones too).
+    pub no_header: Vec<PathBuf>,
 }
 
 /// The report of one store.
@@ -330,9 +334,18 @@ pub fn inspect_store(
         if let Some(e) = &f.error {
             d.unreadable.push((p.clone(), e.clone()));
         }
+        if f.no_header {
+            d.no_header.push(p.clone());
+        }
     }
     r.sessions = rows;
-    r.reclaimable.cleanup = cleanup?;
+    let (cleanup, unreadable) = cleanup?;
+    r.reclaimable.cleanup = cleanup;
+    for (p, why) in unreadable {
+        if !r.damage.unreadable.iter().any(|(q, _)| q == &p) {
+            r.damage.unreadable.push((p, why));
+        }
+    }
     r.notes.append(&mut cleanup_notes);
     Ok(r)
 }
@@ -447,6 +460,7 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
             return f;
         }
     };
+    f.no_header = index.header().is_none();
     let tree = Tree::build(&index);
     f.dangling_parents = tree.dangling.len();
     let (_, pairing) = tree::active_context(&index, &tree);
@@ -489,7 +503,8 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
     f
 }
 
-/// Run `cleanup --enforce` on a scratch mirror and measure the drop of `disk_bytes`.
+/// Run `cleanup --enforce` on a scratch mirror and measure the drop of `disk_bytes`. Files
+/// the mirror could not read are damage.
 fn predict_cleanup(
     agent_id: &str,
     store_path: &Path,
@@ -497,50 +512,27 @@ fn predict_cleanup(
     hooks: &Hooks,
     sqlite: bool,
     notes: &mut Vec<String>,
-) -> Result<Option<i64>> {
+) -> Result<(Option<i64>, Vec<(PathBuf, String)>)> {
     let Some(opts) = hooks.cleanup else {
-        return Ok(None);
+        return Ok((None, Vec::new()));
     };
     if sqlite {
         notes.push(
             "cleanup --enforce refuses this store (moved to SQLite): reclaims nothing".into(),
         );
-        return Ok(Some(0));
+        return Ok((Some(0), Vec::new()));
     }
     if !dir.is_dir() {
-        return Ok(Some(0));
+        return Ok((Some(0), Vec::new()));
     }
-    let absolute = store::load(store_path)?
-        .store
-        .values()
-        .filter_map(store::session_file)
-        .any(|f| Path::new(f).is_absolute());
-    if absolute {
-        notes.push(
-            "some entries name their transcript by absolute path; the cleanup figure assumes they resolve as in a copy of the directory"
-                .into(),
-        );
+    match predict::predict(agent_id, store_path, opts) {
+        Ok(p) => Ok((
+            Some(p.disk_before as i64 - p.disk_after as i64),
+            p.unreadable,
+        )),
+        Err(e) => {
+            notes.push(format!("cleanup --enforce would stop: {e:#}"));
+            Ok((Some(0), Vec::new()))
+        }
     }
-    let scratch = Scratch::of_sessions_dir(dir, agent_id)?;
-    let before: u64 = files::scan(scratch.sessions_dir())
-        .iter()
-        .map(|f| f.size)
-        .sum();
-    let name = store_path.file_name().unwrap_or_default();
-    let scratch_store = scratch.sessions_dir().join(name);
-    if let Err(e) = run::apply(agent_id, &scratch_store, opts, None) {
-        notes.push(format!(
-            "cleanup --enforce would stop: {}",
-            format!("{e:#}").replace(
-                &scratch.sessions_dir().display().to_string(),
-                &dir.display().to_string()
-            )
-        ));
-        return Ok(Some(0));
-    }
-    let after: u64 = files::scan(scratch.sessions_dir())
-        .iter()
-        .map(|f| f.size)
-        .sum();
-    Ok(Some(before as i64 - after as i64))
 }

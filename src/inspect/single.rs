@@ -32,10 +32,14 @@ pub fn inspect_transcript(path: &Path, hooks: &Hooks) -> Result<TranscriptReport
     let meta = std::fs::symlink_metadata(path)
         .with_context(|| format!("cannot read --transcript {}", path.display()))?;
     if !meta.file_type().is_file() {
-        bail!(
-            "{} is not a regular file (clawkeeper never follows symlinks to transcripts)",
-            path.display()
-        );
+        let what = crate::fsutil::describe_type(&meta);
+        if meta.file_type().is_symlink() {
+            bail!(
+                "{} is a symlink, and clawkeeper never follows symlinks to transcripts",
+                path.display()
+            );
+        }
+        bail!("{} is not a regular file but {what}", path.display());
     }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),

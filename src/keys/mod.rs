@@ -16,7 +16,10 @@ pub use kind::{SessionKind, classify};
 use parts::KeyParts;
 
 /// A `--session KEY` as every command matches it against store keys: the key as written, or
-/// any key with the same [`normalize_key`] form (`Agent:Main:Main` finds `agent:main:main`).
+/// any key with the same [`normalize_key`] form (`Agent:Main:Main` finds `agent:main:main`),
+/// or, for a selector that is not itself agent-scoped, an agent-scoped key with that rest
+/// (`main:heartbeat` finds `agent:main:main:heartbeat`): the form the report tables print
+/// under "(keys shown without "agent:<id>:")".
 #[derive(Debug, Clone)]
 pub struct SessionSelector {
     raw: String,
@@ -37,7 +40,17 @@ impl SessionSelector {
     }
 
     pub fn matches(&self, store_key: &str) -> bool {
-        store_key == self.raw || normalize_key(store_key) == self.normalized
+        if store_key == self.raw {
+            return true;
+        }
+        let key = normalize_key(store_key);
+        key == self.normalized
+            || (!self.normalized.starts_with("agent:")
+                && !self.normalized.is_empty()
+                && key.strip_prefix("agent:").is_some_and(|rest| {
+                    rest.split_once(':')
+                        .is_some_and(|(_, tail)| tail == self.normalized)
+                }))
     }
 }
 
@@ -387,6 +400,20 @@ pub fn is_stale_direct_key(key: &str, target_agent: &str, active_key: Option<&st
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_selector_matches_every_form_a_table_prints() {
+        let sel = SessionSelector::new("main:heartbeat");
+        assert!(sel.matches("agent:main:main:heartbeat"));
+        assert!(sel.matches("agent:ops:main:heartbeat"));
+        assert!(sel.matches("main:heartbeat"));
+        assert!(!sel.matches("agent:main:main:heartbeat:x"));
+        assert!(!sel.matches("agent:main:heartbeat"));
+        let full = SessionSelector::new("Agent:Main:Main");
+        assert!(full.matches("agent:main:main"));
+        assert!(!full.matches("agent:ops:agent:main:main"));
+        assert!(!SessionSelector::new("").matches("agent:main:"));
+    }
 
     #[test]
     fn session_selectors_match_exact_and_normalised_keys() {

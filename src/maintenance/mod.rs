@@ -15,6 +15,7 @@ pub mod dir;
 pub mod entries;
 pub mod files;
 pub mod log;
+pub mod predict;
 pub mod protect;
 pub mod run;
 pub mod scan;

@@ -122,6 +122,9 @@ fn store_json(r: &StoreReport, view: &View) -> Value {
             "unreadable": d.unreadable.iter()
                 .map(|(p, e)| json!({"transcript": p.display().to_string(), "error": e}))
                 .collect::<Vec<_>>(),
+            "noSessionHeader": d.no_header.iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>(),
         },
         "notes": r.notes,
     })

@@ -6,7 +6,7 @@ use std::cmp::Ordering;
 use std::fmt::Write as _;
 
 use super::cleanup_text::format_time_ago;
-use super::text::{WIDTH, middle, right, short_size, signed, size, table, wrap, write_wrapped};
+use super::text::{middle, right, short_size, signed, size, table, width, wrap, write_wrapped};
 use crate::inspect::single::TranscriptReport;
 use crate::inspect::{Damage, Reclaimable, SessionRow, StoreReport, TranscriptFacts};
 
@@ -74,7 +74,8 @@ fn session_table(header: &[&str], rows: Vec<(String, Vec<String>)>, right_from: 
                 + 3
         })
         .sum();
-    let key_width = (WIDTH as usize).saturating_sub(others + 4).clamp(8, 40);
+    // A key is cut (in the middle) only when it cannot fit the width at all.
+    let key_width = width().saturating_sub(others + 4).max(8);
     let mut t = table(header.to_vec());
     for (key, rest) in rows {
         let mut row = vec![middle(&key, key_width)];
@@ -185,7 +186,7 @@ fn render_reclaimable(out: &mut String, rc: &Reclaimable, cleanup_na: Option<&st
 
 fn render_store(out: &mut String, r: &StoreReport, view: &View) {
     let head = format!("Agent {}: {}", r.agent_id, r.store_path.display());
-    let _ = writeln!(out, "{}", middle(&head, WIDTH as usize));
+    let _ = writeln!(out, "{}", middle(&head, width()));
     write_wrapped(
         out,
         &format!(
@@ -269,6 +270,12 @@ fn render_damage(out: &mut String, d: &Damage) {
     }
     for (p, e) in &d.unreadable {
         lines.push(format!("{}: unreadable: {e}", name(p)));
+    }
+    for p in &d.no_header {
+        lines.push(format!(
+            "{}: no session header (empty or not a transcript); the commands skip it",
+            name(p)
+        ));
     }
     if lines.is_empty() {
         let _ = writeln!(out, "Damage: none found");
@@ -366,7 +373,7 @@ fn short_signed(n: i64) -> String {
 
 /// The human report of `inspect --transcript FILE`.
 pub fn render_transcript(out: &mut String, t: &TranscriptReport) {
-    for line in wrap(&format!("Transcript {}", t.path.display()), WIDTH as usize) {
+    for line in wrap(&format!("Transcript {}", t.path.display()), width()) {
         let _ = writeln!(out, "{line}");
     }
     let f: &TranscriptFacts = &t.facts;

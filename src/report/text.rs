@@ -6,8 +6,28 @@
 use comfy_table::{CellAlignment, ContentArrangement, Table, presets};
 use humansize::{BINARY, format_size};
 
-/// The width every human report fits.
+/// The width human reports fit when stdout is not a terminal.
 pub const WIDTH: u16 = 80;
+
+/// The width the human reports fit: the terminal's when stdout is one (at least 40 columns),
+/// else [`WIDTH`], so that a pipe, a file or a cron mail always gets 80 columns and a wide
+/// terminal shows long session keys whole.
+pub fn width() -> usize {
+    static WIDTH_NOW: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *WIDTH_NOW.get_or_init(|| terminal_columns().map_or(WIDTH as usize, |c| c.max(40)))
+}
+
+/// The columns of the terminal on stdout, if stdout is a terminal.
+fn terminal_columns() -> Option<usize> {
+    use std::io::IsTerminal;
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    // SAFETY: TIOCGWINSZ fills a `winsize` we own; a failure leaves it zeroed.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut ws) } == 0;
+    (ok && ws.ws_col > 0).then_some(usize::from(ws.ws_col))
+}
 
 /// A size in binary units with two decimals (`1.50 MiB`).
 pub fn size(n: u64) -> String {
@@ -33,7 +53,7 @@ pub fn table(header: Vec<&str>) -> Table {
     let mut t = Table::new();
     t.load_preset(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(WIDTH)
+        .set_width(u16::try_from(width()).unwrap_or(u16::MAX))
         .set_header(header);
     t
 }
@@ -91,7 +111,7 @@ pub fn middle(s: &str, max: usize) -> String {
 
 /// Write `text` wrapped to [`WIDTH`] (continuation lines indented by two spaces).
 pub fn write_wrapped(out: &mut String, text: &str) {
-    for line in wrap(text, WIDTH as usize) {
+    for line in wrap(text, width()) {
         out.push_str(&line);
         out.push('\n');
     }

@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::text::{WIDTH, middle, right, size, table, wrap};
+use super::text::{middle, right, size, table, width, wrap};
 use crate::transcript::job::{Outcome, Status};
 
 /// The status word of an outcome and its reason, as the report and `--json` give them.
@@ -16,6 +16,7 @@ pub fn status_name(s: &Status) -> (&'static str, Option<&str>) {
         Status::WouldChange => ("would-change", None),
         Status::Changed => ("changed", None),
         Status::Skipped(r) => ("skipped", Some(r)),
+        Status::Damaged(r) => ("damaged", Some(r)),
         Status::Refused(r) => ("refused", Some(r)),
         Status::Locked(r) => ("locked", Some(r)),
         Status::Failed(r) => ("failed", Some(r)),
@@ -32,8 +33,74 @@ fn file_name(p: &Path) -> String {
 /// What a run did, per transcript: `(outcome, session key, count)`.
 pub type Row<'a> = (&'a Outcome, Option<&'a str>, usize);
 
-/// Write the report of a run.
-pub fn render(out: &mut String, command: &str, mode: &str, count_header: &str, rows: &[Row]) {
+/// The statuses that are problems, in the order the total line names them.
+pub const PROBLEMS: [&str; 4] = ["damaged", "refused", "locked", "failed"];
+
+/// The totals of a run, as the total line and `--json`'s `totals` give them. Counts and bytes
+/// are what was written (or, in a preview, would be): a file that ended in any other status
+/// counts with its size unchanged.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub files: usize,
+    /// Files per status word.
+    pub by_status: std::collections::BTreeMap<&'static str, usize>,
+    pub count: usize,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    /// Freed by this run.
+    pub freed: u64,
+    /// Freed once `cleanup` removes old files this run left beside their successors.
+    pub freed_later: u64,
+    pub unparsable_lines: usize,
+}
+
+impl Totals {
+    pub fn of(rows: &[Row]) -> Totals {
+        let mut t = Totals {
+            files: rows.len(),
+            ..Totals::default()
+        };
+        let (mut now, mut later) = (0i128, 0i128);
+        for (o, _, n) in rows {
+            *t.by_status.entry(status_name(&o.status).0).or_default() += 1;
+            t.count += n;
+            t.bytes_before += o.bytes_before;
+            t.bytes_after += o.bytes_after;
+            t.unparsable_lines += o.unparsable_lines.len();
+            let delta = i128::from(o.bytes_before) - i128::from(o.bytes_after);
+            if o.old_file_kept {
+                later += delta;
+            } else {
+                now += delta;
+            }
+        }
+        t.freed = now.clamp(0, i128::from(u64::MAX)) as u64;
+        t.freed_later = later.clamp(0, i128::from(u64::MAX)) as u64;
+        t
+    }
+
+    pub fn with(&self, status: &str) -> usize {
+        self.by_status.get(status).copied().unwrap_or(0)
+    }
+}
+
+/// Write the report of a run. Unchanged files are counted but listed only when `verbose`.
+pub fn render(
+    out: &mut String,
+    command: &str,
+    mode: &str,
+    count_header: &str,
+    rows: &[Row],
+    verbose: bool,
+) {
+    let totals = Totals::of(rows);
+    let all = rows;
+    let listed: Vec<Row> = rows
+        .iter()
+        .filter(|(o, _, _)| verbose || o.status != Status::Unchanged)
+        .copied()
+        .collect();
+    let rows = &listed[..];
     let _ = writeln!(out, "{command}: {mode}");
     let mut dirs: Vec<&Path> = Vec::new();
     for (o, _, _) in rows {
@@ -75,11 +142,11 @@ pub fn render(out: &mut String, command: &str, mode: &str, count_header: &str, r
                 + 3
         })
         .sum();
-    let first = (WIDTH as usize).saturating_sub(others + 4).clamp(12, 60);
+    // A key or file name is cut (in the middle) only when it cannot fit the width at all.
+    let first = width().saturating_sub(others + 4).max(12);
     let mut t = table(header.to_vec());
-    let (mut total, mut before, mut after) = (0usize, 0u64, 0u64);
     let mut notes: Vec<(String, String)> = Vec::new();
-    for ((o, key, n), rest) in rows.iter().zip(cells) {
+    for ((o, key, _), rest) in rows.iter().zip(cells) {
         let name = file_name(&o.path);
         let label = match key {
             Some(k) => {
@@ -94,9 +161,6 @@ pub fn render(out: &mut String, command: &str, mode: &str, count_header: &str, r
         let mut row = vec![label];
         row.extend(rest);
         t.add_row(row);
-        total += n;
-        before += o.bytes_before;
-        after += o.bytes_after;
         if let Some(reason) = status_name(&o.status).1 {
             notes.push((name.clone(), reason.to_string()));
         }
@@ -132,32 +196,41 @@ pub fn render(out: &mut String, command: &str, mode: &str, count_header: &str, r
     }
     // The same totals as the JSON `totals`: files (skipped, and other problem statuses when
     // there are any), the count, bytes, unparsable lines kept.
-    let with = |name: &str| {
-        rows.iter()
-            .filter(|(o, _, _)| status_name(&o.status).0 == name)
-            .count()
-    };
-    let mut files = vec![
-        super::count(rows.len(), "transcript", "transcripts"),
-        format!("{} skipped", with("skipped")),
-    ];
-    for problem in ["refused", "locked", "failed"] {
-        let k = with(problem);
+    let unlisted = all.len() - rows.len();
+    let mut files = super::count(totals.files, "transcript", "transcripts");
+    if unlisted > 0 {
+        files += &format!(" ({unlisted} unchanged, not listed)");
+    }
+    let mut parts = vec![files, format!("{} skipped", totals.with("skipped"))];
+    for problem in PROBLEMS {
+        let k = totals.with(problem);
         if k > 0 {
-            files.push(format!("{k} {problem}"));
+            parts.push(format!("{k} {problem}"));
         }
     }
-    let unparsable: usize = rows.iter().map(|(o, _, _)| o.unparsable_lines.len()).sum();
+    let later = if totals.freed_later > 0 {
+        format!(
+            "; {} more once cleanup removes the old files",
+            size(totals.freed_later)
+        )
+    } else {
+        String::new()
+    };
     write_indented(
         out,
         "",
         &format!(
-            "Total: {}, {total} {count_header}, {} → {} ({} freed), {}",
-            files.join(", "),
-            size(before),
-            size(after),
-            size(before.saturating_sub(after)),
-            super::count(unparsable, "unparsable line kept", "unparsable lines kept")
+            "Total: {}, {} {count_header}, {} → {} ({} freed{later}), {}",
+            parts.join(", "),
+            totals.count,
+            size(totals.bytes_before),
+            size(totals.bytes_after),
+            size(totals.freed),
+            super::count(
+                totals.unparsable_lines,
+                "unparsable line kept",
+                "unparsable lines kept"
+            )
         ),
     );
 }
@@ -180,7 +253,7 @@ fn agent_prefix(rows: &[Row]) -> Option<String> {
 
 /// Write `text` wrapped to 80 columns, every line after `indent`.
 pub fn write_indented(out: &mut String, indent: &str, text: &str) {
-    for line in wrap(text, WIDTH as usize - indent.len()) {
+    for line in wrap(text, width() - indent.len()) {
         let _ = writeln!(out, "{indent}{line}");
     }
 }
@@ -221,6 +294,7 @@ mod tests {
             "preview",
             "images replaced",
             &rows,
+            false,
         );
         for line in out.lines() {
             assert!(

@@ -77,7 +77,12 @@ pub enum Status {
     Changed,
     /// Not processed, for a reason that is not a problem (e.g. a missing file).
     Skipped(String),
-    /// Refused: the input or the result is unsafe; the file was not changed.
+    /// Not processed because the file is damaged or is not a transcript this tool may edit
+    /// (empty, no session header, duplicate ids, a symlink): the file was not changed, and
+    /// the operator is told on stderr. Not a refusal of the run.
+    Damaged(String),
+    /// Refused: the rewrite failed its validation or met a concurrent writer; the file was
+    /// not changed.
     Refused(String),
     /// Its lock is held by a live process; the file was not changed.
     Locked(String),
@@ -99,9 +104,21 @@ pub struct Outcome {
     pub notes: Vec<String>,
     /// [`Planned::details`] of the last plan.
     pub details: Option<serde_json::Value>,
+    /// The change writes a new file beside this one and leaves this one on disk (for
+    /// `cleanup` to age out): `bytes_before - bytes_after` is freed only then, not by this run.
+    pub old_file_kept: bool,
 }
 
 impl Outcome {
+    /// End with `status` instead of the planned change: nothing of the plan counts.
+    pub fn fail(&mut self, status: Status) {
+        self.status = status;
+        self.bytes_after = self.bytes_before;
+        self.entries_removed = 0;
+        self.blocks_replaced = 0;
+        self.old_file_kept = false;
+    }
+
     pub fn new(path: &Path, status: Status) -> Outcome {
         Outcome {
             path: path.to_owned(),
@@ -113,6 +130,7 @@ impl Outcome {
             unparsable_lines: Vec::new(),
             notes: Vec::new(),
             details: None,
+            old_file_kept: false,
         }
     }
 }
@@ -138,8 +156,7 @@ pub fn run_file_at(
 ) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
     if let Err(status) = run_inner(confined, path, opts, planner, &mut out) {
-        out.status = status;
-        out.bytes_after = out.bytes_before;
+        out.fail(status);
     }
     out
 }
@@ -236,7 +253,7 @@ pub fn check_editable_with(index: &Index, tree: &Tree, out: &mut Outcome) -> Res
 
 fn refuse_duplicate_ids(tree: &Tree) -> Result<(), Status> {
     match tree.duplicate_ids.first() {
-        Some(id) => Err(Status::Refused(format!(
+        Some(id) => Err(Status::Damaged(format!(
             "entry id {id} occurs more than once"
         ))),
         None => Ok(()),
@@ -261,8 +278,13 @@ fn refuse_uneditable(index: &Index, out: &mut Outcome) -> Result<(), Status> {
         ));
     }
     match index.header() {
+        None if index.size == 0 => {
+            return Err(Status::Damaged(
+                "the file is empty (no session header)".into(),
+            ));
+        }
         None => {
-            return Err(Status::Refused(
+            return Err(Status::Damaged(
                 "the first line is not a session header; not editing".into(),
             ));
         }
@@ -314,7 +336,7 @@ pub fn predict_at(
 ) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
     if let Err(status) = predict_inner(confined, path, index, tree, planner, &mut out) {
-        out.status = status;
+        out.fail(status);
     }
     out
 }
@@ -355,12 +377,15 @@ pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
         Err(e) => return Err(failed(anyhow::Error::from(e))),
     };
     if meta.file_type().is_symlink() {
-        return Err(Status::Refused(
+        return Err(Status::Damaged(
             "it is a symlink; symlinks are never followed".into(),
         ));
     }
     if !meta.is_file() {
-        return Err(Status::Refused("not a regular file".into()));
+        return Err(Status::Damaged(format!(
+            "not a regular file but {}",
+            crate::fsutil::describe_type(&meta)
+        )));
     }
     confined
         .check(path)

@@ -591,15 +591,19 @@ fn unsafe_inputs_are_refused_untouched() {
             "0",
         ]
     };
-    let (code, r) = env.run_json(&args("torn.jsonl"));
+    let out = env.run(&[&args("torn.jsonl")[..], &["--json"]].concat());
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(r["transcripts"][0]["status"], "refused", "{r}");
-    assert_ne!(code, 0);
+    // Nothing else was written, so the run is refused; the count claims nothing.
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(r["totals"]["messagesSummarized"], 0, "{r}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("torn.jsonl: refused"));
     assert_eq!(std::fs::read(env.path("torn.jsonl")).unwrap(), torn);
     // A symlink is never followed.
     env.write("real.jsonl", &bytes);
     std::os::unix::fs::symlink(env.path("real.jsonl"), env.path("link.jsonl")).unwrap();
     let (_, r) = env.run_json(&args("link.jsonl"));
-    assert_eq!(r["transcripts"][0]["status"], "refused");
+    assert_eq!(r["transcripts"][0]["status"], "damaged");
     assert_eq!(std::fs::read(env.path("real.jsonl")).unwrap(), bytes);
     // A last line without its newline may still be being written: nothing is appended.
     let mut open_end = bytes.clone();

@@ -110,7 +110,7 @@ fn larger_than_filters_sessions_and_missing_transcripts() {
         .sum();
     assert_eq!(st["reclaimable"]["prune-noreply"], sum);
     let out = env.run(&["inspect", "--store", s, "--larger-than", "lots"]);
-    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(stderr(&out).starts_with("clawkeeper: invalid --larger-than"));
 }
 
@@ -335,7 +335,7 @@ fn inspect_transcript_refuses_what_it_cannot_report() {
         let mut args = vec!["inspect", "--transcript", f.to_str().unwrap()];
         args.extend_from_slice(flag);
         let out = env.run(&args);
-        assert_eq!(out.status.code(), Some(1), "{flag:?}: {out:?}");
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {out:?}");
         assert!(stderr(&out).contains("needs a store target"), "{out:?}");
     }
 }

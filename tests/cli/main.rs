@@ -29,4 +29,5 @@ mod transcript;
 mod transcript_safety;
 mod transcript_store;
 mod treegen;
+mod unattended;
 mod util;

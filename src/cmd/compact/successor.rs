@@ -57,7 +57,8 @@ pub(super) fn run(
     count: fn(&Outcome) -> usize,
     run: &Run,
 ) -> Result<Exit> {
-    let resolved = transcript_targets::resolve(targets)?;
+    let mut problems = crate::cmd::problems::Problems::default();
+    let resolved = transcript_targets::resolve(targets, &mut problems)?;
     let size = |p: &std::path::Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());
     let sizes: Vec<u64> = resolved.targets.iter().map(|t| size(&t.path)).collect();
     let progress = Progress::bytes(
@@ -106,7 +107,7 @@ pub(super) fn run(
         commit(&store_path, group, &mut results);
     }
     results.extend(resolved.skipped);
-    transcripts::report(mode, labels, count, &results)
+    transcripts::report(mode, labels, count, &results, problems)
 }
 
 /// A successor on disk whose store entry is not switched yet.
@@ -210,6 +211,7 @@ fn commit(
 fn done(out: &mut Outcome, p: Pending) {
     out.status = Status::Changed;
     out.bytes_after = p.rotated.bytes_written;
+    out.old_file_kept = true;
     out.notes.push(format!(
         "wrote successor {} ({} entries); {} now points at it; the old file stays for cleanup",
         p.rotated.path.display(),
@@ -229,6 +231,7 @@ fn done(out: &mut Outcome, p: Pending) {
 /// touched). A successor that cannot be removed is named, so it is not left behind silently.
 fn undo(out: &mut Outcome, p: Pending, status: Status) {
     out.bytes_after = out.bytes_before;
+    out.old_file_kept = false;
     let file = p.rotated.path.display().to_string();
     match p.confined.remove_file(&p.rotated.path) {
         Ok(_) => {
@@ -314,6 +317,7 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
     out.details = Some(details(&c, &run.settings.estimator, source));
     let Some(lock) = lock else {
         out.status = Status::WouldChange;
+        out.old_file_kept = true;
         out.notes.push(format!(
             "would write a successor transcript and point {key} at it; the old file stays"
         ));
