@@ -15,8 +15,6 @@
 //! What it does not cover: lone surrogate escapes (`"\ud800"`), which `JSON.parse` accepts but
 //! a Rust string cannot hold. `parse` rejects them; callers treat that as unparsable input.
 
-use std::fmt::Write as _;
-
 use serde_json::{Map, Value};
 
 /// Where serialised JSON goes: a `String`, or [`Len`] when only the length is wanted.
@@ -210,59 +208,23 @@ fn needs_escape(b: u8) -> bool {
 fn write_number<S: Sink + ?Sized>(out: &mut S, n: &serde_json::Number) {
     // With arbitrary_precision the number keeps its source text; JavaScript holds it as f64.
     match n.as_f64() {
-        Some(f) if f.is_finite() => out.push_str(&js_number(f)),
+        Some(f) if f.is_finite() => push_js_number(out, f),
         _ => out.push_str("null"),
     }
 }
 
-/// `Number.prototype.toString()` for a finite f64 (ECMA-262 Number::toString, radix 10).
+/// `String(x)` for a JavaScript number: ECMA-262 `Number::toString(x, 10)`, which is what
+/// `JSON.stringify` writes for a finite number. The shortest digits that read back as `x`,
+/// the even one when two are equally near (`22722038.950195312`, not `…313`); plain notation
+/// from 1e-6 up to 1e21 (`0.000001`, `123456789012345680000`), else `1e+21` and `1.5e-7`;
+/// `-0` as `0`, and `NaN`, `Infinity`, `-Infinity`.
 pub fn js_number(f: f64) -> String {
-    if f == 0.0 {
-        return "0".to_string();
-    }
-    if f.is_nan() {
-        return "NaN".to_string();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
-    }
-    // Safe integers (timestamps, counts) print as their digits.
-    if f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 {
-        return (f as i64).to_string();
-    }
-    // Rust's `{:e}` prints the shortest round-trip digits: "1.2345e-7", "5e0".
-    let sci = format!("{:e}", f.abs());
-    let (mantissa, exp) = sci
-        .split_once('e')
-        .expect("LowerExp always has an exponent");
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let k = digits.len() as i32;
-    let n = exp.parse::<i32>().expect("LowerExp exponent is an integer") + 1;
-    let mut out = String::new();
-    if f < 0.0 {
-        out.push('-');
-    }
-    if k <= n && n <= 21 {
-        out.push_str(&digits);
-        out.extend(std::iter::repeat_n('0', (n - k) as usize));
-    } else if 0 < n && n <= 21 {
-        out.push_str(&digits[..n as usize]);
-        out.push('.');
-        out.push_str(&digits[n as usize..]);
-    } else if -6 < n && n <= 0 {
-        out.push_str("0.");
-        out.extend(std::iter::repeat_n('0', (-n) as usize));
-        out.push_str(&digits);
-    } else {
-        out.push_str(&digits[..1]);
-        if k > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        let e = n - 1;
-        let _ = write!(out, "e{}{}", if e >= 0 { "+" } else { "-" }, e.abs());
-    }
-    out
+    ryu_js::Buffer::new().format(f).to_owned()
+}
+
+/// [`js_number`] written straight into a [`Sink`].
+fn push_js_number<S: Sink + ?Sized>(out: &mut S, f: f64) {
+    out.push_str(ryu_js::Buffer::new().format(f));
 }
 
 /// Whether JavaScript treats `key` as an array index (ordered first, ascending).
@@ -325,6 +287,12 @@ mod tests {
             (9007199254740993.0, "9007199254740992"),
             (5e-324, "5e-324"),
             (1.7976931348623157e308, "1.7976931348623157e+308"),
+            // 17-digit ties: the exact value lies halfway between two 17-digit decimals, and
+            // Number::toString takes the even one (Rust's `{:e}` takes the other).
+            (22722038.950195312, "22722038.950195312"),
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
         ];
         for (f, want) in cases {
             assert_eq!(js_number(*f), *want, "formatting {f:e}");

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::config::grammar::js_trim;
+use crate::jsjson::js_number;
 use crate::maintenance::run::{Preview, Summary};
 
 const ACTION_PAD: usize = 19;
@@ -30,9 +31,7 @@ fn js_string(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n
-            .as_f64()
-            .map_or_else(|| "NaN".into(), crate::jsjson::js_number),
+        Value::Number(n) => n.as_f64().map_or_else(|| "NaN".into(), js_number),
         Value::String(s) => s.clone(),
         Value::Array(a) => a
             .iter()
@@ -83,13 +82,13 @@ pub fn format_time_ago(ms: f64) -> String {
         return "just now".into();
     }
     if mins < 60.0 {
-        return format!("{mins}m ago");
+        return format!("{}m ago", js_number(mins));
     }
     let hours = js_round(mins / 60.0);
     if hours < 48.0 {
-        return format!("{hours}h ago");
+        return format!("{}h ago", js_number(hours));
     }
-    format!("{}d ago", js_round(hours / 24.0))
+    format!("{}d ago", js_number(js_round(hours / 24.0)))
 }
 
 fn str_field<'a>(e: &'a Value, k: &str) -> Option<&'a str> {
@@ -445,6 +444,8 @@ mod tests {
         assert_eq!(format_time_ago(3_600_000.0 * 3.0), "3h ago");
         assert_eq!(format_time_ago(86_400_000.0 * 40.0), "40d ago");
         assert_eq!(format_time_ago(-5.0), "unknown");
+        // Counts print as JavaScript's template literal prints a number.
+        assert_eq!(format_time_ago(1e300), "1.1574074074074075e+292d ago");
     }
 
     #[test]

@@ -17,6 +17,7 @@ mod hostile_cleanup_apply;
 mod hostile_lines;
 mod inspect;
 mod inspect_targets;
+mod jsnumber;
 mod model;
 mod operator;
 mod parity;
