@@ -1,13 +1,18 @@
 //! Silent `NO_REPLY` replies: the predicate, and the plan that collapses their runs.
 //!
-//! **Predicate** ([`is_silent_text`], [`is_silent_content`]; the index stores the result as
-//! `Entry::silent`): an assistant `message` whose stopReason is not `error`/`aborted`, whose
-//! content has no tool-call block and no block other than text and thinking
-//! (`thinking`, `redacted_thinking`, `reasoning`), and whose text blocks each read `NO_REPLY`
-//! (any letter case) after trimming ECMAScript whitespace and removing one leading and one
-//! trailing run of `*`, `` ` ``, `~`, `_`; empty text blocks are allowed beside at least one
-//! token. A string content is one text block. The JSON envelope `{"action":"NO_REPLY"}` counts
-//! too. Text where the token is only part of the reply (`Done. NO_REPLY`) does not.
+//! **Predicate** ([`is_silent_payload_text`], [`is_silent_blocks`], [`is_silent_content`];
+//! the index stores the result as `Entry::silent`, and `compact`'s boilerplate filter and
+//! `inspect`'s counts use the same functions): an assistant `message` whose stopReason is not
+//! `error`/`aborted`, whose content has no tool-call block and no block other than text and
+//! thinking (`thinking`, `redacted_thinking`, `reasoning`), and whose text, as the runtime
+//! sends it (a string content, or the non-blank text blocks joined with `\n`, trimmed), is one
+//! the runtime does not deliver: OpenClaw's `isSilentReplyPayloadText`. That is
+//! `isSilentReplyText` (`^\s*NO_REPLY(\s+NO_REPLY)*\s*$`, ASCII case-insensitive, on the text
+//! or on the trimmed text with leading and trailing `\p{P}` removed), the JSON string
+//! `"NO_REPLY"`, the envelope `{"action":"NO_REPLY"}` (both in the token's exact case), or a
+//! reasoning prefix followed by the token. Symbols (`` ` `` `~` `$` `+` `<` `^` `|` …) are not
+//! punctuation: `` `NO_REPLY` `` is delivered, so it is not silent. Text where the token is only
+//! part of the reply (`Done. NO_REPLY`) is not silent either.
 //!
 //! **Runs** ([`plan`]): counted along every root-to-leaf path. Other messages,
 //! `custom_message`, non-empty `branch_summary` and `compaction` entries break a run;
@@ -21,6 +26,9 @@
 //! id recurs later).
 
 use std::collections::BTreeSet;
+use std::sync::LazyLock;
+
+use regex::Regex;
 
 use crate::transcript::job::Planned;
 use crate::transcript::probe::Content;
@@ -51,48 +59,116 @@ pub fn is_js_whitespace(c: char) -> bool {
     )
 }
 
+/// `String.prototype.trim`.
 fn js_trim(s: &str) -> &str {
     s.trim_matches(is_js_whitespace)
 }
 
-fn is_edge_markup(c: char) -> bool {
-    matches!(c, '*' | '`' | '~' | '_')
+/// ECMAScript `\s` as a regex class.
+const JS_S: &str = r"[\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
+
+/// `\p{P}` as the runtime's engine sees it (Unicode 17): the regex crate's tables are
+/// Unicode 16, which lacks U+10ED0.
+const JS_PUNCT: &str = r"[\p{P}\x{10ED0}]";
+
+/// Compile a pattern written in JavaScript's syntax for a non-`u` regex with the `i` flag:
+/// `\s` is ECMAScript whitespace, `\b` an ASCII word boundary, and letters match their ASCII
+/// other case only (Unicode case folding would also let `K` match `k` and `ſ` match `s`).
+fn js_regex(pattern: &str) -> Regex {
+    let mut out = String::with_capacity(pattern.len() * 3);
+    let mut chars = pattern.chars().peekable();
+    let mut in_class = false;
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                let e = chars.next().expect("a complete escape");
+                match e {
+                    's' if in_class => out.push_str(&JS_S[1..JS_S.len() - 1]),
+                    's' => out.push_str(JS_S),
+                    'S' => {
+                        out.push_str("[^");
+                        out.push_str(&JS_S[1..JS_S.len() - 1]);
+                        out.push(']');
+                    }
+                    'b' => out.push_str(r"(?-u:\b)"),
+                    _ => {
+                        out.push('\\');
+                        out.push(e);
+                    }
+                }
+            }
+            '[' if !in_class => {
+                in_class = true;
+                out.push(c);
+            }
+            ']' if in_class => {
+                in_class = false;
+                out.push(c);
+            }
+            c if c.is_ascii_alphabetic() && !in_class => {
+                out.push('[');
+                out.push(c.to_ascii_lowercase());
+                out.push(c.to_ascii_uppercase());
+                out.push(']');
+            }
+            c => out.push(c),
+        }
+    }
+    Regex::new(&out).unwrap_or_else(|e| panic!("{pattern}: {e}"))
 }
 
-/// What one text block reads as.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextVerdict {
-    /// The silent token (possibly wrapped), or the `{"action":"NO_REPLY"}` envelope.
-    Token,
-    /// Nothing but whitespace.
-    Empty,
-    /// Anything else.
-    Other,
+/// Whether `text` contains the token (which has a `_`) in any ASCII case: every form below
+/// needs it, so this cheap scan answers most texts.
+fn mentions_token(text: &str) -> bool {
+    let at = SILENT_TOKEN.find('_').expect("the token has an underscore");
+    let t = text.as_bytes();
+    memchr::memchr_iter(b'_', t).any(|i| {
+        i >= at
+            && t.get(i - at..i - at + SILENT_TOKEN.len())
+                .is_some_and(|w| w.eq_ignore_ascii_case(SILENT_TOKEN.as_bytes()))
+    })
 }
 
-/// Classify one text block.
-pub fn classify_text(text: &str) -> TextVerdict {
+/// `^\s*NO_REPLY(?:\s+NO_REPLY)*\s*$` with the `i` flag.
+fn is_token_run(s: &str) -> bool {
+    let mut parts = s
+        .split(is_js_whitespace)
+        .filter(|p| !p.is_empty())
+        .peekable();
+    parts.peek().is_some() && parts.all(|p| p.eq_ignore_ascii_case(SILENT_TOKEN))
+}
+
+static EDGE_PUNCT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!("^{JS_PUNCT}+|{JS_PUNCT}+$")).unwrap());
+
+/// The runtime's `isSilentReplyText`: the text is the token, repeated or not, in any ASCII
+/// case, with whitespace around, as is or after trimming and taking Unicode punctuation
+/// (`\p{P}`: `.` `!` `"` `*` `_` `(` `«` …, but not symbols such as `` ` `` `~` `$` `+` `<`
+/// `^` `|`) off both ends.
+pub fn is_silent_reply_text(text: &str) -> bool {
+    // Taking punctuation off the edges cannot make the token appear.
+    mentions_token(text)
+        && (is_token_run(text) || is_token_run(&EDGE_PUNCT.replace_all(js_trim(text), "")))
+}
+
+/// `isSilentReplyJsonStringText`: a JSON string whose trimmed value is the token (exact case).
+fn is_silent_json_string(text: &str) -> bool {
     let t = js_trim(text);
-    if t.is_empty() {
-        return TextVerdict::Empty;
-    }
-    if t.starts_with('{') && is_silent_envelope(t) {
-        return TextVerdict::Token;
-    }
-    let stripped = js_trim(
-        t.trim_start_matches(is_edge_markup)
-            .trim_end_matches(is_edge_markup),
-    );
-    if stripped.eq_ignore_ascii_case(SILENT_TOKEN) {
-        TextVerdict::Token
-    } else {
-        TextVerdict::Other
-    }
+    t.len() >= 2
+        && t.starts_with('"')
+        && t.ends_with('"')
+        && t.contains(SILENT_TOKEN)
+        && matches!(serde_json::from_str::<serde_json::Value>(t),
+            Ok(serde_json::Value::String(s)) if js_trim(&s) == SILENT_TOKEN)
 }
 
-/// `{"action":"NO_REPLY"}`: exactly one key, `action`, whose trimmed string value is the token
-/// (case-sensitive).
-fn is_silent_envelope(t: &str) -> bool {
+/// `isSilentReplyEnvelopeText`: `{"action":"NO_REPLY"}`, exactly one key, `action`, whose
+/// trimmed string value is the token (exact case).
+fn is_silent_envelope(text: &str) -> bool {
+    let t = js_trim(text);
+    if !(t.starts_with('{') && t.ends_with('}') && t.contains(SILENT_TOKEN)) {
+        return false;
+    }
     let Ok(serde_json::Value::Object(map)) = serde_json::from_str::<serde_json::Value>(t) else {
         return false;
     };
@@ -103,9 +179,144 @@ fn is_silent_envelope(t: &str) -> bool {
             .is_some_and(|s| js_trim(s) == SILENT_TOKEN)
 }
 
+const REASONING_TAG: &str = r"<\s*(?:(?:antml:|mm:)?(?:think(?:ing)?|thought)|antthinking)";
+static TAGGED_REASONING_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    js_regex(&format!(
+        r"^\s*{REASONING_TAG}\b[^<>]*>[\s\S]*?<\s*\/\s*(?:(?:antml:|mm:)?(?:think(?:ing)?|thought)|antthinking)\s*>\s*"
+    ))
+});
+static OPEN_REASONING_PREFIX: LazyLock<Regex> =
+    LazyLock::new(|| js_regex(&format!(r"^\s*{REASONING_TAG}\b[^<>]*>")));
+static PLAIN_REASONING_PREFIX: LazyLock<Regex> =
+    LazyLock::new(|| js_regex(r"^\s*(?:think(?:ing)?|thought|analysis|reasoning)\s*:?\s*\r?\n"));
+static FINAL_TOKEN: LazyLock<Regex> =
+    LazyLock::new(|| js_regex(&format!(r"(?:^|[\s*.]){SILENT_TOKEN}\s*$")));
+static SILENT_INTENT: LazyLock<Regex> = LazyLock::new(|| {
+    js_regex(
+        r"^\s*(?:i|i'll|i\s+will|i'm|i\s+am|we|we'll|we\s+will|the\s+assistant|assistant|the\s+bot|bot|openclaw)\s+(?:(?:will\s+)?(?:stay|remain|keep|be)\s+(?:quiet|silent)(?:\s+(?:here|for\s+now|on\s+this|in\s+this\s+(?:chat|thread|channel|conversation)))?|(?:do\s+not|don't|dont|will\s+not|won't|would\s+not|should\s+not)\s+(?:reply|respond)(?:\s+(?:here|for\s+now|on\s+this|in\s+this\s+(?:chat|thread|channel|conversation)))?|(?:have|has)\s+nothing\s+(?:to|for)\s+(?:say|add|reply|respond))(?:[.!?]+)?\s*$",
+    )
+});
+static SUBSTANTIVE_ANSWER_CUE: LazyLock<Regex> = LazyLock::new(|| {
+    js_regex(
+        r"\b(?:answer|here(?:'s|\s+is)|tell\s+them|you\s+(?:should|can|could|need|must)|please|try|use|send|service\s+is|resolved|retry|yes|no,|sure)\b",
+    )
+});
+static BARE_REASONING_PLACEHOLDER: LazyLock<Regex> = LazyLock::new(|| {
+    js_regex(
+        r"^\s*(?:(?:internal|private)\s+)?(?:reasoning|thinking|thoughts?|analysis)(?:\s+notes?)?\s*$",
+    )
+});
+
+/// `stripFinalSilentToken`: the text without a final token (at the start, or after whitespace,
+/// `*` or `.`), trimmed; `None` when there is none.
+fn strip_final_token(text: &str) -> Option<String> {
+    let stripped = js_trim(&FINAL_TOKEN.replace(text, "")).to_owned();
+    (stripped != js_trim(text)).then_some(stripped)
+}
+
+/// `hasSilentIntentFinalSilentToken`.
+fn silent_intent_then_token(text: &str) -> bool {
+    strip_final_token(text).is_some_and(|w| w.is_empty() || SILENT_INTENT.is_match(&w))
+}
+
+/// `hasPlainReasoningFinalSilentToken`.
+fn plain_reasoning_then_token(text: &str) -> bool {
+    let Some(w) = strip_final_token(text) else {
+        return false;
+    };
+    if w.is_empty() || SILENT_INTENT.is_match(&w) {
+        return true;
+    }
+    let lines: Vec<&str> = w
+        .split('\n')
+        .map(|l| js_trim(l.strip_suffix('\r').unwrap_or(l)))
+        .filter(|l| !l.is_empty())
+        .collect();
+    let intent_last = lines.split_last().is_some_and(|(last, before)| {
+        let previous = before.join("\n");
+        SILENT_INTENT.is_match(last)
+            && !previous.is_empty()
+            && !SUBSTANTIVE_ANSWER_CUE.is_match(&previous)
+    });
+    intent_last || BARE_REASONING_PLACEHOLDER.is_match(&w)
+}
+
+/// `isReasoningPrefixedSilentReplyText`: a reasoning block or label, then the token (or a
+/// short "I'll stay quiet" line and the token).
+fn is_reasoning_prefixed(text: &str) -> bool {
+    let trimmed = js_trim(text);
+    if trimmed.is_empty() {
+        return false;
+    }
+    let mut rest = trimmed;
+    while let Some(m) = TAGGED_REASONING_PREFIX.find(rest) {
+        if m.is_empty() {
+            break;
+        }
+        rest = &rest[m.end()..];
+    }
+    if rest.len() != trimmed.len() {
+        return is_silent_reply_text(rest) || silent_intent_then_token(rest);
+    }
+    let prefix = OPEN_REASONING_PREFIX
+        .find(trimmed)
+        .map(|m| (m, true))
+        .or_else(|| PLAIN_REASONING_PREFIX.find(trimmed).map(|m| (m, false)));
+    let Some((m, _)) = prefix else {
+        return false;
+    };
+    let rest = &trimmed[m.end()..];
+    is_silent_reply_text(rest) || plain_reasoning_then_token(rest)
+}
+
+/// The runtime's `isSilentReplyPayloadText`, what decides that a reply's text is not
+/// delivered: [`is_silent_reply_text`], a JSON string of the token (`"NO_REPLY"`), the
+/// envelope `{"action":"NO_REPLY"}`, or a reasoning prefix followed by the token.
+pub fn is_silent_payload_text(text: &str) -> bool {
+    mentions_token(text)
+        && (is_silent_reply_text(text)
+            || is_silent_json_string(text)
+            || is_silent_envelope(text)
+            || is_reasoning_prefixed(text))
+}
+
 /// Whether a whole reply text is silent (a string content).
 pub fn is_silent_text(text: &str) -> bool {
-    classify_text(text) == TextVerdict::Token
+    is_silent_payload_text(js_trim(text))
+}
+
+/// Whether an assistant content is silent (the caller checks role and stopReason), given its
+/// blocks as (type, text) pairs, or `None` for a block that is not an object: only text and
+/// thinking blocks, each text block with a string text, and the text the runtime would send,
+/// the non-blank text blocks joined with a line break and trimmed, is silent.
+pub fn is_silent_blocks<'a>(
+    blocks: impl IntoIterator<Item = (Option<&'a str>, Option<&'a str>)>,
+) -> bool {
+    let mut texts: Vec<&str> = Vec::new();
+    for (kind, text) in blocks {
+        match kind {
+            Some("text") => match text {
+                Some(t) => texts.push(t),
+                None => return false,
+            },
+            Some(t) if THINKING_TYPES.contains(&t) => {}
+            _ => return false,
+        }
+    }
+    match texts.as_slice() {
+        [] => false,
+        [one] => is_silent_text(one),
+        _ if !texts.iter().any(|t| mentions_token(t)) => false,
+        _ => {
+            let joined = texts
+                .iter()
+                .filter(|t| !js_trim(t).is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join("\n");
+            is_silent_text(&joined)
+        }
+    }
 }
 
 /// Whether an assistant content is silent (the caller checks role and stopReason).
@@ -113,19 +324,7 @@ pub fn is_silent_content(content: &Content<'_>) -> bool {
     match content {
         Content::Text(t) => is_silent_text(t),
         Content::Blocks(blocks) => {
-            let mut tokens = 0;
-            for b in blocks {
-                match b.kind.as_str() {
-                    Some("text") => match b.text.as_str().map(classify_text) {
-                        Some(TextVerdict::Token) => tokens += 1,
-                        Some(TextVerdict::Empty) => {}
-                        _ => return false,
-                    },
-                    Some(t) if THINKING_TYPES.contains(&t) => {}
-                    _ => return false,
-                }
-            }
-            tokens > 0
+            is_silent_blocks(blocks.iter().map(|b| (b.kind.as_str(), b.text.as_str())))
         }
         Content::Absent | Content::Other | Content::Skipped => false,
     }
@@ -293,28 +492,69 @@ mod tests {
         for yes in [
             "NO_REPLY",
             " no_reply\n",
+            "No_RePlY",
+            "NO_REPLY NO_REPLY",
+            "NO_REPLY\n\nno_reply\tNO_REPLY",
+            "NO_REPLY.",
+            "NO_REPLY!",
+            "NO_REPLY?!…",
+            "(NO_REPLY)",
+            "«NO_REPLY»",
+            "“NO_REPLY”",
+            "\"NO_REPLY\"",
+            "\"no_reply\"",
+            "\" NO_REPLY \"",
+            "\"NO_REPLY\\n\"",
             "**NO_REPLY**",
-            "`No_Reply`",
-            "~~_NO_REPLY_~~",
-            "\u{a0}NO_REPLY\u{3000}",
-            "{\"action\":\"NO_REPLY\"}",
-            " {\"action\": \" NO_REPLY \"} ",
             "** NO_REPLY **",
+            "_NO_REPLY_",
+            "\u{a0}NO_REPLY\u{3000}",
+            "\u{feff}NO_REPLY",
+            "{\"action\":\"NO_REPLY\"}",
+            " { \"action\" : \" NO_REPLY \" } ",
+            "{\"action\":\"x\",\"action\":\"NO_REPLY\"}",
+            "<think>nothing to add</think>NO_REPLY",
+            "<thinking>\nquiet\n</thinking>\nno_reply",
+            "thinking:\nNO_REPLY",
+            "Analysis\r\nI'll stay quiet here. NO_REPLY",
+            "<think>hm</think>I will not reply. NO_REPLY",
+            "\u{10ed0}NO_REPLY",
+            "[\"NO_REPLY\"]",
         ] {
             assert!(is_silent_text(yes), "{yes:?}");
         }
         for no in [
+            "`NO_REPLY`",
+            "~~NO_REPLY~~",
+            "~NO_REPLY~",
+            "$NO_REPLY$",
+            "+NO_REPLY",
+            "<NO_REPLY>",
+            "^NO_REPLY|",
             "Done. NO_REPLY",
             "NO_REPLY: later",
+            "NO_REPLY and more",
             "NO REPLY",
+            "NO_REPLYNO_REPLY",
             "",
+            "   ",
             "{\"action\":\"no_reply\"}",
             "{\"action\":\"NO_REPLY\",\"x\":1}",
+            "{\"Action\":\"NO_REPLY\"}",
+            "\"\\u004eO_REPLY\"",
             "*NO_REPLY* ok",
             "\u{85}NO_REPLY",
+            "\u{200b}NO_REPLY",
+            "thin\u{212a}:\nNO_REPLY",
+            "<think>x</think>Here is the answer. NO_REPLY",
         ] {
             assert!(!is_silent_text(no), "{no:?}");
         }
+        // The JSON string and envelope forms take the token in its exact case only; the
+        // lower-case JSON string above is silent as a quoted token.
+        assert!(!is_silent_text("\"no_reply\\n\""));
+        assert!(is_silent_reply_text("\"NO_REPLY\""));
+        assert!(!is_silent_reply_text("{\"action\":\"NO_REPLY\"}"));
     }
 
     fn entry_silent(content: &str) -> bool {
@@ -343,6 +583,20 @@ mod tests {
         assert!(!entry_silent(
             r#"[{"type":"text","text":"NO_REPLY"},{"type":"text","text":"hi"}]"#
         ));
+        // The runtime sends the non-blank text blocks joined with a line break.
+        assert!(entry_silent(
+            r#"[{"type":"text","text":"NO_REPLY"},{"type":"text","text":" no_reply "}]"#
+        ));
+        assert!(entry_silent(
+            r#"[{"type":"text","text":"("},{"type":"text","text":"NO_REPLY"},{"type":"text","text":")."}]"#
+        ));
+        assert!(entry_silent(
+            r#"[{"type":"text","text":"<think>x</think>"},{"type":"text","text":"NO_REPLY"}]"#
+        ));
+        assert!(!entry_silent(
+            r#"[{"type":"text","text":"`"},{"type":"text","text":"NO_REPLY"},{"type":"text","text":"`"}]"#
+        ));
+        assert!(!entry_silent(r#""`NO_REPLY`""#));
         assert!(!entry_silent(r#"[{"type":"text","text":"NO_REPLY"},"x"]"#));
         let aborted = r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":"NO_REPLY","stopReason":"aborted"}}"#;
         assert!(!Index::from_reader(aborted.as_bytes()).unwrap().entries[0].silent);

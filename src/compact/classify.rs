@@ -68,39 +68,8 @@ pub fn collapse_space(s: &str) -> String {
         .join(" ")
 }
 
-static EDGE_PUNCT: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"^\p{P}+|\p{P}+$").unwrap());
-
-/// Whether `text` contains `token` (which has a `_`) in any ASCII case.
-fn mentions_any_case(text: &str, token: &str) -> bool {
-    let at = token.find('_').expect("the token has an underscore");
-    let t = text.as_bytes();
-    memchr::memchr_iter(b'_', t).any(|i| {
-        i >= at
-            && t.get(i - at..i - at + token.len())
-                .is_some_and(|w| w.eq_ignore_ascii_case(token.as_bytes()))
-    })
-}
-
-fn is_token_run(s: &str, token: &str) -> bool {
-    let mut parts = js_trim(s)
-        .split(is_js_space)
-        .filter(|p| !p.is_empty())
-        .peekable();
-    parts.peek().is_some() && parts.all(|p| p.eq_ignore_ascii_case(token))
-}
-
-/// `isSilentReplyText`: the text is nothing but the silent token (any ASCII case, repeated,
-/// possibly wrapped in punctuation).
-pub fn is_silent_reply_text(text: &str) -> bool {
-    // Taking punctuation off the edges cannot make the token appear: without it in some
-    // case the text is not silent (the common answer, found without the regex).
-    mentions_any_case(text, SILENT_REPLY_TOKEN)
-        && (is_token_run(text, SILENT_REPLY_TOKEN)
-            || is_token_run(
-                &EDGE_PUNCT.replace_all(js_trim(text), ""),
-                SILENT_REPLY_TOKEN,
-            ))
-}
+/// `isSilentReplyText` (one definition, shared with `prune-noreply` and `inspect`).
+pub use crate::noreply::is_silent_reply_text;
 
 /// Result of [`strip_heartbeat_token`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -375,8 +344,9 @@ pub fn is_heartbeat_ack(message: &Value) -> bool {
         .is_some_and(|t| strip_heartbeat_token(&t.concat(), true, 300).should_skip)
 }
 
-/// An assistant reply that is only the silent token (thinking blocks ignored, no tool calls,
-/// not an error or aborted turn).
+/// An assistant reply that the runtime would not deliver, by the rule `prune-noreply` uses
+/// (`crate::noreply::is_silent_blocks`; thinking blocks ignored, no tool calls, not an error
+/// or aborted turn).
 pub fn is_silent_reply(message: &Value) -> bool {
     if str_field(message, "role") != Some("assistant")
         || matches!(str_field(message, "stopReason"), Some("error" | "aborted"))
@@ -384,25 +354,15 @@ pub fn is_silent_reply(message: &Value) -> bool {
     {
         return false;
     }
-    let texts: Vec<&str> = match message.get("content") {
-        Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(blocks)) => {
-            let mut texts = Vec::new();
-            for b in blocks {
-                match str_field(b, "type") {
-                    Some("text") => texts.push(str_field(b, "text").unwrap_or("")),
-                    Some("thinking" | "redacted_thinking" | "reasoning") => {}
-                    _ => return false,
-                }
-            }
-            texts
-        }
-        _ => return false,
-    };
-    // The same rule as `prune-noreply` (spec § 9.2: markdown-wrapped tokens and the JSON
-    // envelope count too), broader than the runtime's own `isSilentReplyText`.
-    let silent = |t: &&str| crate::noreply::is_silent_text(t);
-    texts.iter().any(silent) && texts.iter().all(|t| silent(t) || js_trim(t).is_empty())
+    match message.get("content") {
+        Some(Value::String(s)) => crate::noreply::is_silent_text(s),
+        Some(Value::Array(blocks)) => crate::noreply::is_silent_blocks(
+            blocks
+                .iter()
+                .map(|b| (str_field(b, "type"), str_field(b, "text"))),
+        ),
+        _ => false,
+    }
 }
 
 /// What the boilerplate filter set aside.

@@ -193,7 +193,7 @@ pub struct Entry {
     pub role: Option<Role>,
     /// Assistant `stopReason` is `error` or `aborted`.
     pub error_or_aborted: bool,
-    /// A silent `NO_REPLY` assistant reply (see `crate::noreply::is_silent_reply`).
+    /// A silent `NO_REPLY` assistant reply (see `crate::noreply::is_silent_content`).
     pub silent: bool,
     /// `branch_summary` / `compaction` with a non-empty string summary.
     pub has_summary: bool,

@@ -39,8 +39,8 @@ pub const SILENT_SPELLINGS: &[&str] = &[
     "no_reply",
     " No_Reply\n",
     "**NO_REPLY**",
-    "`NO_REPLY`",
-    "~~NO_REPLY~~",
+    "NO_REPLY.",
+    "\"NO_REPLY\"",
     "_NO_REPLY_",
     "\u{a0}NO_REPLY\u{3000}",
     "{\"action\":\"NO_REPLY\"}",
@@ -52,6 +52,8 @@ const LOOKALIKES: &[&str] = &[
     "NO_REPLY: nothing new",
     "NO REPLY",
     "{\"action\":\"no_reply\"}",
+    "`NO_REPLY`",
+    "~~NO_REPLY~~",
 ];
 
 const HEARTBEAT: &str = "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK.";

@@ -170,48 +170,16 @@ impl Model {
         if matches!(m["stopReason"].as_str(), Some("error" | "aborted")) {
             return false;
         }
-        let texts: Vec<&str> = match &m["content"] {
-            Value::String(s) => vec![s.as_str()],
-            Value::Array(blocks) => {
-                let mut t = Vec::new();
-                for b in blocks {
-                    match b["type"].as_str() {
-                        Some("text") => match b["text"].as_str() {
-                            Some(s) => t.push(s),
-                            None => return false,
-                        },
-                        Some("thinking" | "redacted_thinking" | "reasoning") => {}
-                        _ => return false,
-                    }
-                }
-                t
-            }
-            _ => return false,
-        };
-        let ws = |c: char| c.is_whitespace() || c == '\u{feff}';
-        let token = |s: &str| {
-            let t = s.trim_matches(ws);
-            if let Ok(Value::Object(o)) = serde_json::from_str::<Value>(t)
-                && o.len() == 1
-                && o.get("action").and_then(Value::as_str).map(|a| a.trim()) == Some("NO_REPLY")
-            {
-                return true;
-            }
-            let edge = |c: char| "*`~_".contains(c);
-            t.trim_start_matches(edge)
-                .trim_end_matches(edge)
-                .trim_matches(ws)
-                .eq_ignore_ascii_case("NO_REPLY")
-        };
-        let mut n = 0;
-        for t in texts {
-            if token(t) {
-                n += 1;
-            } else if !t.trim_matches(ws).is_empty() {
-                return false;
-            }
+        // The text rule itself is checked against the runtime's own functions (`silent.rs`).
+        match &m["content"] {
+            Value::String(s) => clawkeeper::noreply::is_silent_text(s),
+            Value::Array(blocks) => clawkeeper::noreply::is_silent_blocks(
+                blocks
+                    .iter()
+                    .map(|b| (b["type"].as_str(), b["text"].as_str())),
+            ),
+            _ => false,
         }
-        n > 0
     }
 
     fn breaks(&self, line: usize) -> bool {
