@@ -194,9 +194,9 @@ fn readme_first_command() -> Vec<String> {
     let readme =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let section = readme
-        .split("## First two commands")
+        .split("\n## Quick start\n")
         .nth(1)
-        .expect("README has a \"First two commands\" section");
+        .expect("README has a \"Quick start\" section");
     let block = section
         .split("```sh\n")
         .nth(1)

@@ -373,3 +373,57 @@ fn json_examples_have_the_fields_the_commands_print() {
     }
     assert_eq!(seen, 4, "one example per document");
 }
+
+/// GitHub's anchor for a heading: lower case, spaces to `-`, punctuation other than `-` and
+/// `_` dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_inside_the_readme_names_a_heading() {
+    let text = readme();
+    // Headings outside code blocks, as (level, anchor).
+    let mut in_code = false;
+    let mut headings = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            let title = line.trim_start_matches('#');
+            headings.push((line.len() - title.len(), slug(title)));
+        }
+    }
+    let anchors: BTreeSet<&str> = headings.iter().map(|(_, a)| a.as_str()).collect();
+    let mut links = 0;
+    for part in text.split("](#").skip(1) {
+        let anchor = part.split(')').next().unwrap();
+        assert!(
+            anchors.contains(anchor),
+            "no heading for #{anchor}: {anchors:?}"
+        );
+        links += 1;
+    }
+    assert!(links >= 10, "only {links} links");
+    // The table of contents links to every section.
+    let contents = text
+        .split("\n## Contents\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a Contents section");
+    for (_, anchor) in headings.iter().filter(|(level, _)| *level == 2) {
+        assert!(
+            anchor == "contents" || contents.contains(&format!("](#{anchor})")),
+            "the table of contents has no link to #{anchor}"
+        );
+    }
+}
