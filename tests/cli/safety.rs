@@ -76,7 +76,7 @@ fn fifos_and_directories_are_refused_without_blocking() {
     fs::create_dir(env.path("d.jsonl")).unwrap();
     for (name, cmd) in [("t.jsonl", "prune-noreply"), ("d.jsonl", "strip-images")] {
         let (code, v) = env.run_json(&[cmd, "--transcript", name, "--enforce"]);
-        assert_eq!((code, status(&v)), (3, "refused"), "{name}: {v}");
+        assert_eq!((code, status(&v)), (0, "damaged"), "{name}: {v}");
     }
     assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
 }
@@ -115,7 +115,8 @@ fn an_enforce_run_changes_only_its_transcript() {
         "sessions/link.jsonl",
         "--enforce",
     ]);
-    assert_eq!(code, 3);
+    // Skipped as damaged (named on stderr), not a failure of the run.
+    assert_eq!(code, 0);
     assert_eq!(snapshot(&env.work()), before);
 }
 
