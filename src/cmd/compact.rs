@@ -58,13 +58,10 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         min_tokens: args.min_tokens.unwrap_or(args.keep_recent_tokens),
         version: env!("CARGO_PKG_VERSION"),
     };
-    let external = match &args.summarizer {
-        Some(command) => Some(External {
-            command: command.clone(),
-            timeout: args.summarizer_timeout,
-        }),
-        None => None,
-    };
+    let external = args.summarizer.as_ref().map(|command| External {
+        command: command.clone(),
+        timeout: args.summarizer_timeout,
+    });
     let enforce = args.mode.enforce;
     let labels = Labels {
         command: "compact",

@@ -503,6 +503,9 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
     f
 }
 
+/// Files that could not be read, with the reason.
+type Unreadable = Vec<(PathBuf, String)>;
+
 /// Run `cleanup --enforce` on a scratch mirror and measure the drop of `disk_bytes`. Files
 /// the mirror could not read are damage.
 fn predict_cleanup(
@@ -512,7 +515,7 @@ fn predict_cleanup(
     hooks: &Hooks,
     sqlite: bool,
     notes: &mut Vec<String>,
-) -> Result<(Option<i64>, Vec<(PathBuf, String)>)> {
+) -> Result<(Option<i64>, Unreadable)> {
     let Some(opts) = hooks.cleanup else {
         return Ok((None, Vec::new()));
     };
