@@ -78,6 +78,14 @@ pub enum Command {
     /// and cleanup's `--prune-after`, `--max-entries`, … with the same openclaw.json).
     #[command(after_long_help = EXIT_CODES_HELP)]
     Inspect(InspectArgs),
+    /// The nightly job: `cleanup`, then `prune-noreply`, then `strip-images`, in one run.
+    ///
+    /// Every step runs over every target store even when an earlier step met a bad store or
+    /// file; each step prints its report, every problem is one line on stderr, and the run
+    /// exits with the most serious outcome of all steps. Without `--enforce` every step only
+    /// previews. For cron and systemd timers: one command, one exit code.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Maintain(MaintainArgs),
     /// Print a shell completion script to stdout.
     ///
     /// Writes the script for the given shell to stdout; see the README for where each shell
@@ -182,9 +190,39 @@ pub struct CleanupArgs {
     /// Override `session.maintenance.highWaterBytes` (size).
     #[arg(long, value_name = "SIZE")]
     pub high_water: Option<String>,
-    /// Refuse to apply a plan that removes more than N entries, or more than P% (e.g. `10%`).
+    /// Refuse to apply a store whose plan removes more than N entries or N files, or more
+    /// than P% (e.g. `10%`) of its entries, of its files or of its bytes.
     #[arg(long, value_name = "N|P%")]
     pub max_delete: Option<String>,
+}
+
+/// The nightly job in one command.
+#[derive(Debug, Clone, Args)]
+pub struct MaintainArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Apply every step (without it, every step only previews: cleanup as `--dry-run`).
+    #[arg(long)]
+    pub enforce: bool,
+    /// No progress bars and no notes on stderr (problems are always printed).
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// List every file in the transcript steps' reports, unchanged ones too.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Wait up to this long (e.g. `30s`) for a lock held by a live process, in every step.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait_lock: Option<Duration>,
+    /// cleanup's `--max-delete`: refuse a store whose plan removes more than N entries or N
+    /// files, or more than P% of its entries, files or bytes.
+    #[arg(long, value_name = "N|P%")]
+    pub max_delete: Option<String>,
+    /// prune-noreply's `--keep`: silent replies kept at the start of each run.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub keep: usize,
+    /// strip-images' `--keep-turns`: recent completed turns whose images are kept.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub keep_turns: usize,
 }
 
 /// Which transcripts a transcript command works on.

@@ -425,9 +425,9 @@ impl MaxDelete {
 fn parse_max_delete(raw: &str) -> Result<MaxDelete> {
     let t = raw.trim();
     let bad = || {
-        anyhow!(
-            "invalid --max-delete {raw:?}: use a number of entries (e.g. 50) or a percentage (e.g. 10%)"
-        )
+        anyhow::Error::new(crate::exit::UsageError(format!(
+            "invalid --max-delete {raw:?}: use a number (e.g. 50) or a percentage (e.g. 10%)"
+        )))
     };
     if let Some(p) = t.strip_suffix('%') {
         let p: f64 = p.trim().parse().map_err(|_| bad())?;

@@ -4,6 +4,7 @@ mod cleanup;
 pub mod compact;
 mod completions;
 mod inspect;
+mod maintain;
 pub mod problems;
 mod prune_noreply;
 mod strip_images;
@@ -26,6 +27,7 @@ pub fn run(cli: &Cli) -> Result<Exit> {
         Command::StripImages(args) => strip_images::run(args),
         Command::Compact(args) => compact::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Maintain(args) => maintain::run(args),
         Command::Completions(args) => completions::run(args),
     }
 }

@@ -44,11 +44,17 @@ impl Problems {
     }
 
     /// Print every problem on stderr, one line each, and return [`Problems::exit`] combined
-    /// with `outcome` (what the rest of the run ended with).
+    /// with `outcome` (what the rest of the run ended with). A line this process printed
+    /// already (an earlier step of `maintain` met the same bad store) is not printed again.
     pub fn finish(&self, outcome: Exit) -> Exit {
+        static PRINTED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let mut printed = PRINTED.lock().unwrap_or_else(|e| e.into_inner());
         let mut err = std::io::stderr().lock();
         for (_, line) in &self.lines {
-            let _ = writeln!(err, "clawkeeper: {line}");
+            if !printed.contains(line) {
+                let _ = writeln!(err, "clawkeeper: {line}");
+                printed.push(line.clone());
+            }
         }
         self.exit().worst(outcome)
     }

@@ -1,0 +1,80 @@
+//! `clawkeeper maintain`: the nightly job in one run. `cleanup`, then `prune-noreply`, then
+//! `strip-images`, each over every target store with the flags it shares with this command;
+//! every step runs whatever the previous one met, and the run exits with the most serious
+//! outcome of all of them, so that a cron line or a systemd unit needs one command and one
+//! exit code, and one bad store never keeps the others from any step.
+
+use anyhow::Result;
+
+use super::problems::Problems;
+use crate::cli::{
+    CleanupArgs, CleanupModeArgs, MaintainArgs, ModeArgs, PruneNoreplyArgs, StripImagesArgs,
+    TranscriptTargetArgs,
+};
+use crate::exit::Exit;
+
+pub fn run(args: &MaintainArgs) -> Result<Exit> {
+    let cleanup = CleanupArgs {
+        target: args.target.clone(),
+        mode: CleanupModeArgs {
+            dry_run: !args.enforce,
+            enforce: args.enforce,
+            json: false,
+            quiet: args.quiet,
+            wait_lock: args.wait_lock,
+        },
+        fix_missing: false,
+        fix_dm_scope: false,
+        active_key: None,
+        prune_after: None,
+        max_entries: None,
+        reset_archive_retention: None,
+        max_disk: None,
+        high_water: None,
+        max_delete: args.max_delete.clone(),
+    };
+    let targets = TranscriptTargetArgs {
+        target: args.target.clone(),
+        transcript: None,
+        session: None,
+    };
+    let mode = ModeArgs {
+        dry_run: !args.enforce,
+        enforce: args.enforce,
+        json: false,
+        quiet: args.quiet,
+        wait_lock: args.wait_lock,
+        verbose: args.verbose,
+    };
+    let prune = PruneNoreplyArgs {
+        targets: targets.clone(),
+        mode: mode.clone(),
+        keep: args.keep,
+    };
+    let strip = StripImagesArgs {
+        targets,
+        mode,
+        keep_turns: args.keep_turns,
+    };
+    let steps: [&dyn Fn() -> Result<Exit>; 3] = [
+        &|| super::cleanup::run(&cleanup),
+        &|| super::prune_noreply::run(&prune),
+        &|| super::strip_images::run(&strip),
+    ];
+    // Stores that do not exist are said once here: every step would find nothing.
+    let mut missing = Problems::default();
+    super::resolve_targets(&args.target, &mut missing)?;
+    if !missing.is_empty() {
+        return Ok(missing.finish(Exit::Success));
+    }
+    let mut worst = Exit::Success;
+    for (i, step) in steps.iter().enumerate() {
+        if i > 0 {
+            println!();
+        }
+        // An error that stops a step (a config that does not load) stops every step: it
+        // ends the run. Problems of single stores and files do not come here.
+        worst = worst.worst(step()?);
+    }
+    Ok(worst)
+}
