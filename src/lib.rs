@@ -17,7 +17,8 @@ pub mod jsjson;
 pub mod keys;
 pub mod layout;
 pub mod maintenance;
-pub mod manpages;
+#[cfg(test)]
+mod manpages;
 pub mod noreply;
 pub mod progress;
 pub mod report;
