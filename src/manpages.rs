@@ -1,6 +1,7 @@
 //! Man pages generated from the clap model: `man/clawkeeper.1` and one
 //! `man/clawkeeper-<sub>.1` per subcommand. They are committed; a unit test fails when they are
-//! stale, and `CLAWKEEPER_UPDATE_MAN=1 cargo test manpages` rewrites them.
+//! stale, and `CLAWKEEPER_UPDATE_MAN=1 cargo test manpages` rewrites them. The module (and
+//! `clap_mangen`, a dev-dependency) exists only in test builds.
 
 use clap::CommandFactory;
 

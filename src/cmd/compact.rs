@@ -13,7 +13,7 @@ use std::io::{self, Write};
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use serde_json::{Value, json};
 
 use super::transcripts::{self, Labels};
@@ -27,13 +27,23 @@ use crate::transcript::Index;
 use crate::transcript::job::{Outcome, Planned};
 use crate::transcript::tree::Tree;
 
-/// The estimator `compact` and `inspect` use for a `--tokenizer` choice.
-pub fn estimator_for(t: Tokenizer) -> Estimator {
-    Estimator::new(match t {
+/// The estimator `compact` and `inspect` use for a `--tokenizer` choice; an error for a BPE
+/// tokenizer in a build without the `tiktoken` feature.
+pub fn estimator_for(t: Tokenizer) -> Result<Estimator> {
+    let counter = match t {
         Tokenizer::Heuristic => TokenCounter::Heuristic,
         Tokenizer::O200k => TokenCounter::O200k,
         Tokenizer::Cl100k => TokenCounter::Cl100k,
-    })
+    };
+    if !counter.is_available() {
+        bail!(
+            "--tokenizer {} is not available: this clawkeeper was built without the tiktoken \
+             feature (its BPE vocabularies); use --tokenizer heuristic, or a build with default \
+             features",
+            counter.name()
+        );
+    }
+    Ok(Estimator::new(counter))
 }
 
 /// An operator's `--summarizer` command and its time limit.
@@ -53,7 +63,7 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         .into());
     }
     let settings = Settings {
-        estimator: estimator_for(args.tokenizer),
+        estimator: estimator_for(args.tokenizer)?,
         keep_recent_tokens: args.keep_recent_tokens,
         min_tokens: args.min_tokens.unwrap_or(args.keep_recent_tokens),
         version: env!("CARGO_PKG_VERSION"),

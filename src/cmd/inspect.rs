@@ -190,7 +190,7 @@ fn with_hooks<T>(
     let strip = move |i: &Index, t: &Tree| images::planned(i, t, keep_turns);
     let prune = move |i: &Index, t: &Tree| Ok(noreply::planned(i, t, keep));
     let settings = Settings {
-        estimator: estimator_for(args.tokenizer),
+        estimator: estimator_for(args.tokenizer)?,
         keep_recent_tokens: args.keep_recent_tokens,
         min_tokens: args.min_tokens.unwrap_or(args.keep_recent_tokens),
         version: env!("CARGO_PKG_VERSION"),

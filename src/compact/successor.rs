@@ -106,7 +106,7 @@ fn repeat_key(m: &Value) -> Option<RepeatKey> {
         .and_then(|o| str_field(o, "senderId"))
         .unwrap_or("");
     let key = format!("{sender}\u{0}{}", text.to_lowercase());
-    Some((ts, crate::sha256::hex_digest(key.as_bytes()).into()))
+    Some((ts, crate::store::blobs::sha256_hex(key.as_bytes()).into()))
 }
 
 /// How one kept entry is written into the successor.

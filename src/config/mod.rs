@@ -128,8 +128,15 @@ impl Config {
                 return Err(e).with_context(|| format!("cannot read config {}", path.display()));
             }
         };
+        if let Some(at) = nested_too_deep(&text) {
+            let p = json5::Position::from_offset(at, &text);
+            anyhow::bail!(
+                "{}: {p}: invalid JSON5: nested more than {MAX_DEPTH} levels deep",
+                path.display()
+            );
+        }
         let root: Value =
-            json5::from_str(&text).map_err(|e| anyhow::anyhow!(syntax_error(&path, &e)))?;
+            json5::from_str(&text).map_err(|e| anyhow::anyhow!(syntax_error(&path, &text, &e)))?;
         let root = if root.is_object() {
             root
         } else {
@@ -260,32 +267,81 @@ impl Config {
 }
 
 /// A JSON5 syntax error on one line: `<file>: line L column C: invalid JSON5: <what>`.
-/// The parser's own message is a multi-line source snippet; only its last `= …` line (what
-/// was expected) is kept.
-fn syntax_error(path: &Path, e: &json5::Error) -> String {
-    let json5::Error::Message { msg, location } = e;
-    let what = msg
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find_map(|l| l.strip_prefix("= "))
-        .map(str::to_owned)
-        .unwrap_or_else(|| {
-            msg.lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty())
-                .collect::<Vec<_>>()
-                .join(" ")
-        });
-    match location {
-        Some(l) => format!(
-            "{}: line {} column {}: invalid JSON5: {what}",
-            path.display(),
-            l.line,
-            l.column
-        ),
+/// The parser places an unexpected end of input at the start of the value it was reading;
+/// the end of the file is where the operator has to look.
+fn syntax_error(path: &Path, text: &str, e: &json5::Error) -> String {
+    let (what, position) = match e.code() {
+        Some(code) => {
+            let what = code.to_string();
+            match what.strip_prefix("EOF ") {
+                Some(rest) => (
+                    format!("unexpected end of file {rest}"),
+                    Some(json5::Position::from_offset(text.len(), text)),
+                ),
+                None => (what, e.position()),
+            }
+        }
+        // Messages from serde itself; the parser appends the position, given separately here.
+        None => {
+            let full = e.to_string();
+            let what = match e.position() {
+                Some(p) => full
+                    .strip_suffix(&format!(" at {p}"))
+                    .map_or(full.clone(), str::to_owned),
+                None => full,
+            };
+            (what, e.position())
+        }
+    };
+    match position {
+        Some(p) => format!("{}: {p}: invalid JSON5: {what}", path.display()),
         None => format!("{}: invalid JSON5: {what}", path.display()),
     }
+}
+
+/// How deep arrays and objects may nest in `openclaw.json` (serde_json's limit for
+/// `sessions.json`): the parser recurses once per level, and a hostile file must be an error,
+/// not a stack overflow. OpenClaw's own configs nest a handful of levels.
+const MAX_DEPTH: usize = 128;
+
+/// The byte offset of the first `[` or `{` nested deeper than [`MAX_DEPTH`], skipping
+/// strings and comments.
+fn nested_too_deep(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    let line_end = |i: usize| {
+        matches!(b[i], b'\n' | b'\r')
+            || b[i..].starts_with("\u{2028}".as_bytes())
+            || b[i..].starts_with("\u{2029}".as_bytes())
+    };
+    let (mut i, mut depth) = (0, 0usize);
+    while i < b.len() {
+        match b[i] {
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && !line_end(i) {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = text[i + 2..].find("*/").map_or(b.len(), |j| i + j + 3);
+            }
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    return Some(i);
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// OpenClaw's default agent id.
@@ -366,6 +422,11 @@ mod tests {
             ("{\n  session: {\n    store: \"x\",,\n  }\n}\n", 3, 16),
             ("{\"a\": [1,}", 1, 10),
             ("{\n", 2, 1),
+            ("{a: \"x", 1, 7),
+            ("", 1, 1),
+            ("{a: 1} /* open", 1, 15),
+            ("{a: 01}", 1, 5),
+            ("{a: 1 b: 2}", 1, 7),
         ] {
             std::fs::write(&path, text).unwrap();
             let err = Config::load(Some(&path), &Env::default()).unwrap_err();
@@ -378,6 +439,36 @@ mod tests {
             assert!(msg.starts_with(&want), "{msg:?} should start with {want:?}");
             assert!(msg.len() > want.len() + 3, "{msg}");
         }
+    }
+
+    #[test]
+    fn json5_as_openclaw_reads_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("openclaw.json");
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            Config::load(Some(&path), &Env::default()).map(|c| c.root)
+        };
+        let text = "// top\n{\n  /* block */ a: 1, 'b': 0x1F, \"a\": 2,\n  c: [+1, -0xff, .5, 5., 1e3,],\n  d: Infinity, e: -Infinity, f: NaN,\n  g: 'it\\'s \\x41\\u0042 \\\n',\n  $h_i: 12345678901234567890,\n}\n";
+        let v = load(text).unwrap();
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            r#"{"a":2,"b":31,"c":[1,-255,0.5,5.0,1000.0],"d":null,"e":null,"f":null,"g":"it's AB ","$h_i":12345678901234567890}"#
+        );
+        // Deep nesting is an error, not a stack overflow; brackets in strings and comments
+        // do not count.
+        let deep = format!("{{a: {}{}}}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        let err = format!("{:#}", load(&deep).unwrap_err());
+        assert!(
+            err.contains("line 1 column 132: invalid JSON5: nested more than 128"),
+            "{err}"
+        );
+        let s = format!(
+            "{{a: \"{0}\", b: '{0}', // {0}\n /* {0} */ c: 1}}",
+            "[".repeat(200)
+        );
+        assert_eq!(load(&s).unwrap()["c"], 1);
+        assert!(load(&"[".repeat(100_000)).is_err());
     }
 
     #[test]

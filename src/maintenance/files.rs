@@ -15,10 +15,10 @@ use anyhow::Result;
 use serde_json::Value;
 
 use crate::exit::Refusal;
-use crate::fasthash::{FastMap, FastSet};
 use crate::fsutil::Confined;
 use crate::layout;
 use crate::store::{self, Store, paths};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 pub use super::scan::{
     FileInfo, blob_hash, blob_refcounts, blob_removable, is_blob_temp_name, mtime_ms, scan,
@@ -61,15 +61,17 @@ pub fn entry_artifacts_canonical(
 /// A set of canonical paths, compared by their bytes: every path put in one comes from
 /// `paths::canonical` or a `RealDir` (resolved, no `.`, `..`, doubled or trailing separator),
 /// and hashing the bytes is several times cheaper than hashing a `Path` component by
-/// component.
-pub type PathSet = FastSet<std::ffi::OsString>;
+/// component. The set (and `Remover`'s maps) use rustc's Fx hash: std's SipHash costs more
+/// than the rest of a lookup here, and the inputs are the user's own file names, so flooding
+/// resistance buys nothing. Nothing iterates them, so their order never shows.
+pub type PathSet = FxHashSet<std::ffi::OsString>;
 
 /// `resolveReferencedSessionArtifactPaths`: canonical paths the store still references.
 /// Malformed `compactionCheckpoints` (which make OpenClaw throw) are refused.
 pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<PathSet> {
     let dir = paths::canonical(sessions_dir);
     let real = paths::RealDir::new(sessions_dir);
-    let mut out = FastSet::with_capacity_and_hasher(3 * s.len(), Default::default());
+    let mut out = FxHashSet::with_capacity_and_hasher(3 * s.len(), Default::default());
     for (key, entry) in s {
         out.extend(
             entry_artifacts_canonical(entry, sessions_dir, real.as_ref())
@@ -125,7 +127,7 @@ pub fn is_orphan(f: &FileInfo, referenced: &PathSet) -> bool {
 pub struct Remover<'a> {
     pub confined: Option<&'a Confined>,
     /// Scanned sizes by canonical path (simulation only).
-    sizes: FastMap<&'a std::ffi::OsStr, u64>,
+    sizes: FxHashMap<&'a std::ffi::OsStr, u64>,
     simulated: PathSet,
     /// Canonical paths removed (or that would be).
     pub removed: Vec<PathBuf>,
@@ -138,7 +140,7 @@ impl<'a> Remover<'a> {
         files: impl IntoIterator<Item = &'a FileInfo>,
     ) -> Remover<'a> {
         let sizes = match confined {
-            Some(_) => FastMap::default(),
+            Some(_) => FxHashMap::default(),
             None => files
                 .into_iter()
                 .map(|f| (f.canonical.as_os_str(), f.size))
@@ -147,7 +149,7 @@ impl<'a> Remover<'a> {
         Remover {
             confined,
             sizes,
-            simulated: FastSet::default(),
+            simulated: FxHashSet::default(),
             removed: Vec::new(),
         }
     }

@@ -25,6 +25,19 @@ pub struct Blob {
     pub prompt: String,
 }
 
+/// The SHA-256 digest of `data` as 64 lowercase hex digits: a blob's name (OpenClaw's
+/// `createHash("sha256").update(prompt).digest("hex")`).
+pub fn sha256_hex(data: &[u8]) -> String {
+    use sha2::Digest;
+    use std::fmt::Write;
+    sha2::Sha256::digest(data)
+        .iter()
+        .fold(String::with_capacity(64), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+}
+
 pub fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64
         && s.bytes()
@@ -68,8 +81,7 @@ fn read_valid(sessions_dir: &Path, r: &Value) -> Option<String> {
         return None;
     }
     let text = String::from_utf8(std::fs::read(&path).ok()?).ok()?;
-    (crate::sha256::hex_digest(text.as_bytes()) == hash && text.len() as f64 == bytes)
-        .then_some(text)
+    (sha256_hex(text.as_bytes()) == hash && text.len() as f64 == bytes).then_some(text)
 }
 
 /// `hydrateSessionStoreSkillPromptRefs`. Returns whether anything changed.
@@ -143,7 +155,7 @@ pub fn project(store: &Store) -> (std::borrow::Cow<'_, Store>, Vec<Blob>) {
         let Some(prompt) = blob_prompt(entry) else {
             continue;
         };
-        let hash = crate::sha256::hex_digest(prompt.as_bytes());
+        let hash = sha256_hex(prompt.as_bytes());
         let promptref =
             json!({"version": 1, "algorithm": "sha256", "hash": hash, "bytes": prompt.len()});
         if let Some(Value::Object(e)) = out.get_mut(key)
@@ -203,6 +215,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn sha256_known_vectors() {
+        assert_eq!(
+            sha256_hex(b""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            sha256_hex(b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        );
+        // Many blocks.
+        assert_eq!(
+            sha256_hex(&[b'a'; 1_000_000]),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+        );
+    }
+
+    #[test]
     fn project_hydrate_round_trip() {
         let dir = tempfile::tempdir().unwrap();
         let d = std::fs::canonicalize(dir.path()).unwrap();
@@ -213,7 +246,7 @@ mod tests {
         };
         let (projected, blobs) = project(&store);
         assert_eq!(blobs.len(), 1);
-        let hash = crate::sha256::hex_digest(long.as_bytes());
+        let hash = sha256_hex(long.as_bytes());
         assert_eq!(
             projected["k"],
             json!({"skillsSnapshot": {"v": 1, "promptRef": {"version": 1, "algorithm": "sha256", "hash": hash, "bytes": 600}}, "x": 2})

@@ -27,6 +27,8 @@
 //! [`TokenCounter::Cl100k`] the same pieces of text are counted in BPE tokens (vocabularies
 //! embedded in the `tiktoken-rs` crate; nothing is downloaded) and an image counts as
 //! 4800 / 4 = 1200 tokens. The usage rule stays: a provider's own count beats any estimate.
+//! The vocabularies come with the `tiktoken` cargo feature (on by default); without it only
+//! the heuristic is available ([`TokenCounter::is_available`]).
 
 use std::fmt;
 
@@ -50,6 +52,11 @@ pub enum TokenCounter {
 }
 
 impl TokenCounter {
+    /// Whether this build can count this way: the BPE counters need the `tiktoken` feature.
+    pub fn is_available(self) -> bool {
+        self == TokenCounter::Heuristic || cfg!(feature = "tiktoken")
+    }
+
     /// Short name for reports.
     pub fn name(self) -> &'static str {
         match self {
@@ -65,8 +72,16 @@ impl TokenCounter {
 #[derive(Clone, Copy)]
 pub enum Measure {
     Utf16,
-    Bpe(&'static tiktoken_rs::CoreBPE),
+    Bpe(&'static Bpe),
 }
+
+/// A BPE vocabulary.
+#[cfg(feature = "tiktoken")]
+pub type Bpe = tiktoken_rs::CoreBPE;
+
+/// No BPE vocabulary exists in a build without the `tiktoken` feature.
+#[cfg(not(feature = "tiktoken"))]
+pub enum Bpe {}
 
 impl fmt::Debug for Measure {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
@@ -79,11 +94,24 @@ impl fmt::Debug for Measure {
 
 impl Measure {
     /// The measure of a counter.
+    ///
+    /// # Panics
+    /// For a counter this build does not have ([`TokenCounter::is_available`]); callers check
+    /// that first, where they can tell the operator.
     pub fn of(counter: TokenCounter) -> Measure {
         match counter {
             TokenCounter::Heuristic => Measure::Utf16,
+            #[cfg(feature = "tiktoken")]
             TokenCounter::O200k => Measure::Bpe(tiktoken_rs::o200k_base_singleton()),
+            #[cfg(feature = "tiktoken")]
             TokenCounter::Cl100k => Measure::Bpe(tiktoken_rs::cl100k_base_singleton()),
+            #[cfg(not(feature = "tiktoken"))]
+            TokenCounter::O200k | TokenCounter::Cl100k => {
+                panic!(
+                    "the {} tokenizer needs the tiktoken feature",
+                    counter.name()
+                )
+            }
         }
     }
 
@@ -91,7 +119,10 @@ impl Measure {
     pub fn text(self, s: &str) -> u64 {
         match self {
             Measure::Utf16 => utf16_len(s),
+            #[cfg(feature = "tiktoken")]
             Measure::Bpe(bpe) => bpe.count_ordinary(s) as u64,
+            #[cfg(not(feature = "tiktoken"))]
+            Measure::Bpe(bpe) => match *bpe {},
         }
     }
 

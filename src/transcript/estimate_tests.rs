@@ -78,6 +78,7 @@ fn context_uses_last_good_usage() {
 }
 
 #[test]
+#[cfg(feature = "tiktoken")]
 fn bpe_counts_real_tokens() {
     let o = Estimator::new(TokenCounter::O200k);
     let c = Estimator::new(TokenCounter::Cl100k);
@@ -209,7 +210,10 @@ fn the_probe_reads_odd_messages_as_the_rules_say() {
         let Ok(m) = crate::jsjson::parse(oddlines::message(&mut rng).as_bytes()) else {
             continue;
         };
-        for counter in [TokenCounter::Heuristic, TokenCounter::O200k] {
+        for counter in [TokenCounter::Heuristic, TokenCounter::O200k]
+            .into_iter()
+            .filter(|c| c.is_available())
+        {
             let e = Estimator::new(counter);
             assert_eq!(
                 e.message_tokens(&m),
@@ -230,7 +234,10 @@ fn the_index_measures_lines_as_their_values_measure() {
     let mut compared = 0;
     for _ in 0..150 {
         let text = oddlines::transcript(&mut rng, 30);
-        for counter in [TokenCounter::Heuristic, TokenCounter::O200k] {
+        for counter in [TokenCounter::Heuristic, TokenCounter::O200k]
+            .into_iter()
+            .filter(|c| c.is_available())
+        {
             let est = Estimator::new(counter);
             let index = Index::from_reader_measuring(text.as_bytes(), Some(counter)).unwrap();
             assert_eq!(index.tokens.len(), index.entries.len());
@@ -246,7 +253,9 @@ fn the_index_measures_lines_as_their_values_measure() {
             }
         }
     }
-    assert!(compared > 5000, "{compared}");
+    // Over 2500 lines per counter (the BPE one only with the tiktoken feature).
+    let counters = if cfg!(feature = "tiktoken") { 2 } else { 1 };
+    assert!(compared > 2500 * counters, "{compared}");
 }
 
 #[test]

@@ -520,6 +520,20 @@ fn summarizer_output_is_used_and_failures_fall_back() {
 }
 
 #[test]
+#[cfg(not(feature = "tiktoken"))]
+fn bpe_tokenizers_are_refused_without_the_tiktoken_feature() {
+    let env = TestEnv::new();
+    env.write("t.jsonl", &generate_long(4, 120).bytes);
+    for tok in ["o200k", "cl100k"] {
+        let out = env.run(&["compact", "--transcript", "t.jsonl", "--tokenizer", tok]);
+        assert_eq!(out.status.code(), Some(1), "{out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("built without the tiktoken feature"), "{err}");
+    }
+}
+
+#[test]
+#[cfg(feature = "tiktoken")]
 fn bpe_tokenizer_counts_differently() {
     let env = TestEnv::new();
     // Code-heavy turns: BPE counts differ clearly from characters / 4.

@@ -143,7 +143,7 @@ fn add_prompt_blobs(store: &Path) {
     let long = "Use the skills below when they apply. ".repeat(40);
     v[KEYS[1]]["skillsSnapshot"] = json!({"prompt": long, "skills": ["a"]});
     let text = "Skill prompt kept as a blob. ".repeat(30);
-    let hash = clawkeeper::sha256::hex_digest(text.as_bytes());
+    let hash = clawkeeper::store::blobs::sha256_hex(text.as_bytes());
     let blob = dir.join(format!("skills-prompts/sha256/{}/{hash}.txt", &hash[..2]));
     fs::create_dir_all(blob.parent().unwrap()).unwrap();
     fs::write(&blob, &text).unwrap();
