@@ -480,3 +480,62 @@ fn all_agents_reports_every_store_and_the_totals() {
     assert!(text.contains("All agents"), "{text}");
     assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
 }
+
+/// Checkpoint files named by absolute path (as OpenClaw writes `compactionCheckpoints`) are
+/// referenced: the prediction's mirror resolves them as the real run does, so it does not take
+/// them for old unreferenced artifacts.
+#[test]
+fn absolute_checkpoint_paths_are_resolved_as_the_real_run_resolves_them() {
+    let env = TestEnv::new();
+    let dir = env.sessions_dir("main");
+    let u = "0123abcd-0000-4000-8000-0123456789ab";
+    let mut store = serde_json::Map::new();
+    for i in 0..3 {
+        let sid = format!("cp{i}");
+        env.transcript(&sid, 0);
+        let pre = dir.join(format!("{sid}.checkpoint.{u}.jsonl"));
+        let post = dir.join(format!("{sid}-post.checkpoint.{u}.jsonl"));
+        for p in [&pre, &post] {
+            fs::write(p, "x".repeat(5_000 + i * 100)).unwrap();
+            crate::util::set_age(p, 90 * crate::util::DAY);
+        }
+        store.insert(
+            format!("agent:main:k{i}"),
+            json!({
+                "sessionId": sid,
+                "updatedAt": crate::util::now_ms(),
+                "compactionCheckpoints": [{
+                    "preCompaction": {"sessionFile": pre.display().to_string()},
+                    "postCompaction": {"sessionFile": post.display().to_string()},
+                }],
+            }),
+        );
+    }
+    // One old orphan that cleanup does remove.
+    let orphan = dir.join(format!("gone.checkpoint.{u}.jsonl"));
+    fs::write(&orphan, "o".repeat(3_000)).unwrap();
+    crate::util::set_age(&orphan, 90 * crate::util::DAY);
+    let store_path = dir.join("sessions.json");
+    fs::write(
+        &store_path,
+        serde_json::to_string_pretty(&Value::Object(store)).unwrap(),
+    )
+    .unwrap();
+    let v = inspect(&env, &store_path, &[]);
+    let predicted = v["stores"][0]["reclaimable"]["cleanup"].as_i64().unwrap();
+    let before = dir_bytes(&dir) as i64;
+    let out = env.run(&[
+        "cleanup",
+        "--enforce",
+        "--store",
+        store_path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{out:?}");
+    let freed = before - dir_bytes(&dir) as i64;
+    assert_eq!(predicted, freed);
+    assert!(
+        !orphan.exists() && freed >= 3_000,
+        "the orphan went: {freed}"
+    );
+    assert!(dir.join(format!("cp0.checkpoint.{u}.jsonl")).exists());
+}

@@ -528,3 +528,48 @@ fn inspect_predicts_cleanup_without_copying_across_filesystems() {
         "scratch removed"
     );
 }
+
+#[test]
+fn a_wide_terminal_shows_long_keys_whole() {
+    let env = TestEnv::new();
+    let key = format!("agent:main:telegram:direct:{}", "7".repeat(60));
+    env.transcript("long", 0);
+    fs::write(
+        env.store_path(),
+        json!({ key.clone(): {"sessionId": "long", "updatedAt": now_ms()} }).to_string(),
+    )
+    .unwrap();
+    let rest = key.strip_prefix("agent:main:").unwrap();
+    // Piped: 80 columns, so the long key is cut in the middle.
+    let piped = stdout(&env.run(&["inspect", "--no-cleanup"]));
+    assert!(!piped.contains(rest), "{piped}");
+    // On a 200-column terminal it fits, and is shown whole.
+    let cmdline = format!(
+        "stty cols 200 rows 50; {} inspect --no-cleanup",
+        clawkeeper_bin()
+    );
+    let out = Command::new("script")
+        .args(["-qec", &cmdline, "/dev/null"])
+        .current_dir(env.work())
+        .env("OPENCLAW_STATE_DIR", env.state())
+        .env("OPENCLAW_CONFIG_PATH", env.config_path())
+        .env("HOME", env.home())
+        .stdin(std::process::Stdio::null())
+        .output();
+    let Ok(out) = out else {
+        announce_skip("util-linux `script` is needed for the terminal-width test");
+        return;
+    };
+    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert!(text.contains(rest), "{text}");
+    // Table lines fit the terminal (the progress line on stderr is drawn in place).
+    assert!(
+        text.lines()
+            .filter(|l| l.starts_with(['┌', '│', '╞', '└']))
+            .all(|l| l.chars().count() <= 200),
+        "{text}"
+    );
+    // The form the table prints selects the session.
+    let out = env.run(&["inspect", "--session", rest, "--no-cleanup"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+}
