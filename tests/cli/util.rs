@@ -15,6 +15,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+/// Clear a command's environment but for `PATH`, so that nothing of the developer's shell
+/// (`OPENCLAW_*`, the stale-lock setting, `NO_COLOR`, `TMPDIR`) reaches the run.
+pub fn hermetic(cmd: &mut Command) {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    cmd.env_clear().env("PATH", path);
+}
+
 /// Milliseconds since the epoch.
 pub fn now_ms() -> i64 {
     SystemTime::now()
@@ -119,8 +126,13 @@ impl TestEnv {
     }
 
     /// Like [`TestEnv::run`], with extra environment variables (they override the env's own).
+    /// The run is hermetic: it sees only `PATH` of the environment the tests run in (no
+    /// `OPENCLAW_*`, lock or colour variables of the developer's shell), then this env's
+    /// state dir, config and home, then `vars`.
+    #[track_caller]
     pub fn run_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
+        hermetic(&mut cmd);
         cmd.args(args)
             .current_dir(self.work())
             .env("OPENCLAW_STATE_DIR", self.state())
@@ -134,11 +146,13 @@ impl TestEnv {
     }
 
     /// Run with `--json` appended and parse stdout.
+    #[track_caller]
     pub fn run_json(&self, args: &[&str]) -> (i32, Value) {
         self.run_json_with_env(args, &[])
     }
 
     /// Like [`TestEnv::run_json`], with extra environment variables.
+    #[track_caller]
     pub fn run_json_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> (i32, Value) {
         let mut all: Vec<&str> = args.to_vec();
         all.push("--json");
@@ -156,8 +170,9 @@ impl TestEnv {
 
     /// Run the reference `openclaw` with this env, when it is installed.
     pub fn run_oracle(&self, oracle: &Path, args: &[&str]) -> Output {
-        Command::new(oracle)
-            .args(args)
+        let mut cmd = Command::new(oracle);
+        hermetic(&mut cmd);
+        cmd.args(args)
             .current_dir(self.root())
             .env("OPENCLAW_STATE_DIR", self.state())
             .env("OPENCLAW_CONFIG_PATH", self.config_path())
