@@ -166,6 +166,19 @@ pub struct CleanupArgs {
     pub target: TargetArgs,
     #[command(flatten)]
     pub mode: CleanupModeArgs,
+    #[command(flatten)]
+    pub plan: CleanupPlanArgs,
+    /// Refuse to apply a store whose plan removes more than N entries or N files, or more
+    /// than P% (e.g. `10%`) of its entries, of its files or of its bytes.
+    #[arg(long, value_name = "N|P%")]
+    pub max_delete: Option<String>,
+}
+
+/// The flags that shape a cleanup plan: `cleanup` applies the plan, `inspect` predicts
+/// what it frees. The overrides are written as in openclaw.json (a bare number is days for
+/// durations and bytes for sizes).
+#[derive(Debug, Clone, Default, Args)]
+pub struct CleanupPlanArgs {
     /// Remove entries whose transcript file is missing.
     #[arg(long)]
     pub fix_missing: bool,
@@ -190,10 +203,6 @@ pub struct CleanupArgs {
     /// Override `session.maintenance.highWaterBytes` (size).
     #[arg(long, value_name = "SIZE")]
     pub high_water: Option<String>,
-    /// Refuse to apply a store whose plan removes more than N entries or N files, or more
-    /// than P% (e.g. `10%`) of its entries, of its files or of its bytes.
-    #[arg(long, value_name = "N|P%")]
-    pub max_delete: Option<String>,
 }
 
 /// The nightly job in one command.
@@ -351,30 +360,8 @@ pub struct InspectArgs {
     /// Do not predict what `cleanup --enforce` would free.
     #[arg(long)]
     pub no_cleanup: bool,
-    /// Predict `cleanup --fix-missing`.
-    #[arg(long)]
-    pub fix_missing: bool,
-    /// Predict `cleanup --fix-dm-scope`.
-    #[arg(long)]
-    pub fix_dm_scope: bool,
-    /// Predict `cleanup --active-key KEY`.
-    #[arg(long, value_name = "KEY")]
-    pub active_key: Option<String>,
-    /// Predict `cleanup --prune-after DURATION`.
-    #[arg(long, value_name = "DURATION")]
-    pub prune_after: Option<String>,
-    /// Predict `cleanup --max-entries N`.
-    #[arg(long, value_name = "N")]
-    pub max_entries: Option<u64>,
-    /// Predict `cleanup --reset-archive-retention DURATION`.
-    #[arg(long, value_name = "DURATION")]
-    pub reset_archive_retention: Option<String>,
-    /// Predict `cleanup --max-disk SIZE`.
-    #[arg(long, value_name = "SIZE")]
-    pub max_disk: Option<String>,
-    /// Predict `cleanup --high-water SIZE`.
-    #[arg(long, value_name = "SIZE")]
-    pub high_water: Option<String>,
+    #[command(flatten)]
+    pub plan: CleanupPlanArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -9,11 +9,10 @@
 use std::io::Write as _;
 use std::path::Path;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 
 use super::problems::Problems;
 use crate::cli::CleanupArgs;
-use crate::config::maintenance::{Maintenance, Overrides};
 use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
@@ -146,35 +145,16 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
 
 /// The maintenance options of this run (config, overrides, mode) and `--max-delete`.
 fn options(args: &CleanupArgs, cfg: &Config, env: &Env) -> Result<(Options, Option<MaxDelete>)> {
-    let overrides = Overrides {
-        prune_after: args.prune_after.clone(),
-        max_entries: args.max_entries,
-        reset_archive_retention: args.reset_archive_retention.clone(),
-        max_disk: args.max_disk.clone(),
-        high_water: args.high_water.clone(),
-    };
-    let maintenance = Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides)
-        .map_err(|m| anyhow!(m))?;
     let max_delete = args
         .max_delete
         .as_deref()
         .map(parse_max_delete)
         .transpose()?;
-    let mode = if args.mode.enforce {
-        serde_json::Value::String("enforce".into())
-    } else {
-        maintenance.mode.clone()
-    };
-    let opts = Options {
-        maintenance,
-        mode,
-        dry_run: args.mode.dry_run,
-        active_key: args.active_key.clone(),
-        fix_missing: args.fix_missing,
-        fix_dm_scope: args.fix_dm_scope,
-        dm_scope: cfg.dm_scope(),
-        home: env.home(),
-    };
+    let mode = args
+        .mode
+        .enforce
+        .then(|| serde_json::Value::String("enforce".into()));
+    let opts = super::cleanup_options(&args.plan, cfg, env, mode, args.mode.dry_run)?;
     Ok((opts, max_delete))
 }
 

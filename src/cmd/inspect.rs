@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 
 use super::compact::{estimator_for, planner as compact_planner};
 use super::problems::Problems;
@@ -14,7 +14,6 @@ use crate::cli::{InspectArgs, InspectSort};
 use crate::compact::plan::Settings;
 use crate::compact::{ContextEstimate, entry};
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
-use crate::config::maintenance::{Maintenance, Overrides};
 use crate::exit::{Exit, UsageError};
 use crate::inspect::{self, Filters, Hooks, StoreReport, Tick};
 use crate::keys::SessionKind;
@@ -70,26 +69,13 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     let cleanup = if args.no_cleanup {
         None
     } else {
-        let overrides = Overrides {
-            prune_after: args.prune_after.clone(),
-            max_entries: args.max_entries,
-            reset_archive_retention: args.reset_archive_retention.clone(),
-            max_disk: args.max_disk.clone(),
-            high_water: args.high_water.clone(),
-        };
-        let maintenance =
-            Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides)
-                .map_err(|m| anyhow!(m))?;
-        Some(Options {
-            maintenance,
-            mode: serde_json::Value::String("enforce".into()),
-            dry_run: false,
-            active_key: args.active_key.clone(),
-            fix_missing: args.fix_missing,
-            fix_dm_scope: args.fix_dm_scope,
-            dm_scope: cfg.dm_scope(),
-            home: env.home(),
-        })
+        Some(super::cleanup_options(
+            &args.plan,
+            &cfg,
+            &env,
+            Some(serde_json::Value::String("enforce".into())),
+            false,
+        )?)
     };
     let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
     let now_ms = crate::maintenance::now_ms();
@@ -143,17 +129,17 @@ fn run_transcript(args: &InspectArgs, file: &Path) -> Result<Exit> {
         .into());
     }
     let cleanup_flags = [
-        ("--fix-missing", args.fix_missing),
-        ("--fix-dm-scope", args.fix_dm_scope),
-        ("--active-key", args.active_key.is_some()),
-        ("--prune-after", args.prune_after.is_some()),
-        ("--max-entries", args.max_entries.is_some()),
+        ("--fix-missing", args.plan.fix_missing),
+        ("--fix-dm-scope", args.plan.fix_dm_scope),
+        ("--active-key", args.plan.active_key.is_some()),
+        ("--prune-after", args.plan.prune_after.is_some()),
+        ("--max-entries", args.plan.max_entries.is_some()),
         (
             "--reset-archive-retention",
-            args.reset_archive_retention.is_some(),
+            args.plan.reset_archive_retention.is_some(),
         ),
-        ("--max-disk", args.max_disk.is_some()),
-        ("--high-water", args.high_water.is_some()),
+        ("--max-disk", args.plan.max_disk.is_some()),
+        ("--high-water", args.plan.high_water.is_some()),
         ("--older-than", args.older_than.is_some()),
         ("--larger-than", args.larger_than.is_some()),
         ("--kind", args.kind.is_some()),

@@ -8,8 +8,8 @@ use anyhow::Result;
 
 use super::problems::Problems;
 use crate::cli::{
-    CleanupArgs, CleanupModeArgs, MaintainArgs, ModeArgs, PruneNoreplyArgs, StripImagesArgs,
-    TranscriptTargetArgs,
+    CleanupArgs, CleanupModeArgs, CleanupPlanArgs, MaintainArgs, ModeArgs, PruneNoreplyArgs,
+    StripImagesArgs, TranscriptTargetArgs,
 };
 use crate::exit::Exit;
 
@@ -23,14 +23,7 @@ pub fn run(args: &MaintainArgs) -> Result<Exit> {
             quiet: args.quiet,
             wait_lock: args.wait_lock,
         },
-        fix_missing: false,
-        fix_dm_scope: false,
-        active_key: None,
-        prune_after: None,
-        max_entries: None,
-        reset_archive_retention: None,
-        max_disk: None,
-        high_water: None,
+        plan: CleanupPlanArgs::default(),
         max_delete: args.max_delete.clone(),
     };
     let targets = TranscriptTargetArgs {

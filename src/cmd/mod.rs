@@ -32,6 +32,37 @@ pub fn run(cli: &Cli) -> Result<Exit> {
     }
 }
 
+/// The cleanup options of a run: `session.maintenance` of the config with the plan flags
+/// overrides, in `mode`. `cleanup` applies them; `inspect` and `--max-delete` predict with them.
+pub(crate) fn cleanup_options(
+    plan: &crate::cli::CleanupPlanArgs,
+    cfg: &Config,
+    env: &Env,
+    mode: Option<serde_json::Value>,
+    dry_run: bool,
+) -> Result<crate::maintenance::run::Options> {
+    use crate::config::maintenance::{Maintenance, Overrides};
+    let overrides = Overrides {
+        prune_after: plan.prune_after.clone(),
+        max_entries: plan.max_entries,
+        reset_archive_retention: plan.reset_archive_retention.clone(),
+        max_disk: plan.max_disk.clone(),
+        high_water: plan.high_water.clone(),
+    };
+    let maintenance = Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides)
+        .map_err(|m| anyhow!(m))?;
+    Ok(crate::maintenance::run::Options {
+        mode: mode.unwrap_or_else(|| maintenance.mode.clone()),
+        maintenance,
+        dry_run,
+        active_key: plan.active_key.clone(),
+        fix_missing: plan.fix_missing,
+        fix_dm_scope: plan.fix_dm_scope,
+        dm_scope: cfg.dm_scope(),
+        home: env.home(),
+    })
+}
+
 /// The shared target flags resolved the way OpenClaw resolves them: the loaded config, the
 /// environment it was read with, and the stores to work on. Conflicting flags are usage errors
 /// and unknown agents errors, with OpenClaw's wording. Stores that do not exist are recorded
