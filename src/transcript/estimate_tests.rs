@@ -44,9 +44,24 @@ fn hand_derived_values() {
         e.message_tokens(&json!({"role":"weird","content":"abcdef"})),
         0
     );
-    // string content of an assistant counts nothing (the runtime iterates characters)
+    // The string content of an assistant reply is the text block the loader makes of it.
     assert_eq!(
         e.message_tokens(&json!({"role":"assistant","content":"abcdef"})),
+        2
+    );
+    // An object content of a tool result is the one block of the list the loader makes.
+    assert_eq!(
+        e.message_tokens(&json!({"role":"toolResult","content":{"type":"text","text":"abcde"}})),
+        2
+    );
+    assert_eq!(
+        e.message_tokens(&json!({"role":"toolResult","content":{"type":"image","data":"x"}})),
+        1200
+    );
+    // Not for a user or custom message, which the loader leaves alone (the runtime's
+    // estimator counts nothing of it, or throws).
+    assert_eq!(
+        e.message_tokens(&json!({"role":"user","content":{"type":"text","text":"abcde"}})),
         0
     );
 }
@@ -147,11 +162,43 @@ fn matches_reference_on_generated_messages() {
         );
     }
     assert!(compared > 500, "only {compared} messages compared");
+    // Every role was compared with a string content, with and without usage.
+    if testgen::case_count(60) >= 60 {
+        for role in testgen::ROLES {
+            for usage in [false, true] {
+                let n = shapes
+                    .get(&(role.to_owned(), true, usage))
+                    .copied()
+                    .unwrap_or(0);
+                assert!(
+                    n > 0,
+                    "no {role} message with a string content (usage: {usage})"
+                );
+            }
+        }
+    }
 }
 
 /// The estimate rules applied to a message value directly (what the runtime's
 /// `estimateTokens` does), to check the probe's reading of them.
 fn reference_tokens(message: &Value, measure: Measure) -> u64 {
+    // The loader's normalisation first: a reply's or a result's string content becomes a text
+    // block, a result's object content a list of it.
+    let mut message = message.clone();
+    let role = message
+        .get("role")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(c) = message.get_mut("content") {
+        match (role.as_deref(), &*c) {
+            (Some("assistant" | "toolResult"), Value::String(t)) => {
+                *c = json!([{"type":"text","text":t}]);
+            }
+            (Some("toolResult"), Value::Object(_)) => *c = json!([c.clone()]),
+            _ => {}
+        }
+    }
+    let message = &message;
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     let mut m = Measured::default();
     let mut text = |t: Option<String>| m.amount += t.map_or(0, |t| measure.text(&t));

@@ -617,3 +617,57 @@ fn unsafe_inputs_are_refused_untouched() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("store target"));
 }
+
+/// Four turns whose replies are plain strings (no `usage`): 4 × 101 tokens of user text and
+/// 4 × 1000 of replies, 4404 in all once the loader has made each reply a text block.
+fn string_replies() -> Vec<u8> {
+    let mut lines = vec![
+        json!({"type":"session","version":3,"id":"sr","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"}),
+    ];
+    let mut parent = Value::Null;
+    for i in 0..8u64 {
+        let (role, content) = if i % 2 == 0 {
+            ("user", "u".repeat(404))
+        } else {
+            ("assistant", "r".repeat(4000))
+        };
+        let id = format!("{i:08x}");
+        lines.push(json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-03-01T00:00:01.000Z",
+            "message":{"role":role,"content":content,"stopReason":"stop","timestamp":1_772_400_000_000u64 + i}}));
+        parent = json!(id);
+    }
+    lines
+        .iter()
+        .map(|l| l.to_string() + "\n")
+        .collect::<String>()
+        .into_bytes()
+}
+
+#[test]
+fn string_replies_are_estimated_as_the_runtime_loads_them() {
+    let env = TestEnv::new();
+    let p = env.write("sr.jsonl", &string_replies());
+    let (code, v) = env.run_json(&["inspect", "--transcript", p.to_str().unwrap()]);
+    assert_eq!(code, 0, "{v}");
+    assert_eq!(v["transcript"]["estimatedContextTokens"], 4404, "{v}");
+    let (code, r) = env.run_json(&[
+        "compact",
+        "--transcript",
+        "sr.jsonl",
+        "--keep-recent-tokens",
+        "1500",
+    ]);
+    assert_eq!(code, 0, "{r}");
+    let t = &r["transcripts"][0];
+    assert_eq!(t["status"], "would-change", "{r}");
+    assert_eq!(t["details"]["tokensBefore"], 4404, "{r}");
+    // The runtime's own figure, from what its loader makes of the file.
+    if let Some(o) = oracle() {
+        let loaded = o.load_all(std::slice::from_ref(&p));
+        assert!(loaded[0].ok, "{:?}", loaded[0].error);
+        let msgs = loaded[0].messages.as_array().unwrap().clone();
+        assert_eq!(msgs[1]["content"][0]["type"], "text");
+        let per = &reference_estimates(&o, &[msgs])[0];
+        assert_eq!(per.iter().sum::<u64>(), 4404, "{per:?}");
+    }
+}
