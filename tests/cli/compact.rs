@@ -833,3 +833,58 @@ fn compacting_three_times_keeps_one_previous_summary_dated_activity_and_one_file
     }
     assert!(checked >= 2, "only {checked} cases compacted three times");
 }
+
+#[test]
+fn a_model_summary_with_its_own_file_blocks_is_carried_with_one_file_list() {
+    let env = TestEnv::new();
+    let mut bytes = generate_long(5, 60).bytes;
+    let parent = last_line(&bytes)["id"].clone();
+    let model = "## Goal\nMigrate the DB.\n\n## Progress\n- schema done\n\n<read-files>\nnotes/plan.md\n</read-files>\n\n<modified-files>\ndb/schema.sql\n</modified-files>";
+    let c = json!({"type":"compaction","id":"model-c","parentId":parent,"timestamp":"2026-12-01T00:00:00.000Z",
+        "summary":model,"firstKeptEntryId":"model-c","tokensBefore":5000,
+        "details":{"readFiles":["notes/plan.md"],"modifiedFiles":["db/schema.sql"]}});
+    bytes.extend_from_slice(format!("{c}\n").as_bytes());
+    append_turns(&mut bytes, 6, 1);
+    env.write("m.jsonl", &bytes);
+    let (code, r) = env.run_json(&[
+        "compact",
+        "--transcript",
+        "m.jsonl",
+        "--enforce",
+        "--keep-recent-tokens",
+        "300",
+        "--min-tokens",
+        "0",
+    ]);
+    assert_eq!(
+        (code, &r["transcripts"][0]["status"]),
+        (0, &json!("changed")),
+        "{r}"
+    );
+    let after = std::fs::read(env.path("m.jsonl")).unwrap();
+    let entry = last_line(&after);
+    let s = entry["summary"].as_str().unwrap();
+    assert_eq!(s.matches("## Previous summary").count(), 1, "{s}");
+    assert!(
+        s.contains("## Previous summary\n## Goal\nMigrate the DB.\n\n## Progress\n- schema done\n\n## Activity (2027-01-01T"),
+        "{s}"
+    );
+    assert_eq!(s.matches("<read-files>").count(), 1, "{s}");
+    assert_eq!(s.matches("<modified-files>").count(), 1, "{s}");
+    assert!(
+        s.contains("<read-files>\nnotes/plan.md\n</read-files>"),
+        "{s}"
+    );
+    // (The newest turns are kept, not summarised.)
+    assert!(s.ends_with("\n</modified-files>"), "{s}");
+    assert!(
+        s.contains("<modified-files>\ndb/schema.sql\nsrc/m1_0.rs\n"),
+        "{s}"
+    );
+    if let Some(o) = oracle() {
+        let loaded = o.load_all(&[env.path("m.jsonl")]);
+        assert!(loaded[0].ok, "{:?}", loaded[0].error);
+        assert_eq!(loaded[0].leaf_id, entry["id"]);
+        assert_eq!(loaded[0].messages[0]["summary"], entry["summary"]);
+    }
+}
