@@ -58,6 +58,13 @@ impl FileOps {
         }
     }
 
+    /// Add files read and modified that were named elsewhere (the file blocks of a carried
+    /// summary).
+    pub fn add(&mut self, read: Vec<String>, modified: Vec<String>) {
+        self.read.extend(read);
+        self.modified.extend(modified);
+    }
+
     /// Merge the previous compaction's lists (unless it came from a hook) and return
     /// (read − modified, modified), sorted by UTF-16 code units.
     pub fn finish(mut self, previous: Option<&Value>) -> (Vec<String>, Vec<String>) {

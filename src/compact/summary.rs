@@ -8,7 +8,7 @@
 //!
 //! ## Framing request          the session's first real user message, quoted (≤ 2000 chars)
 //! ## Previous summary         the previous compaction's summary, carried forward (≤ 4000)
-//! ## Activity                 message counts by role, time span, boilerplate omitted, images
+//! ## Activity (<first> to <last>)   message counts by role, time span, boilerplate omitted, images
 //! ## Tools called             name ×count (k errors), ≤ 20 rows
 //! ## Tool Failures            as the runtime's safeguard writes them (≤ 8 lines, 240 chars)
 //! ## User requests            oldest 5 and newest 10, whitespace collapsed, ≤ 200 chars each
@@ -24,9 +24,15 @@
 //! (an operator's summariser may print anything) is cut as the runtime's safeguard cuts its
 //! own summaries: at 16,000 characters in all, the file blocks kept, with its
 //! `[Compaction summary truncated to fit budget]` marker. Lengths count UTF-16 units.
-//! An earlier offline summary (recognised by its first line) is carried without its first
-//! line, its framing section (re-emitted at the top) and its file blocks (merged into the new
-//! lists). No closing `</summary>` tag survives, in any letter case or spacing.
+//! A carried summary loses its `<read-files>` / `<modified-files>` blocks, whose files are
+//! merged into the new lists: the blocks appear once, at the end. An earlier offline summary
+//! (recognised by its first line) also loses its first line and its framing section
+//! (re-emitted at the top), and is flattened: what its own previous-summary section held comes
+//! first, then its own sections one heading level down (`### Activity (<first> to <last>)`,
+//! `### Tools called`, …), so after any number of compactions there is one previous-summary
+//! section, every activity section names the span it covers (oldest first) and the newest is
+//! the only one at the top level. Other summaries (a model's) are carried verbatim otherwise.
+//! No closing `</summary>` tag survives, in any letter case or spacing.
 //!
 //! File lists follow the runtime: `read`/`write`/`edit` tool calls with a string
 //! `arguments.path`; modified = edited ∪ written, read = read − modified, both sorted by UTF-16
@@ -54,6 +60,11 @@ use super::summary_text::{cap_previous, cap_summary, cap_text, quote, truncate_u
 /// First line marker; also how an earlier offline summary is recognised.
 pub const HEADER_PREFIX: &str = "[Offline compaction by ";
 const FRAMING_HEADING: &str = "## Framing request";
+const PREVIOUS_HEADING: &str = "## Previous summary";
+/// The heading of the activity sections, followed by the time span they cover.
+const ACTIVITY_HEADING: &str = "## Activity";
+/// The first line of an activity section.
+const ACTIVITY_FIRST_LINE: &str = "- Messages summarized: ";
 /// The framing request is quoted up to this many UTF-16 units, then marked as shortened.
 pub const MAX_FRAMING_CHARS: usize = 2000;
 /// A previous summary carried forward keeps this many UTF-16 units of its start and of its
@@ -137,8 +148,9 @@ pub fn finish(
 ) -> Summary {
     let boilerplate_only = !b.real_found;
     let previous_summary = previous.and_then(|p| str_field(p, "summary"));
-    let carried = previous_summary
-        .map(carried_forward)
+    let carried = previous_summary.map(carried_forward).unwrap_or_default();
+    let carried_files = (carried.read_files, carried.modified_files);
+    let carried = Some(carried.text)
         .filter(|p| !p.is_empty())
         .map(|p| cap_previous(&p, MAX_PREVIOUS_HEAD_CHARS, MAX_PREVIOUS_TAIL_CHARS));
     let framing = framing_request(previous_summary, framing_before, &b);
@@ -151,15 +163,17 @@ pub fn finish(
         text.push_str(&fallback_summary(carried.as_deref()));
     } else {
         if let Some(prev) = &carried {
-            text.push_str(&format!("\n\n## Previous summary\n{prev}"));
+            text.push_str(&format!("\n\n{PREVIOUS_HEADING}\n{prev}"));
         }
-        text.push_str("\n\n## Activity\n");
+        text.push_str(&format!("\n\n{ACTIVITY_HEADING} ({})\n", b.span()));
         text.push_str(&b.activity());
         text.push_str(&b.tools_section());
         text.push_str(&b.failures_section());
         text.push_str(&b.requests_section());
     }
-    let (read_files, modified_files) = b.files.clone().finish(previous);
+    let mut files = b.files.clone();
+    files.add(carried_files.0, carried_files.1);
+    let (read_files, modified_files) = files.finish(previous);
     let files = format_file_operations(&read_files, &modified_files);
     Summary {
         text: cap_summary(&sanitize(&text), &sanitize(&files)),
@@ -283,32 +297,113 @@ fn framing_request(
     }
 }
 
-/// An earlier summary as carried forward: an offline one loses its first line, its framing
-/// section (re-emitted at the top) and its file blocks (merged into the new lists); any other
-/// summary is kept verbatim.
-fn carried_forward(previous: &str) -> String {
-    if !previous.starts_with(HEADER_PREFIX) {
-        return js_trim(previous).to_owned();
-    }
+/// An earlier summary as carried forward, and the files its own file blocks named.
+#[derive(Debug, Default)]
+struct Carried {
+    text: String,
+    read_files: Vec<String>,
+    modified_files: Vec<String>,
+}
+
+/// An earlier summary as carried forward. Any summary loses its `<read-files>` /
+/// `<modified-files>` blocks (their files are merged into the new lists, whose blocks end the
+/// new summary). An offline one also loses its first line and its framing section
+/// (re-emitted at the top), and is flattened ([`flatten_offline`]): its own previous summary
+/// is not nested in a second previous-summary section, and its sections are kept one level
+/// down under the new one's. Any other summary is kept verbatim.
+fn carried_forward(previous: &str) -> Carried {
+    let mut carried = Carried::default();
+    let offline = previous.starts_with(HEADER_PREFIX);
+    let lines: Vec<&str> = previous.lines().skip(usize::from(offline)).collect();
     let mut out = Vec::new();
-    let mut lines = previous.lines().skip(1).peekable();
-    let mut in_block = false;
-    while let Some(line) = lines.next() {
-        if line == FRAMING_HEADING {
-            while lines.peek().is_some_and(|l| l.starts_with('>')) {
-                lines.next();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if offline && line == FRAMING_HEADING {
+            i += 1;
+            while lines.get(i).is_some_and(|l| l.starts_with('>')) {
+                i += 1;
             }
             continue;
         }
-        if line == "<read-files>" || line == "<modified-files>" {
-            in_block = true;
-            continue;
-        }
-        if in_block {
-            in_block = !(line == "</read-files>" || line == "</modified-files>");
+        let tag = match js_trim(line) {
+            "<read-files>" => Some(("</read-files>", &mut carried.read_files)),
+            "<modified-files>" => Some(("</modified-files>", &mut carried.modified_files)),
+            _ => None,
+        };
+        // A block is dropped only when it is closed (an unclosed tag is text like any other).
+        if let Some((close, files)) = tag
+            && let Some(len) = lines[i + 1..].iter().position(|l| js_trim(l) == close)
+        {
+            files.extend(
+                lines[i + 1..i + 1 + len]
+                    .iter()
+                    .map(|l| js_trim(l))
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_owned),
+            );
+            i += len + 2;
             continue;
         }
         out.push(line);
+        i += 1;
+    }
+    carried.text = if offline {
+        flatten_offline(&out)
+    } else {
+        js_trim(&out.join("\n")).to_owned()
+    };
+    carried
+}
+
+/// Whether line `i` opens an offline summary's activity section (its heading, with or
+/// without the time span, followed by the messages line).
+fn is_activity_heading(lines: &[&str], i: usize) -> bool {
+    let heading = lines[i];
+    (heading == ACTIVITY_HEADING || heading.starts_with(&format!("{ACTIVITY_HEADING} (")))
+        && lines
+            .get(i + 1)
+            .is_some_and(|l| l.starts_with(ACTIVITY_FIRST_LINE))
+}
+
+/// The body of an earlier offline summary (without its first line, framing section and file
+/// blocks) as the content of the new summary's one previous-summary section: what its own
+/// previous-summary section held (flattened the same way, for summaries written before
+/// sections were flattened), then its own sections from its last activity section on, each
+/// heading one level down (`### Activity (<span>)`, `### Tools called`, …) and the activity
+/// heading labelled with the span it covers. A body without an activity section (the
+/// fallback sections of a boilerplate-only range, an operator's summariser text) is kept as
+/// it is.
+fn flatten_offline(lines: &[&str]) -> String {
+    let Some(own) = (0..lines.len())
+        .rev()
+        .find(|&i| is_activity_heading(lines, i))
+    else {
+        return js_trim(&lines.join("\n")).to_owned();
+    };
+    let before = &lines[..own];
+    let start = before.iter().position(|l| !js_trim(l).is_empty());
+    let earlier = match start {
+        Some(s) if before[s] == PREVIOUS_HEADING => flatten_offline(&before[s + 1..]),
+        _ => js_trim(&before.join("\n")).to_owned(),
+    };
+    let mut out: Vec<String> = Vec::new();
+    if !earlier.is_empty() {
+        out.push(earlier);
+        out.push(String::new());
+    }
+    for (k, line) in lines[own..].iter().enumerate() {
+        if k == 0 && *line == ACTIVITY_HEADING {
+            // Written before activity headings named their span: take it from the first line.
+            let span = lines[own + 1]
+                .rsplit_once("; ")
+                .map_or("?", |(_, span)| span);
+            out.push(format!("#{ACTIVITY_HEADING} ({span})"));
+        } else if line.starts_with("## ") {
+            out.push(format!("#{line}"));
+        } else {
+            out.push((*line).to_owned());
+        }
     }
     js_trim(&out.join("\n")).to_owned()
 }

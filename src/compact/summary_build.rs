@@ -213,6 +213,13 @@ impl SummaryBuilder {
         }
     }
 
+    /// The time span of the summarised entries: `<first timestamp> to <last timestamp>`
+    /// (`?` for one that is not a string).
+    pub(super) fn span(&self) -> String {
+        let stamp = |t: &Option<Option<String>>| t.clone().flatten().unwrap_or_else(|| "?".into());
+        format!("{} to {}", stamp(&self.first_ts), stamp(&self.last_ts))
+    }
+
     /// `## Activity`'s lines.
     pub(super) fn activity(&self) -> String {
         let roles: Vec<String> = self
@@ -220,13 +227,11 @@ impl SummaryBuilder {
             .iter()
             .map(|(r, n)| format!("{r} {n}"))
             .collect();
-        let stamp = |t: &Option<Option<String>>| t.clone().flatten().unwrap_or_else(|| "?".into());
         let mut out = format!(
-            "- Messages summarized: {} ({}); {} to {}",
+            "- Messages summarized: {} ({}); {}",
             self.messages,
             roles.join(", "),
-            stamp(&self.first_ts),
-            stamp(&self.last_ts)
+            self.span()
         );
         let b = self.boilerplate;
         if b != Boilerplate::default() {

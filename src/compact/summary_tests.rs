@@ -74,20 +74,27 @@ fn previous_summary_is_carried_and_lists_merged() {
     let prev = json!({"type":"compaction","summary":"## Goal\nShip it.\n\n<read-files>\nold.rs\n</read-files>",
         "details":{"readFiles":["old.rs","mod.rs"],"modifiedFiles":["mod.rs"]}});
     let s = build(&input(&b.entries, Some(&prev)));
+    // Carried verbatim, but for its file block: the merged blocks end the summary, once.
     assert!(
-        s.text.contains(
-            "## Previous summary\n## Goal\nShip it.\n\n<read-files>\nold.rs\n</read-files>"
-        )
+        s.text
+            .contains("## Previous summary\n## Goal\nShip it.\n\n## Activity (2026-"),
+        "{}",
+        s.text
     );
+    assert_eq!(s.text.matches("<read-files>").count(), 1);
+    assert!(s.text.ends_with(
+        "<read-files>\nold.rs\nz.rs\n</read-files>\n\n<modified-files>\nmod.rs\n</modified-files>"
+    ));
     assert_eq!(s.read_files, vec!["old.rs", "z.rs"]);
     assert_eq!(s.modified_files, vec!["mod.rs"]);
-    // lists of a hook-written compaction are not carried, as in the runtime
+    // The `details` lists of a hook-written compaction are not carried, as in the runtime
+    // (the files its text's blocks name are: the text is carried).
     let mut hook = prev.clone();
     hook["fromHook"] = json!(true);
     let s = build(&input(&b.entries, Some(&hook)));
     assert_eq!(
         (s.read_files, s.modified_files),
-        (vec!["z.rs".to_owned()], vec![])
+        (vec!["old.rs".to_owned(), "z.rs".to_owned()], vec![])
     );
 }
 
@@ -111,7 +118,13 @@ fn offline_previous_summary_keeps_the_framing_request_once() {
     );
     assert_eq!(second.text.matches("[Offline compaction by").count(), 1);
     assert_eq!(second.text.matches("<modified-files>").count(), 1);
-    assert!(second.text.contains("## Previous summary\n## Activity"));
+    assert!(
+        second
+            .text
+            .contains("## Previous summary\n### Activity (2026-03-02T09:00:01.000Z to "),
+        "{}",
+        second.text
+    );
     assert_eq!(second.modified_files, vec!["imp.rs"]);
 }
 
@@ -367,4 +380,161 @@ fn a_summary_never_exceeds_the_runtime_budget() {
     // Short enough: unchanged.
     let short = wrap_external("fine", &s, "clawkeeper 0.0.0", "now", "cat");
     assert!(short.ends_with("\n\nfine\n\n<read-files>\na.txt\n</read-files>"));
+}
+
+/// The headings of a summary, in order.
+fn headings(text: &str) -> Vec<&str> {
+    text.lines().filter(|l| l.starts_with('#')).collect()
+}
+
+/// The span an activity heading names, as (first, last) timestamps.
+fn span_of(heading: &str) -> (String, String) {
+    let inner = heading
+        .split_once(" (")
+        .and_then(|(_, r)| r.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("no span in {heading:?}"));
+    let (a, b) = inner.split_once(" to ").unwrap();
+    (a.to_owned(), b.to_owned())
+}
+
+#[test]
+fn stacked_offline_summaries_keep_one_previous_section_and_dated_activity() {
+    let mut rng = Rng::new(31);
+    let mut b = PathBuilder::random(&mut rng, 12);
+    let mut previous: Option<Value> = None;
+    let mut from = 0;
+    let mut texts = Vec::new();
+    for round in 0..3 {
+        let s = build(&input(&b.entries[from..], previous.as_ref()));
+        assert!(!s.boilerplate_only);
+        let t = &s.text;
+        texts.push(t.clone());
+        assert_eq!(t.matches("[Offline compaction by").count(), 1, "{t}");
+        assert_eq!(t.matches("## Framing request").count(), 1, "{t}");
+        assert_eq!(
+            t.matches("## Previous summary").count(),
+            usize::from(round > 0),
+            "{t}"
+        );
+        assert_eq!(t.matches("<read-files>").count(), 1, "{t}");
+        assert_eq!(t.matches("<modified-files>").count(), 1, "{t}");
+        let files = format!(
+            "\n\n<read-files>\n{}\n</read-files>\n\n<modified-files>\n{}\n</modified-files>",
+            s.read_files.join("\n"),
+            s.modified_files.join("\n")
+        );
+        assert!(t.ends_with(&files), "{t}");
+        // One activity section per compaction so far, each dated, oldest first; the newest
+        // is the only one at the top level, after the previous summary.
+        let h = headings(t);
+        let activity: Vec<&str> = h
+            .iter()
+            .copied()
+            .filter(|l| l.trim_start_matches('#').starts_with(" Activity"))
+            .collect();
+        assert_eq!(activity.len(), round + 1, "{t}");
+        for (k, a) in activity.iter().enumerate() {
+            let top = k == round;
+            assert_eq!(a.starts_with("## Activity ("), top, "{a}");
+            assert_eq!(a.starts_with("### Activity ("), !top, "{a}");
+        }
+        let spans: Vec<(String, String)> = activity.iter().map(|a| span_of(a)).collect();
+        for w in spans.windows(2) {
+            assert!(w[0].1 < w[1].0, "{spans:?}");
+        }
+        // Only the sections of the newest range are at the top level.
+        let top: Vec<&str> = h.iter().copied().filter(|l| l.starts_with("## ")).collect();
+        assert_eq!(
+            top.iter()
+                .filter(|l| l.starts_with("## Tools called"))
+                .count(),
+            1,
+            "{t}"
+        );
+        if round > 0 {
+            let prev = t.find("## Previous summary").unwrap();
+            let newest = t.find(activity[round]).unwrap();
+            assert!(prev < newest);
+            // Everything the earlier summaries said is still there.
+            let body = |x: &str| {
+                x.lines()
+                    .filter(|l| l.starts_with("- "))
+                    .map(str::to_owned)
+                    .collect::<Vec<_>>()
+            };
+            for line in body(&texts[round - 1]) {
+                assert!(t.contains(&line), "{line} lost from\n{t}");
+            }
+        }
+        // The next round: more conversation after this compaction.
+        previous = Some(json!({"type":"compaction","summary":s.text,
+            "details":s.details("clawkeeper","0.0.0")}));
+        from = b.entries.len();
+        for t in 0..8 {
+            b.user(&format!("round {round} turn {t}: carry on"));
+            let path = format!("src/round{round}_{t}.rs");
+            b.tool_round("edit", json!({ "path": path }), "ok", false);
+            b.assistant_text("done");
+        }
+    }
+}
+
+#[test]
+fn a_carried_model_summary_loses_its_file_blocks_to_the_merged_ones() {
+    let mut b = PathBuilder::default();
+    b.user("continue the migration");
+    b.tool_round("read", json!({"path":"new.rs"}), "", false);
+    b.tool_round("edit", json!({"path":"seen.rs"}), "", false);
+    let model = "## Goal\nMigrate the DB.\n\n## Progress\n- schema done\n\n<read-files>\nseen.rs\nonly-in-text.rs\n</read-files>\n\n<modified-files>\n  schema.sql\n</modified-files>";
+    // A hook-written compaction: its details are not carried, its text's blocks are.
+    let prev = json!({"type":"compaction","summary":model,"fromHook":true});
+    let s = build(&input(&b.entries, Some(&prev)));
+    let t = &s.text;
+    assert!(
+        t.contains("## Previous summary\n## Goal\nMigrate the DB.\n\n## Progress\n- schema done\n\n## Activity ("),
+        "{t}"
+    );
+    assert_eq!(t.matches("<read-files>").count(), 1, "{t}");
+    assert_eq!(t.matches("<modified-files>").count(), 1, "{t}");
+    assert_eq!(s.read_files, vec!["new.rs", "only-in-text.rs"]);
+    assert_eq!(s.modified_files, vec!["schema.sql", "seen.rs"]);
+    assert!(t.ends_with(
+        "\n\n<read-files>\nnew.rs\nonly-in-text.rs\n</read-files>\n\n<modified-files>\nschema.sql\nseen.rs\n</modified-files>"
+    ));
+    // Compacted again offline: the model's text stays once, under the one previous section.
+    let prev =
+        json!({"type":"compaction","summary":s.text,"details":s.details("clawkeeper","0.0.0")});
+    let mut c = PathBuilder::default();
+    c.user("next step");
+    c.assistant_text("ok");
+    let next = build(&input(&c.entries, Some(&prev)));
+    let t = &next.text;
+    assert_eq!(t.matches("## Previous summary").count(), 1, "{t}");
+    assert_eq!(t.matches("## Goal\nMigrate the DB.").count(), 1, "{t}");
+    assert_eq!(t.matches("<read-files>").count(), 1, "{t}");
+    assert!(t.contains("- schema done\n\n### Activity ("), "{t}");
+    // An unclosed tag is text, not a block.
+    let prev = json!({"type":"compaction","summary":"notes\n<read-files>\nhalf"});
+    let s = build(&input(&c.entries, Some(&prev)));
+    assert!(
+        s.text
+            .contains("## Previous summary\nnotes\n<read-files>\nhalf\n\n## Activity")
+    );
+}
+
+#[test]
+fn summaries_written_before_flattening_are_flattened_when_carried() {
+    // The nested layout of earlier versions: a previous summary inside a previous summary,
+    // activity headings without their span.
+    let old = "[Offline compaction by clawkeeper 0.0.0 at 2026-03-02T00:00:00.000Z; no model was used; facts below are extracted mechanically.]\n\n## Framing request\n> Build it\n\n## Previous summary\n## Previous summary\nmodel text\n\n## Activity\n- Messages summarized: 4 (user 2, assistant 2); 2026-03-01T01:00:00.000Z to 2026-03-01T02:00:00.000Z\n\n## Tools called\n- read ×1\n\n## Activity\n- Messages summarized: 6 (user 3, assistant 3); 2026-03-01T03:00:00.000Z to 2026-03-01T04:00:00.000Z\n\n<read-files>\na.rs\n</read-files>";
+    let prev = json!({"type":"compaction","summary":old});
+    let mut c = PathBuilder::default();
+    c.user("next step");
+    c.assistant_text("ok");
+    let s = build(&input(&c.entries, Some(&prev)));
+    let t = &s.text;
+    assert_eq!(t.matches("## Previous summary").count(), 1, "{t}");
+    assert!(t.contains("## Previous summary\nmodel text\n\n### Activity (2026-03-01T01:00:00.000Z to 2026-03-01T02:00:00.000Z)\n- Messages summarized: 4"), "{t}");
+    assert!(t.contains("### Tools called\n- read ×1\n\n### Activity (2026-03-01T03:00:00.000Z to 2026-03-01T04:00:00.000Z)\n"), "{t}");
+    assert_eq!(s.read_files, vec!["a.rs"]);
 }

@@ -174,6 +174,53 @@ pub struct PathBuilder {
     calls: u64,
 }
 
+/// Every role whose content the runtime's loader or estimator reads, and one it does not know.
+pub const ROLES: [&str; 8] = [
+    "user",
+    "assistant",
+    "toolResult",
+    "custom",
+    "bashExecution",
+    "branchSummary",
+    "compactionSummary",
+    "weird",
+];
+
+/// A message of `role` whose `content` is not a list of blocks: a plain string (mostly), or
+/// an object (one block, as a tool result's loader would make a list of it), with a provider
+/// `usage` when `with_usage`.
+pub fn shaped_message(rng: &mut Rng, role: &str, with_usage: bool, ts: u64) -> Value {
+    let content = if rng.chance(80) {
+        json!(rng.text(500))
+    } else {
+        match rng.below(3) {
+            0 => json!({"type":"text","text":rng.text(300)}),
+            1 => json!({"type":"image","data":"AAAA","mimeType":"image/png"}),
+            _ => json!({"type":"toolResult","content":rng.text(100)}),
+        }
+    };
+    let stop = ["stop", "toolUse", "error", "aborted", "length"][rng.below(5) as usize];
+    let mut m = json!({"role":role,"content":content,"stopReason":stop,"timestamp":ts});
+    match role {
+        "toolResult" => {
+            m["toolCallId"] = json!("call_1");
+            m["toolName"] = json!("exec");
+        }
+        "bashExecution" => {
+            m["command"] = json!(rng.text(40));
+            m["output"] = json!(rng.text(100));
+        }
+        "branchSummary" | "compactionSummary" => m["summary"] = json!(rng.text(200)),
+        _ => {}
+    }
+    if with_usage {
+        let total = if rng.chance(30) { 0 } else { rng.below(90_000) };
+        m["usage"] = json!({"input":rng.below(5000),"output":rng.below(500),"cacheRead":rng.below(9000),
+            "cacheWrite":rng.below(100),"totalTokens":total});
+    }
+    m
+}
+
 impl Default for PathBuilder {
     fn default() -> Self {
         PathBuilder {

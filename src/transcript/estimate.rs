@@ -13,6 +13,12 @@
 //! - `bashExecution`: `command` + `output`; `branchSummary`/`compactionSummary`: `summary`;
 //! - any other role: 0.
 //!
+//! Messages are estimated as the runtime's transcript loader leaves them
+//! (`normalizeLoadedFileEntry`), since every message it estimates was read from a file: the
+//! string content of an `assistant` or `toolResult` message is one `text` block, and an object
+//! content of a `toolResult` is a list of that one block. `user` and `custom` contents, and
+//! `custom_message` entries, are read as they are.
+//!
 //! The context estimate takes `usage` of the last assistant message that did not end in
 //! `error`/`aborted` (its `totalTokens`, or the sum of the four counts when that is 0, or
 //! `contextUsage.totalTokens` when the provider marked it available) and adds the estimates of

@@ -44,9 +44,24 @@ fn hand_derived_values() {
         e.message_tokens(&json!({"role":"weird","content":"abcdef"})),
         0
     );
-    // string content of an assistant counts nothing (the runtime iterates characters)
+    // The string content of an assistant reply is the text block the loader makes of it.
     assert_eq!(
         e.message_tokens(&json!({"role":"assistant","content":"abcdef"})),
+        2
+    );
+    // An object content of a tool result is the one block of the list the loader makes.
+    assert_eq!(
+        e.message_tokens(&json!({"role":"toolResult","content":{"type":"text","text":"abcde"}})),
+        2
+    );
+    assert_eq!(
+        e.message_tokens(&json!({"role":"toolResult","content":{"type":"image","data":"x"}})),
+        1200
+    );
+    // Not for a user or custom message, which the loader leaves alone (the runtime's
+    // estimator counts nothing of it, or throws).
+    assert_eq!(
+        e.message_tokens(&json!({"role":"user","content":{"type":"text","text":"abcde"}})),
         0
     );
 }
@@ -118,19 +133,49 @@ fn matches_reference_on_generated_messages() {
                 .collect(),
         );
     }
+    // Contents that are not lists of blocks (plain strings, objects), for every role, with and
+    // without a provider usage.
+    for i in 0..testgen::case_count(60) {
+        let n = 1 + rng.below(12);
+        let with_usage = i % 2 == 1;
+        cases.push(
+            (0..n)
+                .map(|k| {
+                    let role = testgen::ROLES[rng.below(testgen::ROLES.len() as u64) as usize];
+                    testgen::shaped_message(&mut rng, role, with_usage, 1_772_442_000_000 + k)
+                })
+                .collect(),
+        );
+    }
     let tmp = tempfile::tempdir().unwrap();
     let input = tmp.path().join("cases.json");
     std::fs::write(&input, serde_json::to_string(&cases).unwrap()).unwrap();
-    let out = testgen::run_oracle_script(&dir, "estimate-tokens.mjs", [&input]);
+    // Estimated as the runtime estimates a message read from a transcript: after its loader.
+    let input = input.to_str().unwrap();
+    let out = testgen::run_oracle_script(&dir, "estimate-tokens.mjs", ["--loaded", input]);
     let got: Vec<Value> = serde_json::from_slice(&out).unwrap();
     let e = heur();
     let mut compared = 0;
+    // (role, string content, usage) -> messages compared
+    let mut shapes: std::collections::BTreeMap<(String, bool, bool), usize> = Default::default();
     for (msgs, reference) in cases.iter().zip(&got) {
         let want = reference["perMessage"].as_array().unwrap();
         for (m, want) in msgs.iter().zip(want) {
             if let Some(want) = want.as_u64() {
                 assert_eq!(e.message_tokens(m), want, "message: {m}");
                 compared += 1;
+                if let Some(role) = m
+                    .get("role")
+                    .and_then(Value::as_str)
+                    .filter(|r| testgen::ROLES.contains(r))
+                {
+                    let key = (
+                        role.to_owned(),
+                        m["content"].is_string(),
+                        m.get("usage").is_some(),
+                    );
+                    *shapes.entry(key).or_default() += 1;
+                }
             }
         }
         // Odd usage (strings among its counts) makes the runtime's context figure a string;
@@ -148,11 +193,43 @@ fn matches_reference_on_generated_messages() {
         );
     }
     assert!(compared > 500, "only {compared} messages compared");
+    // Every role was compared with a string content, with and without usage.
+    if testgen::case_count(60) >= 60 {
+        for role in testgen::ROLES {
+            for usage in [false, true] {
+                let n = shapes
+                    .get(&(role.to_owned(), true, usage))
+                    .copied()
+                    .unwrap_or(0);
+                assert!(
+                    n > 0,
+                    "no {role} message with a string content (usage: {usage})"
+                );
+            }
+        }
+    }
 }
 
 /// The estimate rules applied to a message value directly (what the runtime's
 /// `estimateTokens` does), to check the probe's reading of them.
 fn reference_tokens(message: &Value, measure: Measure) -> u64 {
+    // The loader's normalisation first: a reply's or a result's string content becomes a text
+    // block, a result's object content a list of it.
+    let mut message = message.clone();
+    let role = message
+        .get("role")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if let Some(c) = message.get_mut("content") {
+        match (role.as_deref(), &*c) {
+            (Some("assistant" | "toolResult"), Value::String(t)) => {
+                *c = json!([{"type":"text","text":t}]);
+            }
+            (Some("toolResult"), Value::Object(_)) => *c = json!([c.clone()]),
+            _ => {}
+        }
+    }
+    let message = &message;
     let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
     let mut m = Measured::default();
     let mut text = |t: Option<String>| m.amount += t.map_or(0, |t| measure.text(&t));
@@ -277,4 +354,102 @@ fn invalid_utf8_is_read_alike_measured_or_not_and_measured_as_the_runtime_reads_
     assert_eq!(measured.entries.len(), plain.entries.len());
     // "ok \u{fffd}\u{fffd} done": 10 UTF-16 units.
     assert_eq!(measured.tokens_of(1).unwrap().tokens, 3);
+}
+
+/// A generated session with contents of every shape the loader meets: replies, results and
+/// other messages whose content is a plain string or an object, with and without usage, and
+/// `custom_message` entries with string and block contents.
+fn shaped_session(rng: &mut Rng) -> Vec<Value> {
+    let turns = 1 + rng.below(6) as usize;
+    let mut b = testgen::PathBuilder::random(rng, turns);
+    for k in 0..1 + rng.below(10) {
+        let role = testgen::ROLES[rng.below(testgen::ROLES.len() as u64) as usize];
+        let with_usage = rng.chance(40);
+        let mut m = testgen::shaped_message(rng, role, with_usage, k);
+        // The runtime's estimator throws on an object content of a reply or a custom message
+        // (the loader leaves it alone), which would leave the whole context uncompared.
+        if matches!(role, "assistant" | "custom") && m["content"].is_object() {
+            m["content"] = json!(rng.text(100));
+        }
+        b.message(m);
+        if rng.chance(25) {
+            let content = match rng.below(3) {
+                0 => json!(rng.text(200)),
+                1 => json!([{"type":"text","text":rng.text(200)},{"type":"image","data":"AAAA"}]),
+                _ => json!([]),
+            };
+            b.push(
+                "custom_message",
+                json!({"customType":"note","content":content,"display":true}),
+            );
+        }
+        if rng.chance(10) {
+            let summary = rng.text(120);
+            b.push(
+                "branch_summary",
+                json!({"summary":summary,"fromId":"e0001"}),
+            );
+        }
+    }
+    b.user("last");
+    b.entries
+}
+
+#[test]
+fn the_index_matches_the_runtime_on_generated_transcripts() {
+    // The streaming path (each line measured while it is indexed) against the context the
+    // runtime's SessionManager rebuilds from the same file, estimated by the runtime.
+    let Some(dir) =
+        testgen::require_oracle("estimate::the_index_matches_the_runtime_on_generated_transcripts")
+    else {
+        return;
+    };
+    let mut rng = Rng::new(21);
+    let tmp = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for i in 0..testgen::case_count(60) {
+        let mut text =
+            r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-02T09:00:00.000Z","cwd":"/"}"#
+                .to_owned();
+        for e in shaped_session(&mut rng) {
+            text.push('\n');
+            text.push_str(&crate::jsjson::to_string_compact(&e));
+        }
+        text.push('\n');
+        let p = tmp.path().join(format!("t{i}.jsonl"));
+        std::fs::write(&p, &text).unwrap();
+        files.push((p, text));
+    }
+    let args: Vec<&std::path::Path> = files.iter().map(|(p, _)| p.as_path()).collect();
+    let out = testgen::run_oracle_script(
+        &dir,
+        "estimate-tokens.mjs",
+        std::iter::once(std::path::Path::new("--files")).chain(args),
+    );
+    let got: Vec<Value> = serde_json::from_slice(&out).unwrap();
+    assert_eq!(got.len(), files.len());
+    let e = heur();
+    let mut compared = 0;
+    for ((_, text), reference) in files.iter().zip(&got) {
+        let Some(want) = reference["context"]["tokens"].as_u64() else {
+            continue;
+        };
+        let index = Index::from_reader_measuring(text.as_bytes(), Some(e.counter())).unwrap();
+        let tree = crate::transcript::tree::Tree::build(&index);
+        let ours = crate::compact::facts::context_estimate(&index, &tree, &e).unwrap();
+        assert_eq!(ours.tokens, want, "{text}\n{reference}");
+        assert_eq!(
+            ours.last_usage_index,
+            reference["context"]["lastUsageIndex"]
+                .as_u64()
+                .map(|i| i as usize),
+            "{text}"
+        );
+        compared += 1;
+    }
+    assert!(
+        compared * 10 >= files.len() * 9,
+        "only {compared} of {} transcripts compared",
+        files.len()
+    );
 }

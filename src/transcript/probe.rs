@@ -352,11 +352,16 @@ impl MessageProbe<'_> {
     /// What the estimate counts of this message, by its role: the content of `user`, `custom`
     /// and `toolResult` messages, the blocks of an assistant reply, a bash execution's command
     /// and output, a summary message's summary; nothing for any other role.
+    ///
+    /// The content is read as the runtime's loader leaves it (`normalizeLoadedFileEntry`): the
+    /// string content of an assistant reply or a tool result is one text block, and an object
+    /// content of a tool result is a list of that one block.
     pub fn measured(&self) -> Measured {
         let m = &self.measured;
         match self.role.as_str() {
-            Some("user" | "custom" | "toolResult") => m.content.as_input(),
-            Some("assistant") => m.content.as_reply,
+            Some("user" | "custom") => m.content.as_input(),
+            Some("toolResult") => m.content.record.unwrap_or_else(|| m.content.as_input()),
+            Some("assistant") => m.content.text.map_or(m.content.as_reply, Measured::text),
             Some("bashExecution") => Measured::text(m.command.unwrap_or(0) + m.output.unwrap_or(0)),
             Some("branchSummary" | "compactionSummary") => Measured::text(m.summary.unwrap_or(0)),
             _ => Measured::default(),
@@ -492,6 +497,9 @@ pub struct ContentMeasure {
     /// An array content read as an assistant reply: `text` and `thinking` blocks, and each
     /// `toolCall`'s name and `JSON.stringify` of its arguments.
     pub as_reply: Measured,
+    /// An object content, measured as one block of a `user`, `custom` or `toolResult` content
+    /// (the loader makes a tool result's object content a list of that one block).
+    pub record: Option<Measured>,
 }
 
 impl ContentMeasure {
@@ -562,7 +570,23 @@ impl<'de: 'a, 'a> Visitor<'de> for ContentSeed<'a> {
             measured,
         })
     }
-    other_types!(ContentProbe { content: Content::Other, measured: ContentMeasure::default() }; unit, bool, num, map);
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        let other = |measured| ContentProbe {
+            content: Content::Other,
+            measured,
+        };
+        if self.opts.measure.is_none() {
+            while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+            return Ok(other(ContentMeasure::default()));
+        }
+        // An object: measured as the one block a tool result's loader makes of it.
+        let block = BlockSeed(self).visit_map(a)?;
+        Ok(other(ContentMeasure {
+            record: Some(block.as_input),
+            ..ContentMeasure::default()
+        }))
+    }
+    other_types!(ContentProbe { content: Content::Other, measured: ContentMeasure::default() }; unit, bool, num);
 }
 
 impl ContentSeed<'_> {
