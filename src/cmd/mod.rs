@@ -6,6 +6,7 @@ mod completions;
 mod inspect;
 pub mod problems;
 mod prune_noreply;
+pub mod resolved;
 mod strip_images;
 pub mod transcript_targets;
 pub mod transcripts;

@@ -24,6 +24,7 @@ mod parity;
 mod properties;
 mod readme;
 mod safety;
+mod safety_symdir;
 mod silent;
 mod storegen;
 mod textcmp;
