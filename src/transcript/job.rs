@@ -176,8 +176,26 @@ fn stamp_in(confined: &Confined, path: &Path) -> Result<(u64, Option<SystemTime>
     Ok((st.len, st.modified()))
 }
 
+/// The status of a file its planner gave up on: skipped with the reason, or damaged when a
+/// line nests too deep to be read.
+fn planner_status(why: String) -> Status {
+    if crate::jsjson::TooDeep::is_reason(&why) {
+        Status::Damaged(why)
+    } else {
+        Status::Skipped(why)
+    }
+}
+
+/// The status of a file whose processing stopped with `e`: failed, or damaged when a line
+/// nests too deep to be edited (the file is left as it is).
 pub fn failed(e: anyhow::Error) -> Status {
-    Status::Failed(format!("{e:#}"))
+    match e
+        .chain()
+        .find_map(|c| c.downcast_ref::<crate::jsjson::TooDeep>())
+    {
+        Some(deep) => Status::Damaged(deep.to_string()),
+        None => Status::Failed(format!("{e:#}")),
+    }
 }
 
 /// A plan ready to apply: a general rewrite, or an append-only one (see [`super::append`]).
@@ -195,7 +213,7 @@ fn prepare(
     out: &mut Outcome,
 ) -> Result<Option<Prepared>, Status> {
     let (index, mut tree) = index_checked(confined, path, measure, out)?;
-    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
+    let planned = planner(path, &index, &tree).map_err(planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
@@ -354,7 +372,7 @@ fn predict_inner(
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     check_editable_with(index, tree, out)?;
-    let planned = planner(path, index, tree).map_err(Status::Skipped)?;
+    let planned = planner(path, index, tree).map_err(planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {

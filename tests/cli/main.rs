@@ -14,6 +14,7 @@ mod generator;
 mod hostile;
 mod hostile_cleanup;
 mod hostile_cleanup_apply;
+mod hostile_deep;
 mod hostile_lines;
 mod inspect;
 mod inspect_targets;

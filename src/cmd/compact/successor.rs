@@ -407,7 +407,11 @@ fn prepare(
         &kept_tail,
         run.now,
     )
-    .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    .map_err(|e| match job::failed(e) {
+        damaged @ Status::Damaged(_) => damaged,
+        Status::Failed(why) => Status::Refused(why),
+        other => other,
+    })?;
     Ok(Some(Pending {
         store: store_path.clone(),
         key: key.clone(),
