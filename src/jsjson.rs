@@ -45,6 +45,33 @@ impl Sink for Len {
     }
 }
 
+/// How deep arrays and objects may nest in a document that is parsed into a value (serde_json's
+/// recursion limit). A deeper document is refused with an error, never recursed into (that
+/// would risk a stack overflow); see [`TooDeep`].
+pub const MAX_DEPTH: usize = 128;
+
+/// Whether a parse failed because the document nests deeper than [`MAX_DEPTH`].
+pub fn is_too_deep(e: &serde_json::Error) -> bool {
+    e.to_string().starts_with("recursion limit exceeded")
+}
+
+/// A transcript line that nests deeper than [`MAX_DEPTH`]: it is kept as it is, and the file
+/// is not edited (the commands report it as damaged).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("line {line} nests arrays or objects deeper than {MAX_DEPTH} levels; not editing")]
+pub struct TooDeep {
+    /// 1-based.
+    pub line: usize,
+}
+
+impl TooDeep {
+    /// Whether `reason` is this error's text (for planners, whose errors are plain text).
+    pub fn is_reason(reason: &str) -> bool {
+        reason.starts_with("line ")
+            && reason.ends_with(&format!("deeper than {MAX_DEPTH} levels; not editing"))
+    }
+}
+
 /// Parse JSON text as `JSON.parse` would, then apply JavaScript's object key order.
 pub fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
     let mut v: Value = deserialize(bytes, std::marker::PhantomData)?;

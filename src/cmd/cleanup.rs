@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::Result;
 
 use super::problems::Problems;
+use super::resolved;
 use crate::cli::CleanupArgs;
 use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
@@ -46,6 +47,26 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
     // A spinner on stderr while stores are planned and applied (terminal only, never with
     // --json or --quiet); the report itself is OpenClaw's text and goes to stdout afterwards.
     let progress = Progress::spinner("cleanup", progress::wanted(args.mode.json, args.mode.quiet));
+    // Each sessions directory is resolved once, here: one reached through a symlink is noted,
+    // and the apply works in (and only in) the directory it led to now.
+    let dirs: Vec<std::path::PathBuf> = targets
+        .iter()
+        .map(|t| run::sessions_dir_of(&t.store_path))
+        .collect();
+    let resolved_dirs = resolved::collect(dirs.iter().map(|d| d.as_path()));
+    for r in &resolved_dirs {
+        note(r.note(!dry_run));
+    }
+    let held: Vec<Option<Confined>> = dirs
+        .iter()
+        .map(|d| d.is_dir().then(|| Confined::new(d).ok()).flatten())
+        .collect();
+    let held_for = |t: &Target| {
+        targets
+            .iter()
+            .position(|x| std::ptr::eq(x, t))
+            .and_then(|i| held[i].as_ref())
+    };
     // Every store is planned; a store that cannot be is a problem of its own, and the others
     // go on.
     let mut previews: Vec<(&Target, Preview)> = Vec::new();
@@ -82,7 +103,10 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         }
         let summaries: Vec<&Summary> = previews.iter().map(|(_, p)| &p.summary).collect();
         if args.mode.json {
-            let docs: Vec<_> = summaries.iter().map(|s| s.to_json()).collect();
+            let docs: Vec<_> = summaries
+                .iter()
+                .map(|s| with_resolved(s.to_json(), s, &resolved_dirs))
+                .collect();
             out = json_doc(&opts.mode, true, docs);
         } else {
             for (i, (_, p)) in previews.iter().enumerate() {
@@ -91,6 +115,7 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
                 }
                 cleanup_text::render_plan(&mut out, &cfg, p, previews.len() > 1);
             }
+            resolved::text(&mut out, &resolved_dirs, false);
         }
         progress.finish();
         // The plans (whole copies of every store) are not needed any more and the process
@@ -121,7 +146,13 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
             });
         }
         progress.message(&format!("cleaning {}", t.store_path.display()));
-        match run::apply(&t.agent_id, &t.store_path, &opts, Some(p.stamp)) {
+        match run::apply(
+            &t.agent_id,
+            &t.store_path,
+            &opts,
+            Some(p.stamp),
+            held_for(t),
+        ) {
             Ok(summary) => {
                 progress.suspend(|| console.write(&summary.logs))?;
                 applied.push(summary);
@@ -134,10 +165,14 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         return Ok(problems.finish(Exit::Success));
     }
     if args.mode.json {
-        let docs: Vec<_> = applied.iter().map(|s| s.to_json()).collect();
+        let docs: Vec<_> = applied
+            .iter()
+            .map(|s| with_resolved(s.to_json(), s, &resolved_dirs))
+            .collect();
         out = json_doc(&opts.mode, false, docs);
     } else {
         cleanup_text::render_applied(&mut out, &applied);
+        resolved::text(&mut out, &resolved_dirs, true);
     }
     print(&out, to_stderr)?;
     Ok(problems.finish(Exit::Success))
@@ -322,6 +357,25 @@ fn locked_transcript(t: &Target, p: &Preview) -> Result<Option<String>> {
         }
     }
     Ok(None)
+}
+
+/// A store's JSON document, with `resolvedSessionsDir` (the real directory) when its sessions
+/// directory was reached through a symlink (a field OpenClaw does not print).
+fn with_resolved(
+    mut doc: serde_json::Value,
+    s: &Summary,
+    resolved_dirs: &[resolved::ResolvedDir],
+) -> serde_json::Value {
+    let dir = run::sessions_dir_of(Path::new(&s.store_path));
+    if let (Some(r), serde_json::Value::Object(m)) =
+        (resolved_dirs.iter().find(|r| r.dir == dir), &mut doc)
+    {
+        m.insert(
+            "resolvedSessionsDir".into(),
+            serde_json::Value::String(r.real.display().to_string()),
+        );
+    }
+    doc
 }
 
 fn json_doc(mode: &serde_json::Value, dry_run: bool, mut docs: Vec<serde_json::Value>) -> String {

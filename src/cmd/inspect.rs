@@ -9,6 +9,7 @@ use anyhow::Result;
 
 use super::compact::{estimator_for, planner as compact_planner};
 use super::problems::Problems;
+use super::resolved::{self, ResolvedDir};
 use super::transcript_targets::unknown_session;
 use crate::cli::{InspectArgs, InspectSort};
 use crate::compact::plan::Settings;
@@ -77,6 +78,12 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
             false,
         )?)
     };
+    let dirs: Vec<std::path::PathBuf> = targets
+        .iter()
+        .map(|t| crate::maintenance::run::sessions_dir_of(&t.store_path))
+        .collect();
+    let resolved_dirs = resolved::collect(dirs.iter().map(|d| d.as_path()));
+    resolved::announce(&resolved_dirs, false, args.quiet);
     let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
     let now_ms = crate::maintenance::now_ms();
     let reports = with_hooks(args, cleanup.as_ref(), &progress, |hooks| {
@@ -109,10 +116,14 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         now_ms,
     };
     let done = if args.json {
-        print_json(&inspect_json::json(&reports, &view))?
+        print_json(&with_resolved(
+            inspect_json::json(&reports, &view),
+            &resolved_dirs,
+        ))?
     } else {
         let mut out = String::new();
         inspect_text::render(&mut out, &reports, &view);
+        resolved::text(&mut out, &resolved_dirs, false);
         print(&out)?
     };
     Ok(problems.finish(done))
@@ -150,16 +161,26 @@ fn run_transcript(args: &InspectArgs, file: &Path) -> Result<Exit> {
         ))
         .into());
     }
+    let dir = match file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let resolved_dirs = resolved::collect([dir]);
+    resolved::announce(&resolved_dirs, false, args.quiet);
     let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
     let report = with_hooks(args, None, &progress, |hooks| {
         inspect::single::inspect_transcript(file, hooks)
     })?;
     progress.finish();
     if args.json {
-        print_json(&inspect_json::transcript_json(&report))
+        print_json(&with_resolved(
+            inspect_json::transcript_json(&report),
+            &resolved_dirs,
+        ))
     } else {
         let mut out = String::new();
         inspect_text::render_transcript(&mut out, &report);
+        resolved::text(&mut out, &resolved_dirs, false);
         print(&out)
     }
 }
@@ -204,6 +225,14 @@ fn with_hooks<T>(
         progress: &tick,
     };
     f(&hooks)
+}
+
+/// The document with `resolvedDirs`: the directories reached through a symlink.
+fn with_resolved(mut doc: serde_json::Value, resolved_dirs: &[ResolvedDir]) -> serde_json::Value {
+    if let serde_json::Value::Object(m) = &mut doc {
+        m.insert("resolvedDirs".into(), resolved::json(resolved_dirs));
+    }
+    doc
 }
 
 fn print_json(doc: &serde_json::Value) -> Result<Exit> {

@@ -7,6 +7,7 @@ mod inspect;
 mod maintain;
 pub mod problems;
 mod prune_noreply;
+pub mod resolved;
 mod strip_images;
 pub mod transcript_targets;
 pub mod transcripts;

@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use serde_json::{Map, Value, json};
 
 use super::problems::Problems;
+use super::resolved::ResolvedDir;
 use super::transcript_targets;
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
@@ -70,6 +71,9 @@ pub fn run_at(
 ) -> Result<Exit> {
     let mut problems = Problems::default();
     let resolved = transcript_targets::resolve(targets, &mut problems)?;
+    // Directories reached through a symlink are resolved once, here (see `resolved`).
+    let resolved_dirs = super::resolved::of_targets(&resolved.targets);
+    super::resolved::announce(&resolved_dirs, mode.enforce, mode.quiet);
     let opts = Options {
         mode: if mode.enforce {
             Mode::Enforce
@@ -141,18 +145,19 @@ pub fn run_at(
         }
     }
     results.extend(resolved.skipped);
-    report(mode, labels, count, &results, problems)
+    report(mode, labels, count, &results, &resolved_dirs, problems)
 }
 
 /// Print the report of a run (table, or `--json`), then every problem on stderr (one line
 /// per store or file), and return the run's exit code. A run that found nothing to work on
 /// because of its problems (a store that does not exist, an unknown `--session`) prints only
-/// the problems.
+/// the problems. Directories reached through a symlink (`resolved_dirs`) get a note line.
 pub fn report(
     mode: &ModeArgs,
     labels: &Labels,
     count: fn(&Outcome) -> usize,
     results: &[(Outcome, Option<String>)],
+    resolved_dirs: &[ResolvedDir],
     mut problems: Problems,
 ) -> Result<Exit> {
     if results.is_empty() && problems.exit() != Exit::Success {
@@ -175,7 +180,10 @@ pub fn report(
         .collect();
     let mut stdout = std::io::stdout().lock();
     if mode.json {
-        let doc = json_report(labels, mode_name, &rows);
+        let mut doc = json_report(labels, mode_name, &rows);
+        if let Value::Object(m) = &mut doc {
+            m.insert("resolvedDirs".into(), super::resolved::json(resolved_dirs));
+        }
         writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
     } else {
         let mut out = String::new();
@@ -194,6 +202,7 @@ pub fn report(
                 "Nothing was written. Run again with --enforce to apply (or --dry-run to preview quietly).",
             );
         }
+        super::resolved::text(&mut out, resolved_dirs, mode.enforce);
         stdout.write_all(out.as_bytes())?;
     }
     stdout.flush()?;

@@ -74,3 +74,78 @@ fn deferred_directory_sync_still_replaces_atomically() {
     assert_eq!(fs::read(&p).unwrap(), b"new");
     assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "no temp left");
 }
+
+#[test]
+fn a_symlinked_directory_is_resolved_once_and_held() {
+    let base = tempfile::tempdir().unwrap();
+    let real = base.path().join("disk/sessions");
+    let elsewhere = base.path().join("elsewhere");
+    fs::create_dir_all(&real).unwrap();
+    fs::create_dir_all(&elsewhere).unwrap();
+    let link = base.path().join("sessions");
+    symlink(&real, &link).unwrap();
+    let c = Confined::new(&link).unwrap();
+    assert_eq!(c.root(), fs::canonicalize(&real).unwrap());
+    c.write_atomic(&link.join("a.jsonl"), 0o600, |w| w.write_all(b"a"))
+        .unwrap();
+    assert_eq!(fs::read(real.join("a.jsonl")).unwrap(), b"a");
+    // The real directory moves and its old path becomes a symlink to somewhere else: the old
+    // path is refused, and a write by the new path still lands in the directory that was
+    // resolved (the handle, not the path, decides where it goes).
+    let moved = base.path().join("disk/moved");
+    fs::rename(&real, &moved).unwrap();
+    symlink(&elsewhere, &real).unwrap();
+    assert!(c.check(&link.join("a.jsonl")).is_err());
+    assert!(c.remove_file(&real.join("a.jsonl")).is_err());
+    c.write_atomic(&moved.join("b.jsonl"), 0o600, |w| w.write_all(b"b"))
+        .unwrap();
+    c.rename_new(&moved.join("b.jsonl"), &moved.join("c.jsonl"))
+        .unwrap();
+    assert_eq!(c.remove_file(&moved.join("a.jsonl")).unwrap(), 1);
+    assert_eq!(fs::read(moved.join("c.jsonl")).unwrap(), b"b");
+    c.sync().unwrap();
+    assert_eq!(
+        fs::read_dir(&elsewhere).unwrap().count(),
+        0,
+        "nothing there"
+    );
+}
+
+#[test]
+fn reads_and_stats_go_through_the_held_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let c = Confined::new(dir.path()).unwrap();
+    fs::write(dir.path().join("t.jsonl"), b"abc").unwrap();
+    fs::write(outside.path().join("v"), b"v").unwrap();
+    symlink(outside.path().join("v"), dir.path().join("l.jsonl")).unwrap();
+    let st = c.stat(&dir.path().join("t.jsonl")).unwrap().unwrap();
+    assert!(st.is_file() && st.len == 3 && st.modified().is_some());
+    let mut s = String::new();
+    std::io::Read::read_to_string(
+        &mut c.open_read(&dir.path().join("t.jsonl")).unwrap(),
+        &mut s,
+    )
+    .unwrap();
+    assert_eq!(s, "abc");
+    assert!(
+        c.open_read(&dir.path().join("l.jsonl")).is_err(),
+        "a symlink"
+    );
+    assert!(
+        !c.stat(&dir.path().join("l.jsonl"))
+            .unwrap()
+            .unwrap()
+            .is_file()
+    );
+    assert!(c.stat(&dir.path().join("none")).unwrap().is_none());
+    assert!(c.open_read(&outside.path().join("v")).is_err(), "outside");
+    let sub = c.create_dir_all(std::path::Path::new("x/y")).unwrap();
+    assert!(dir.path().join("x/y").is_dir());
+    symlink(outside.path(), dir.path().join("x/esc")).unwrap();
+    assert!(c.create_dir_all(std::path::Path::new("x/esc/z")).is_err());
+    assert!(!outside.path().join("z").exists());
+    sub.write_atomic(&dir.path().join("x/y/f"), 0o600, |w| w.write_all(b"f"))
+        .unwrap();
+    assert_eq!(fs::read(dir.path().join("x/y/f")).unwrap(), b"f");
+}

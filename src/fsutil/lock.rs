@@ -23,7 +23,7 @@
 //!
 //! Our own lock is removed on drop only when the file still holds exactly what we wrote.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -48,6 +48,8 @@ pub struct SessionLock {
     path: PathBuf,
     raw: String,
     ino: u64,
+    /// The directory it was created in (removed from there, whatever its path leads to now).
+    confined: Confined,
 }
 
 impl SessionLock {
@@ -58,11 +60,14 @@ impl SessionLock {
 
 impl Drop for SessionLock {
     fn drop(&mut self) {
-        let ours = fs::symlink_metadata(&self.path)
-            .is_ok_and(|m| m.is_file() && m.ino() == self.ino)
-            && fs::read_to_string(&self.path).is_ok_and(|s| s == self.raw);
+        let c = &self.confined;
+        let ours = matches!(c.stat(&self.path), Ok(Some(st)) if st.is_file() && st.ino == self.ino)
+            && c.open_read(&self.path).is_ok_and(|mut f| {
+                let mut s = String::new();
+                io::Read::read_to_string(&mut f, &mut s).is_ok() && s == self.raw
+            });
         if ours {
-            let _ = fs::remove_file(&self.path);
+            let _ = c.remove_file(&self.path);
         }
     }
 }
@@ -122,7 +127,7 @@ pub fn acquire(confined: &Confined, transcript: &Path, wait: Option<Duration>) -
     let path = lock_path(confined, transcript)?;
     let deadline = wait.map(|w| Instant::now() + w);
     loop {
-        match try_create(&path)? {
+        match try_create(confined, &path)? {
             Some(lock) => return Ok(Acquire::Locked(lock)),
             None => {
                 let holder = inspect(&path)?;
@@ -153,8 +158,8 @@ pub fn live_holder(confined: &Confined, transcript: &Path) -> Result<Option<Hold
         .filter(|h| !reclaimable(&path, h)))
 }
 
-fn try_create(path: &Path) -> Result<Option<SessionLock>> {
-    let mut file = match OpenOptions::new().write(true).create_new(true).open(path) {
+fn try_create(confined: &Confined, path: &Path) -> Result<Option<SessionLock>> {
+    let mut file = match confined.create_new(path, 0o666) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot create {}", path.display())),
@@ -176,13 +181,13 @@ fn try_create(path: &Path) -> Result<Option<SessionLock>> {
     // Not synced: a lock only matters while its holder lives, and after a power loss an empty
     // or torn lock counts as held only until it is old enough to reclaim, as OpenClaw's does.
     if let Err(e) = file.write_all(raw.as_bytes()) {
-        let _ = fs::remove_file(path);
+        let _ = confined.remove_file(path);
         return Err(e).with_context(|| format!("cannot write {}", path.display()));
     }
     let ino = match file.metadata() {
         Ok(m) => m.ino(),
         Err(e) => {
-            let _ = fs::remove_file(path);
+            let _ = confined.remove_file(path);
             return Err(e).with_context(|| format!("cannot stat {}", path.display()));
         }
     };
@@ -190,6 +195,7 @@ fn try_create(path: &Path) -> Result<Option<SessionLock>> {
         path: path.to_owned(),
         raw,
         ino,
+        confined: confined.clone(),
     };
     Ok(Some(lock))
 }

@@ -5,15 +5,20 @@
 //!   the directory (per rename, or once per batch for a `deferring_dir_sync` confinement);
 //!   a crash leaves either the old or the new file, never half of one;
 //! - everything happens inside one confined directory (`Confined`), directly in it, never
-//!   through a symlink, and only regular files are ever removed or replaced;
+//!   through a symlink, and only regular files are ever removed or replaced; the directory is
+//!   resolved once and held open, and every operation goes through that handle (`openat`,
+//!   `renameat`, `unlinkat`), so a symlink swapped in later cannot redirect a write;
 //! - the mode and owner of a replaced file are kept (new files get the mode the caller asks
 //!   for; the store writer asks for OpenClaw's 0600 explicitly).
 
-use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{CString, OsStr, OsString};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 pub mod lock;
 pub mod scratch;
@@ -22,49 +27,124 @@ pub mod temps;
 use anyhow::{Context, Result, bail};
 
 /// A directory that all mutations are confined to (a store's sessions directory).
+///
+/// The directory is resolved once, when it is confined: its path may pass through symlinks
+/// (a sessions directory or a whole state dir moved to another disk), and [`Confined::new`]
+/// follows them to the real directory, opens it and keeps it open. From then on every write,
+/// rename and delete happens through that open directory (`openat`, `renameat`, `unlinkat`,
+/// never following a symlink), so a symlink swapped in afterwards cannot redirect anything to
+/// another directory; a path whose directory no longer is the confined one is refused.
 #[derive(Debug, Clone)]
 pub struct Confined {
+    /// The real path of the directory when it was confined (for checks and messages).
     root: PathBuf,
-    /// Device and inode of the root when it was confined: a parent directory that is this very
-    /// directory passes [`Confined::check`] with one `stat`, without resolving every component.
-    id: Option<(u64, u64)>,
+    /// The directory itself, held open.
+    dir: Arc<OwnedFd>,
+    /// Device and inode of the directory: a path's parent is the confined directory when it
+    /// has these (one `stat`, without resolving every component).
+    id: (u64, u64),
     /// Leave the directory fsync after a rename to the caller's [`Confined::sync`] (one per
     /// batch instead of one per file). A rename is atomic either way; until the directory is
     /// synced, a power loss may bring back the old file, never a partial one.
     defer_dir_sync: bool,
 }
 
-impl Confined {
-    /// Confine mutations to `dir`. The directory itself must exist and not be a symlink.
-    pub fn new(dir: &Path) -> Result<Confined> {
-        let meta = fs::symlink_metadata(dir)
-            .with_context(|| format!("cannot read directory {}", dir.display()))?;
-        if meta.file_type().is_symlink() {
-            // The directory may legitimately be reached through a symlinked parent; resolve it
-            // once here, after which nothing below it is followed.
-            let real = fs::canonicalize(dir)
-                .with_context(|| format!("cannot resolve {}", dir.display()))?;
-            return Ok(Confined::at(real));
+/// What `fstatat` says about a name in a confined directory (symlinks not followed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// `st_mode & S_IFMT`.
+    kind: libc::mode_t,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    pub len: u64,
+    pub ino: u64,
+    pub uid: u32,
+    pub gid: u32,
+    /// Modification time, in nanoseconds since the epoch.
+    pub mtime_ns: i128,
+}
+
+impl Stat {
+    pub fn is_file(&self) -> bool {
+        self.kind == libc::S_IFREG
+    }
+
+    /// The modification time (`None` when it is not representable).
+    pub fn modified(&self) -> Option<std::time::SystemTime> {
+        let ns = u64::try_from(self.mtime_ns).ok()?;
+        std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_nanos(ns))
+    }
+}
+
+fn cvt(rc: libc::c_int) -> io::Result<libc::c_int> {
+    if rc < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(rc)
+    }
+}
+
+fn c_name(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a file name with a NUL byte"))
+}
+
+fn fstat_ids(fd: &OwnedFd) -> io::Result<(u64, u64)> {
+    let m = File::from(fd.try_clone()?).metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// Open the directory `name` in `dir` (`None`: the path `name` itself, following symlinks).
+fn open_dir_at(dir: Option<&OwnedFd>, name: &OsStr) -> io::Result<OwnedFd> {
+    let c = c_name(name)?;
+    let base = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    let fd = match dir {
+        Some(d) => {
+            cvt(unsafe { libc::openat(d.as_raw_fd(), c.as_ptr(), base | libc::O_NOFOLLOW) })?
         }
+        None => cvt(unsafe { libc::open(c.as_ptr(), base) })?,
+    };
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+impl Confined {
+    /// Confine mutations to `dir`, resolved once: symlinks on its path are followed to the
+    /// real directory, which is held open from then on.
+    pub fn new(dir: &Path) -> Result<Confined> {
+        let meta = fs::metadata(dir)
+            .with_context(|| format!("cannot read directory {}", dir.display()))?;
         if !meta.is_dir() {
             bail!("{} is not a directory", dir.display());
         }
+        let fd = open_dir_at(None, dir.as_os_str())
+            .with_context(|| format!("cannot open directory {}", dir.display()))?;
+        let id = fstat_ids(&fd).with_context(|| format!("cannot stat {}", dir.display()))?;
         let root =
             fs::canonicalize(dir).with_context(|| format!("cannot resolve {}", dir.display()))?;
-        Ok(Confined::at(root))
-    }
-
-    /// The confinement of the real directory `root`.
-    fn at(root: PathBuf) -> Confined {
-        let id = fs::symlink_metadata(&root)
-            .ok()
-            .filter(|m| m.is_dir())
-            .map(|m| (m.dev(), m.ino()));
-        Confined {
+        // The path resolved to the directory that was opened (not to one swapped in between).
+        if !fs::symlink_metadata(&root).is_ok_and(|m| (m.dev(), m.ino()) == id) {
+            bail!(
+                "refusing to use {}: it changed while it was being resolved",
+                dir.display()
+            );
+        }
+        Ok(Confined {
             root,
+            dir: Arc::new(fd),
             id,
             defer_dir_sync: false,
-        }
+        })
+    }
+
+    /// The confinement of the directory `fd`, whose real path is `root`.
+    fn at(root: PathBuf, fd: OwnedFd) -> Result<Confined> {
+        let id = fstat_ids(&fd).with_context(|| format!("cannot stat {}", root.display()))?;
+        Ok(Confined {
+            root,
+            dir: Arc::new(fd),
+            id,
+            defer_dir_sync: false,
+        })
     }
 
     /// This confinement, with the directory fsync after each rename left to [`Confined::sync`],
@@ -76,24 +156,36 @@ impl Confined {
 
     /// fsync the confined directory (makes deferred renames durable).
     pub fn sync(&self) -> Result<()> {
-        sync_dir(&self.root)
+        cvt(unsafe { libc::fsync(self.dir.as_raw_fd()) })
+            .map(drop)
+            .with_context(|| format!("cannot sync directory {}", self.root.display()))
     }
 
     fn sync_after_rename(&self) -> Result<()> {
         if self.defer_dir_sync {
             return Ok(());
         }
-        sync_dir(&self.root)
+        self.sync()
     }
 
+    /// The real path of the confined directory, as it was resolved.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// Whether `dir` (following symlinks) still leads to the confined directory itself.
+    pub fn is_at(&self, dir: &Path) -> bool {
+        fs::metadata(dir).is_ok_and(|m| (m.dev(), m.ino()) == self.id)
     }
 
     /// Create (as needed) the relative directory `rel` under the root, never through a
     /// symlink, and return its confinement.
     pub fn create_dir_all(&self, rel: &Path) -> Result<Confined> {
         let mut dir = self.root.clone();
+        let mut fd = self
+            .dir
+            .try_clone()
+            .context("cannot duplicate a directory handle")?;
         for c in rel.components() {
             let std::path::Component::Normal(name) = c else {
                 bail!(
@@ -102,23 +194,28 @@ impl Confined {
                 );
             };
             dir.push(name);
-            match fs::symlink_metadata(&dir) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => bail!("refusing to use {}: not a directory", dir.display()),
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                    fs::create_dir(&dir)
-                        .with_context(|| format!("cannot create directory {}", dir.display()))?;
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| format!("cannot stat {}", dir.display()));
-                }
+            let cname = c_name(name)?;
+            let made = cvt(unsafe { libc::mkdirat(fd.as_raw_fd(), cname.as_ptr(), 0o777) });
+            if let Err(e) = made
+                && e.kind() != io::ErrorKind::AlreadyExists
+            {
+                return Err(e)
+                    .with_context(|| format!("cannot create directory {}", dir.display()));
             }
+            fd = match open_dir_at(Some(&fd), name) {
+                Ok(next) => next,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::ENOTDIR)) => {
+                    bail!("refusing to use {}: not a directory", dir.display())
+                }
+                Err(e) => return Err(e).with_context(|| format!("cannot open {}", dir.display())),
+            };
         }
-        Ok(Confined::at(dir))
+        Confined::at(dir, fd)
     }
 
     /// The confinement for the directory holding `path`: this one when that is the root, else
-    /// a confinement of a subdirectory whose real path is strictly inside the root.
+    /// a confinement of a subdirectory whose real path is strictly inside the root (opened from
+    /// the root down, never through a symlink).
     pub fn for_parent_of(&self, path: &Path) -> Result<Confined> {
         let parent = match path.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -134,19 +231,37 @@ impl Confined {
         if real == self.root {
             return Ok(self.clone());
         }
-        if real.starts_with(&self.root) && fs::metadata(&real).is_ok_and(|m| m.is_dir()) {
-            return Ok(Confined::at(real));
+        let outside = || {
+            anyhow::anyhow!(
+                "refusing to touch {}: it is outside {}",
+                path.display(),
+                self.root.display()
+            )
+        };
+        let rel = real.strip_prefix(&self.root).map_err(|_| outside())?;
+        let mut fd = self
+            .dir
+            .try_clone()
+            .context("cannot duplicate a directory handle")?;
+        for c in rel.components() {
+            let std::path::Component::Normal(name) = c else {
+                return Err(outside());
+            };
+            fd = open_dir_at(Some(&fd), name).map_err(|_| outside())?;
         }
-        bail!(
-            "refusing to touch {}: it is outside {}",
-            path.display(),
-            self.root.display()
-        )
+        Confined::at(real, fd)
     }
 
     /// The path of `name` directly inside the confined directory, if `path` names such a file:
-    /// its parent must canonicalise to the root and its last component must be a plain name.
+    /// its parent must be the confined directory itself (same device and inode; a path that
+    /// resolves to the same place but now holds another directory is refused) and its last
+    /// component must be a plain name.
     pub fn check(&self, path: &Path) -> Result<PathBuf> {
+        Ok(self.root.join(self.name_in(path)?))
+    }
+
+    /// The plain name `path` has in the confined directory (see [`Confined::check`]).
+    fn name_in(&self, path: &Path) -> Result<OsString> {
         let name = path
             .file_name()
             .with_context(|| format!("{} has no file name", path.display()))?;
@@ -154,76 +269,173 @@ impl Confined {
             Some(p) if !p.as_os_str().is_empty() => p,
             _ => Path::new("."),
         };
-        // The same directory (device and inode) as the root: no need to resolve the path.
-        // Anything else is resolved and must come out as the root itself.
-        let same_dir = |m: fs::Metadata| self.id == Some((m.dev(), m.ino()));
-        if fs::metadata(parent).is_ok_and(same_dir) {
-            return Ok(self.root.join(name));
+        if fs::metadata(parent).is_ok_and(|m| (m.dev(), m.ino()) == self.id) {
+            return Ok(name.to_owned());
         }
-        let parent = fs::canonicalize(parent)
+        let real = fs::canonicalize(parent)
             .with_context(|| format!("cannot resolve the directory of {}", path.display()))?;
-        if parent != self.root {
+        if real != self.root {
             bail!(
                 "refusing to touch {}: it is outside {}",
                 path.display(),
                 self.root.display()
             );
         }
-        Ok(self.root.join(name))
+        bail!(
+            "refusing to touch {}: {} is no longer the directory that was resolved at the start \
+             (was it replaced?)",
+            path.display(),
+            self.root.display()
+        )
+    }
+
+    /// `fstatat` of a name in the directory, never following a symlink; `None` when missing.
+    fn stat_name(&self, name: &OsStr) -> io::Result<Option<Stat>> {
+        let c = c_name(name)?;
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::fstatat(
+                self.dir.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        match cvt(rc) {
+            Ok(_) => Ok(Some(Stat {
+                kind: st.st_mode & libc::S_IFMT,
+                mode: st.st_mode & 0o7777,
+                len: st.st_size as u64,
+                ino: st.st_ino as u64,
+                uid: st.st_uid,
+                gid: st.st_gid,
+                mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            })),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// What `path` (checked as by [`Confined::check`]) is, without following a symlink;
+    /// `None` when it does not exist.
+    pub fn stat(&self, path: &Path) -> Result<Option<Stat>> {
+        let name = self.name_in(path)?;
+        self.stat_name(&name)
+            .with_context(|| format!("cannot stat {}", path.display()))
+    }
+
+    /// `openat` of a name in the directory, never following a symlink.
+    fn open_name(&self, name: &OsStr, flags: libc::c_int, mode: u32) -> io::Result<File> {
+        let c = c_name(name)?;
+        let flags = flags | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        let fd = cvt(unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                c.as_ptr(),
+                flags,
+                mode as libc::c_uint,
+            )
+        })?;
+        Ok(File::from(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Open the regular file `path` directly inside the directory for reading (never through
+    /// a symlink, and never blocking on a FIFO).
+    pub fn open_read(&self, path: &Path) -> Result<File> {
+        let name = self.name_in(path)?;
+        let file = self
+            .open_name(&name, libc::O_RDONLY | libc::O_NONBLOCK, 0)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let meta = file
+            .metadata()
+            .with_context(|| format!("cannot stat {}", path.display()))?;
+        if !meta.is_file() {
+            bail!(
+                "refusing to read {}: not a regular file but {}",
+                path.display(),
+                describe_type(&meta)
+            );
+        }
+        Ok(file)
+    }
+
+    /// Create the new file `path` (it must not exist) with `mode`, for writing.
+    pub fn create_new(&self, path: &Path, mode: u32) -> io::Result<File> {
+        let name = self.name_in(path).map_err(io::Error::other)?;
+        self.open_name(&name, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL, mode)
+    }
+
+    fn unlink_name(&self, name: &OsStr) -> io::Result<()> {
+        let c = c_name(name)?;
+        cvt(unsafe { libc::unlinkat(self.dir.as_raw_fd(), c.as_ptr(), 0) }).map(drop)
+    }
+
+    fn rename_names(&self, from: &OsStr, to: &OsStr) -> io::Result<()> {
+        let (f, t) = (c_name(from)?, c_name(to)?);
+        let fd = self.dir.as_raw_fd();
+        cvt(unsafe { libc::renameat(fd, f.as_ptr(), fd, t.as_ptr()) }).map(drop)
     }
 
     /// Append `bytes` to the regular file `path` (never through a symlink) only if its length is
     /// exactly `expected_len`; returns whether it appended. Used to carry over a transcript tail
     /// that a concurrent writer appended to the old file during the replace.
     pub fn append_if_len(&self, path: &Path, expected_len: u64, bytes: &[u8]) -> Result<bool> {
-        let path = self.check(path)?;
-        let mut file = OpenOptions::new()
-            .append(true)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+        let name = self.name_in(path)?;
+        let shown = self.root.join(&name);
+        let mut file = self
+            .open_name(&name, libc::O_WRONLY | libc::O_APPEND | libc::O_NONBLOCK, 0)
+            .with_context(|| format!("cannot open {}", shown.display()))?;
         let meta = file
             .metadata()
-            .with_context(|| format!("cannot stat {}", path.display()))?;
+            .with_context(|| format!("cannot stat {}", shown.display()))?;
         if !meta.is_file() || meta.len() != expected_len {
             return Ok(false);
         }
         file.write_all(bytes)
             .and_then(|()| file.sync_all())
-            .with_context(|| format!("cannot append to {}", path.display()))?;
+            .with_context(|| format!("cannot append to {}", shown.display()))?;
         Ok(true)
     }
 
     /// Remove a regular file directly inside the root. Symlinks and anything that is not a
     /// regular file are refused. Returns the size of the removed file.
     pub fn remove_file(&self, path: &Path) -> Result<u64> {
-        let path = self.check(path)?;
-        let meta = fs::symlink_metadata(&path)
-            .with_context(|| format!("cannot stat {}", path.display()))?;
-        if !meta.file_type().is_file() {
-            bail!("refusing to remove {}: not a regular file", path.display());
+        let name = self.name_in(path)?;
+        let shown = self.root.join(&name);
+        let st = self
+            .stat_name(&name)
+            .with_context(|| format!("cannot stat {}", shown.display()))?
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+            .with_context(|| format!("cannot stat {}", shown.display()))?;
+        if !st.is_file() {
+            bail!("refusing to remove {}: not a regular file", shown.display());
         }
-        fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
-        Ok(meta.len())
+        self.unlink_name(&name)
+            .with_context(|| format!("cannot remove {}", shown.display()))?;
+        Ok(st.len)
     }
 
     /// Rename a regular file to a new name in the same directory. The target must not exist.
     pub fn rename_new(&self, from: &Path, to: &Path) -> Result<()> {
-        let from = self.check(from)?;
-        let to = self.check(to)?;
-        let meta = fs::symlink_metadata(&from)
+        let from_name = self.name_in(from)?;
+        let to_name = self.name_in(to)?;
+        let (from, to) = (self.root.join(&from_name), self.root.join(&to_name));
+        let st = self
+            .stat_name(&from_name)
+            .with_context(|| format!("cannot stat {}", from.display()))?
+            .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
             .with_context(|| format!("cannot stat {}", from.display()))?;
-        if !meta.file_type().is_file() {
+        if !st.is_file() {
             bail!("refusing to rename {}: not a regular file", from.display());
         }
-        if fs::symlink_metadata(&to).is_ok() {
+        if !matches!(self.stat_name(&to_name), Ok(None)) {
             bail!(
                 "refusing to rename {} over existing {}",
                 from.display(),
                 to.display()
             );
         }
-        fs::rename(&from, &to)
+        self.rename_names(&from_name, &to_name)
             .with_context(|| format!("cannot rename {} to {}", from.display(), to.display()))?;
         self.sync_after_rename()
     }
@@ -294,27 +506,28 @@ impl Confined {
         fill: impl FnOnce(&mut dyn Write) -> Result<T>,
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
-        let path = self.check(path)?;
-        let (mode, owner) = match fs::symlink_metadata(&path) {
-            Ok(m) if m.file_type().is_file() => (
-                if keep_mode {
-                    m.mode() & 0o7777
-                } else {
-                    new_mode
-                },
-                Some((m.uid(), m.gid())),
+        let name = self.name_in(path)?;
+        let path = self.root.join(&name);
+        let (mode, owner) = match self
+            .stat_name(&name)
+            .with_context(|| format!("cannot stat {}", path.display()))?
+        {
+            Some(st) if st.is_file() => (
+                if keep_mode { st.mode } else { new_mode },
+                Some((st.uid, st.gid)),
             ),
-            Ok(_) => bail!("refusing to replace {}: not a regular file", path.display()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => (new_mode, None),
-            Err(e) => return Err(e).with_context(|| format!("cannot stat {}", path.display())),
+            Some(_) => bail!("refusing to replace {}: not a regular file", path.display()),
+            None => (new_mode, None),
         };
         let tmp = temp_path(&path);
+        let tmp_name = tmp.file_name().unwrap_or_default().to_owned();
         let result = (|| -> Result<T> {
-            let file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .open(&tmp)
+            let file = self
+                .open_name(
+                    &tmp_name,
+                    libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+                    mode,
+                )
                 .with_context(|| format!("cannot create {}", tmp.display()))?;
             let mut w = Buffered::new(&file);
             let value = fill(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
@@ -334,13 +547,13 @@ impl Confined {
             file.sync_all()
                 .with_context(|| format!("cannot sync {}", tmp.display()))?;
             verify(&value)?;
-            fs::rename(&tmp, &path).with_context(|| {
+            self.rename_names(&tmp_name, &name).with_context(|| {
                 format!("cannot rename {} to {}", tmp.display(), path.display())
             })?;
             Ok(value)
         })();
         if result.is_err() {
-            let _ = fs::remove_file(&tmp);
+            let _ = self.unlink_name(&tmp_name);
         }
         let value = result?;
         self.sync_after_rename()?;
@@ -410,6 +623,25 @@ fn keep_owner(file: &File, uid: u32, gid: u32) -> io::Result<()> {
     std::os::unix::fs::fchown(file, Some(uid), Some(gid))
 }
 
+/// Where the existing directory `dir` really is, when a symlink on its path leads elsewhere
+/// than the path itself says (its absolute form with `.` and `..` taken lexically): `None`
+/// when it does not exist or when no symlink changes where it is.
+pub fn resolved_elsewhere(dir: &Path) -> Option<PathBuf> {
+    let real = fs::canonicalize(dir).ok()?;
+    let absolute = std::path::absolute(dir).ok()?;
+    let mut lexical = PathBuf::new();
+    for c in absolute.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                lexical.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => lexical.push(other),
+        }
+    }
+    (real != lexical).then_some(real)
+}
+
 /// What kind of file this is, in words (for messages about files that are not regular).
 pub fn describe_type(meta: &std::fs::Metadata) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
@@ -465,13 +697,6 @@ pub fn random_uuid() -> String {
         &h[16..20],
         &h[20..32]
     )
-}
-
-/// fsync a directory so that a rename in it is durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .with_context(|| format!("cannot sync directory {}", dir.display()))
 }
 
 #[cfg(test)]

@@ -234,14 +234,28 @@ fn plan(
 
 /// Apply the cleanup to one store for real and report what happened. With `planned` (the stamp a preview saw), a store that changed since
 /// that preview is refused before anything is touched: the plan that was checked (for
-/// example against `--max-delete`) is the plan that runs.
+/// example against `--max-delete`) is the plan that runs. With `held` (the sessions directory
+/// as the run resolved it when it planned), a directory that no longer leads there (a symlink
+/// swapped meanwhile) is refused likewise, and every change goes through that handle.
 pub fn apply(
     agent_id: &str,
     store_path: &Path,
     o: &Options,
     planned: Option<Option<store::Stamp>>,
+    held: Option<&Confined>,
 ) -> Result<Summary> {
     let dir = sessions_dir_of(store_path);
+    if let Some(c) = held
+        && !c.is_at(&dir)
+    {
+        return Err(crate::exit::Refusal::Unsafe(format!(
+            "refusing to clean {}: {} no longer leads to {}, the directory this run resolved it to (was a symlink replaced?); nothing was changed",
+            store_path.display(),
+            dir.display(),
+            c.root().display()
+        ))
+        .into());
+    }
     let loaded = store::load(store_path)?;
     if let Some(stamp) = planned
         && stamp != loaded.stamp
@@ -345,7 +359,11 @@ pub fn apply(
     }
     // The directory is synced once, after the last rename and before the report, instead of
     // after each archive rename (a rename is atomic either way; see `Confined`).
-    let confined = Confined::new(&dir)?.deferring_dir_sync();
+    let confined = match held {
+        Some(c) => c.clone(),
+        None => Confined::new(&dir)?,
+    }
+    .deferring_dir_sync();
     let d = Dir::new(&dir, store_path, Some(&confined));
     let mut budget_removed = Vec::new();
     let (model_runs, stale, capped, disk_budget);

@@ -17,9 +17,8 @@
 //!    inode, which stays open: it is appended to the new file (or, if that has changed too,
 //!    saved beside it as `<name>.tail-<ms>`) and reported.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, BufReader, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -167,16 +166,36 @@ pub fn stamp(path: &Path) -> io::Result<(u64, Option<SystemTime>)> {
     Ok((m.len(), m.modified().ok()))
 }
 
-fn open_nofollow(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(path)
-        .with_context(|| format!("cannot open {}", path.display()))
+/// [`stamp`] of a file in the confined directory (never through a symlink, and only there,
+/// whatever its path leads to now).
+fn stamp_in(confined: &Confined, path: &Path) -> Result<(u64, Option<SystemTime>)> {
+    let st = confined
+        .stat(path)?
+        .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))
+        .with_context(|| format!("cannot stat {}", path.display()))?;
+    Ok((st.len, st.modified()))
 }
 
+/// The status of a file its planner gave up on: skipped with the reason, or damaged when a
+/// line nests too deep to be read.
+fn planner_status(why: String) -> Status {
+    if crate::jsjson::TooDeep::is_reason(&why) {
+        Status::Damaged(why)
+    } else {
+        Status::Skipped(why)
+    }
+}
+
+/// The status of a file whose processing stopped with `e`: failed, or damaged when a line
+/// nests too deep to be edited (the file is left as it is).
 pub fn failed(e: anyhow::Error) -> Status {
-    Status::Failed(format!("{e:#}"))
+    match e
+        .chain()
+        .find_map(|c| c.downcast_ref::<crate::jsjson::TooDeep>())
+    {
+        Some(deep) => Status::Damaged(deep.to_string()),
+        None => Status::Failed(format!("{e:#}")),
+    }
 }
 
 /// A plan ready to apply: a general rewrite, or an append-only one (see [`super::append`]).
@@ -187,13 +206,14 @@ enum Prepared {
 
 /// Index and plan; `Ok(None)` when there is nothing to do.
 fn prepare(
+    confined: &Confined,
     path: &Path,
     measure: Option<TokenCounter>,
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<Prepared>, Status> {
-    let (index, mut tree) = index_checked(path, measure, out)?;
-    let planned = planner(path, &index, &tree).map_err(Status::Skipped)?;
+    let (index, mut tree) = index_checked(confined, path, measure, out)?;
+    let planned = planner(path, &index, &tree).map_err(planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
@@ -223,12 +243,13 @@ fn prepare(
 /// if given) and refuse what this tool does not edit: no session header, a v1 file, `leaf`
 /// control records, duplicate ids. Fills the byte and unparsable-line fields of `out`.
 pub fn index_checked(
+    confined: &Confined,
     path: &Path,
     measure: Option<TokenCounter>,
     out: &mut Outcome,
 ) -> Result<(Index, Tree), Status> {
-    let (len, _) = stamp(path).map_err(|e| failed(anyhow::Error::from(e)))?;
-    let file = open_nofollow(path).map_err(failed)?;
+    let (len, _) = stamp_in(confined, path).map_err(failed)?;
+    let file = confined.open_read(path).map_err(failed)?;
     let index = Index::from_reader_measuring(io::Read::take(file, len), measure)
         .with_context(|| format!("cannot read {}", path.display()))
         .map_err(failed)?;
@@ -351,7 +372,7 @@ fn predict_inner(
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     check_editable_with(index, tree, out)?;
-    let planned = planner(path, index, tree).map_err(Status::Skipped)?;
+    let planned = planner(path, index, tree).map_err(planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
@@ -361,7 +382,7 @@ fn predict_inner(
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
-    let file = open_nofollow(path).map_err(failed)?;
+    let file = confined.open_read(path).map_err(failed)?;
     out.bytes_after = rewrite::predicted_size(&file, index, &resolved).map_err(failed)?;
     out.status = Status::WouldChange;
     Ok(())
@@ -401,8 +422,8 @@ fn run_inner(
     out: &mut Outcome,
 ) -> Result<(), Status> {
     check_target(confined, path)?;
-    let before = stamp(path).map_err(|e| failed(e.into()))?;
-    let Some(mut prepared) = prepare(path, opts.measure, planner, out)? else {
+    let before = stamp_in(confined, path).map_err(failed)?;
+    let Some(mut prepared) = prepare(confined, path, opts.measure, planner, out)? else {
         return Ok(());
     };
     if opts.mode == Mode::Preview {
@@ -419,7 +440,7 @@ fn run_inner(
             // Validated in `prepare`; the result is the file plus the new lines.
             Prepared::Append(_, appended) => appended.bytes_after(),
             Prepared::Rewrite(index, resolved) => {
-                let file = open_nofollow(path).map_err(failed)?;
+                let file = confined.open_read(path).map_err(failed)?;
                 let mut sink = io::sink();
                 let applied = rewrite::apply(file, index, resolved, &mut sink).map_err(failed)?;
                 check(index, &applied.index, resolved)?;
@@ -449,9 +470,9 @@ fn run_inner(
     });
     out.notes.extend(swept_note.clone());
     // The file may have changed while we planned without the lock: plan again if so.
-    let locked = stamp(path).map_err(|e| failed(e.into()))?;
+    let locked = stamp_in(confined, path).map_err(failed)?;
     if locked != before {
-        let again = prepare(path, opts.measure, planner, out);
+        let again = prepare(confined, path, opts.measure, planner, out);
         out.notes.extend(swept_note);
         match again? {
             Some(p) => prepared = p,
@@ -460,9 +481,9 @@ fn run_inner(
     }
     // Keep the original inode open: a writer that appends between our last check and the
     // rename writes into it, and we carry that tail over below.
-    let old = open_nofollow(path).map_err(failed)?;
+    let old = confined.open_read(path).map_err(failed)?;
     let unchanged = |what: &str| -> Result<()> {
-        if stamp(path)? != locked {
+        if stamp_in(confined, path)? != locked {
             return Err(Refusal::Unsafe(format!(
                 "the file changed while it was being {what} (a concurrent append?); left as it is"
             ))
@@ -475,7 +496,7 @@ fn run_inner(
             path,
             0o600,
             |w: &mut dyn Write| {
-                let file = open_nofollow(path)?;
+                let file = confined.open_read(path)?;
                 append::copy_verified(BufReader::with_capacity(1 << 20, file), index, appended, w)
             },
             |_| unchanged("rewritten"),
@@ -485,7 +506,7 @@ fn run_inner(
                 path,
                 0o600,
                 |w: &mut dyn Write| {
-                    let file = open_nofollow(path)?;
+                    let file = confined.open_read(path)?;
                     rewrite::apply(file, index, resolved, w)
                 },
                 |applied| {

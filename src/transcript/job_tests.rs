@@ -1,4 +1,5 @@
 use super::*;
+use std::fs::OpenOptions;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 const TEXT: &str = concat!(

@@ -344,8 +344,13 @@ fn patched_value(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Val
         raw
     };
     let body = body.strip_suffix(b"\r").unwrap_or(body);
-    let mut v = crate::jsjson::parse(body)
-        .map_err(|e| anyhow::anyhow!("line {} does not parse: {e}", n + 1))?;
+    let mut v = crate::jsjson::parse(body).map_err(|e| {
+        if crate::jsjson::is_too_deep(&e) {
+            anyhow::Error::new(crate::jsjson::TooDeep { line: n + 1 })
+        } else {
+            anyhow::anyhow!("line {} does not parse: {e}", n + 1)
+        }
+    })?;
     patch_value(&mut v, patch).map_err(|e| anyhow::anyhow!("line {}: {e}", n + 1))?;
     Ok(v)
 }

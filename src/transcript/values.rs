@@ -87,13 +87,19 @@ impl EntryReader {
         let raw = &self.buf[..];
         let body = raw.strip_suffix(b"\n").unwrap_or(raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
-        let v = parse(body).with_context(|| {
-            format!(
-                "line {} of {} does not parse",
-                e.line + 1,
-                self.path.display()
-            )
-        })?;
+        let v = match parse(body) {
+            Ok(v) => v,
+            Err(err) if crate::jsjson::is_too_deep(&err) => {
+                return Err(crate::jsjson::TooDeep { line: e.line + 1 }.into());
+            }
+            Err(err) => {
+                return Err(anyhow::Error::new(err).context(format!(
+                    "line {} of {} does not parse",
+                    e.line + 1,
+                    self.path.display()
+                )));
+            }
+        };
         if v.get("id").and_then(Value::as_str) != e.id.as_deref() {
             bail!(
                 "{} changed while it was being read (line {})",

@@ -41,6 +41,25 @@ use crate::transcript::job::{self, Outcome, Status};
 use crate::transcript::tree::{self, ContextItem};
 use crate::transcript::values::EntryReader;
 
+/// The confinement of each directory of the run, made once.
+type Dirs = std::collections::HashMap<PathBuf, Result<Confined, String>>;
+
+/// The directory of a `sessions.json`.
+fn store_dir(store_path: &Path) -> &Path {
+    match store_path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// The confinement of `dir` made for this run.
+fn confined_for(dirs: &Dirs, dir: &Path) -> Result<Confined, String> {
+    match dirs.get(dir) {
+        Some(c) => c.clone(),
+        None => Err(format!("{} was not resolved for this run", dir.display())),
+    }
+}
+
 /// Run-wide settings of a successor run.
 pub(super) struct Run<'a> {
     pub settings: &'a Settings,
@@ -59,6 +78,22 @@ pub(super) fn run(
 ) -> Result<Exit> {
     let mut problems = crate::cmd::problems::Problems::default();
     let resolved = transcript_targets::resolve(targets, &mut problems)?;
+    // Every directory is resolved and confined once for the run: the transcripts' and the
+    // stores' (whose entries are switched in phase 2).
+    let resolved_dirs = crate::cmd::resolved::of_targets(&resolved.targets);
+    crate::cmd::resolved::announce(&resolved_dirs, run.enforce, mode.quiet);
+    let mut dirs = Dirs::new();
+    for t in &resolved.targets {
+        for d in [Some(t.dir.as_path()), t.store.as_deref().map(store_dir)]
+            .into_iter()
+            .flatten()
+        {
+            // Not deferring directory syncs: a successor must be durable before the store
+            // points at it.
+            dirs.entry(d.to_path_buf())
+                .or_insert_with(|| Confined::new(d).map_err(|e| format!("{e:#}")));
+        }
+    }
     let size = |p: &std::path::Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());
     let sizes: Vec<u64> = resolved.targets.iter().map(|t| size(&t.path)).collect();
     let progress = Progress::bytes(
@@ -75,7 +110,7 @@ pub(super) fn run(
             .zip(&sizes)
             .map(|(t, bytes)| {
                 let mut out = Outcome::new(&t.path, Status::Unchanged);
-                let pending = match prepare(t, run, &mut out) {
+                let pending = match prepare(t, run, &dirs, &mut out) {
                     Ok(p) => p,
                     Err(status) => {
                         out.status = status;
@@ -104,10 +139,10 @@ pub(super) fn run(
         }
     }
     for (store_path, group) in by_store {
-        commit(&store_path, group, &mut results);
+        commit(&store_path, &dirs, group, &mut results);
     }
     results.extend(resolved.skipped);
-    transcripts::report(mode, labels, count, &results, problems)
+    transcripts::report(mode, labels, count, &results, &resolved_dirs, problems)
 }
 
 /// A successor on disk whose store entry is not switched yet.
@@ -131,6 +166,7 @@ const STORE_ATTEMPTS: usize = 5;
 /// that cannot be removed is reported by path.
 fn commit(
     store_path: &Path,
+    dirs: &Dirs,
     group: Vec<(usize, Pending)>,
     results: &mut [(Outcome, Option<String>)],
 ) {
@@ -152,11 +188,10 @@ fn commit(
     if live.is_empty() {
         return;
     }
-    let dir = store_path.parent().unwrap_or(Path::new("."));
-    let confined = match Confined::new(dir) {
+    let dir = store_dir(store_path);
+    let confined = match confined_for(dirs, dir) {
         Ok(c) => c,
-        Err(e) => {
-            let why = format!("{e:#}");
+        Err(why) => {
             for (i, p) in live {
                 undo(&mut results[i].0, p, Status::Failed(why.clone()));
             }
@@ -261,7 +296,12 @@ fn undo(out: &mut Outcome, p: Pending, status: Status) {
 
 /// Plan one transcript and, with `--enforce`, write its successor (checked and renamed into
 /// place); the store entry is switched later by [`commit`].
-fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, Status> {
+fn prepare(
+    t: &Target,
+    run: &Run,
+    dirs: &Dirs,
+    out: &mut Outcome,
+) -> Result<Option<Pending>, Status> {
     let (Some(store_path), Some(key)) = (&t.store, &t.session_key) else {
         return Err(Status::Refused("--successor needs a store entry".into()));
     };
@@ -269,7 +309,7 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
     if let (Some(db), true) = (&sqlite, run.enforce) {
         return Err(Status::Refused(transcripts::moved_to_sqlite(db)));
     }
-    let confined = Confined::new(&t.dir).map_err(job::failed)?;
+    let confined = confined_for(dirs, &t.dir).map_err(Status::Failed)?;
     job::check_target(&confined, &t.path)?;
     let lock = if run.enforce {
         match lock::acquire(&confined, &t.path, run.wait_lock).map_err(job::failed)? {
@@ -280,8 +320,12 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
         None
     };
     let before = job::stamp(&t.path).map_err(|e| job::failed(e.into()))?;
-    let (index, mut tree) =
-        job::index_checked(&t.path, Some(run.settings.estimator.counter()), out)?;
+    let (index, mut tree) = job::index_checked(
+        &confined,
+        &t.path,
+        Some(run.settings.estimator.counter()),
+        out,
+    )?;
     if !index.unparsable.is_empty() {
         return Err(Status::Refused(
             "lines that do not parse cannot be carried into a successor; compact in place instead"
@@ -363,7 +407,11 @@ fn prepare(t: &Target, run: &Run, out: &mut Outcome) -> Result<Option<Pending>, 
         &kept_tail,
         run.now,
     )
-    .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    .map_err(|e| match job::failed(e) {
+        damaged @ Status::Damaged(_) => damaged,
+        Status::Failed(why) => Status::Refused(why),
+        other => other,
+    })?;
     Ok(Some(Pending {
         store: store_path.clone(),
         key: key.clone(),

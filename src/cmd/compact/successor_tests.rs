@@ -5,6 +5,16 @@ struct Fixture {
     store: PathBuf,
 }
 
+/// The run's confinement of the fixture's directory.
+fn dirs(f: &Fixture) -> Dirs {
+    let mut d = Dirs::new();
+    d.insert(
+        f.dir.path().to_path_buf(),
+        Ok(Confined::new(f.dir.path()).unwrap()),
+    );
+    d
+}
+
 fn fixture(store_text: &str) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("sessions.json");
@@ -62,7 +72,7 @@ fn one_write_switches_every_entry_and_misses_are_undone() {
         (3, pending(&f, "d", "d.jsonl", "sd.jsonl")),
     ];
     let mut results = outcomes(4);
-    commit(&f.store, group, &mut results);
+    commit(&f.store, &dirs(&f), group, &mut results);
     let store: Value = serde_json::from_slice(&std::fs::read(&f.store).unwrap()).unwrap();
     assert_eq!(store["a"]["sessionId"], "new-a");
     assert_eq!(store["a"]["compactionCount"], 1);
@@ -116,7 +126,7 @@ fn a_changed_transcript_or_an_unremovable_successor_is_reported() {
     std::fs::create_dir(&f.store).unwrap();
     let mut results = outcomes(2);
     results[1].0.details = Some(json!({}));
-    commit(&f.store, vec![(0, a), (1, b)], &mut results);
+    commit(&f.store, &dirs(&f), vec![(0, a), (1, b)], &mut results);
     assert!(
         matches!(&results[0].0.status, Status::Refused(r) if r.contains("changed while")),
         "{:?}",
