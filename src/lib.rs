@@ -19,6 +19,7 @@ pub mod keys;
 pub mod layout;
 pub mod maintenance;
 pub mod manpages;
+pub mod mediarefs;
 pub mod noreply;
 pub mod progress;
 pub mod report;

@@ -97,6 +97,8 @@ pub struct Outcome {
     pub status: Status,
     pub entries_removed: usize,
     pub blocks_replaced: usize,
+    /// Media references replaced in text (`strip-images`).
+    pub media_refs_replaced: usize,
     pub bytes_before: u64,
     pub bytes_after: u64,
     /// 1-based numbers of lines kept as they were because they do not parse.
@@ -116,6 +118,7 @@ impl Outcome {
         self.bytes_after = self.bytes_before;
         self.entries_removed = 0;
         self.blocks_replaced = 0;
+        self.media_refs_replaced = 0;
         self.old_file_kept = false;
     }
 
@@ -125,6 +128,7 @@ impl Outcome {
             status,
             entries_removed: 0,
             blocks_replaced: 0,
+            media_refs_replaced: 0,
             bytes_before: 0,
             bytes_after: 0,
             unparsable_lines: Vec::new(),
@@ -216,6 +220,7 @@ fn prepare(
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
+    out.media_refs_replaced = resolved.media_refs_replaced;
     Ok(Some(Prepared::Rewrite(index, resolved)))
 }
 
@@ -361,6 +366,7 @@ fn predict_inner(
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
+    out.media_refs_replaced = resolved.media_refs_replaced;
     let file = open_nofollow(path).map_err(failed)?;
     out.bytes_after = rewrite::predicted_size(&file, index, &resolved).map_err(failed)?;
     out.status = Status::WouldChange;
