@@ -203,7 +203,7 @@ fn prepare(
     if planned.edits.is_empty() {
         return Ok(None);
     }
-    if planned.edits.remove.is_empty() && planned.edits.replace_blocks.is_empty() {
+    if planned.edits.only_appends() {
         let (lines, ids) = append::lines_of(&index, &tree, &planned.edits.append)
             .map_err(|e| Status::Refused(format!("{e:#}")))?;
         let keeps_from = planned

@@ -50,6 +50,11 @@ impl Edits {
             && self.scrub_media.is_empty()
             && self.append.is_empty()
     }
+
+    /// Nothing but new entries at the end (which an append-only rewrite can do).
+    pub fn only_appends(&self) -> bool {
+        self.remove.is_empty() && self.replace_blocks.is_empty() && self.scrub_media.is_empty()
+    }
 }
 
 /// A change to one kept line.
