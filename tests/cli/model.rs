@@ -414,10 +414,7 @@ impl Model {
         self.strip_plan(keep_turns).map(|(_, media)| media)
     }
 
-    fn strip_plan(
-        &self,
-        keep_turns: usize,
-    ) -> Option<(HashMap<usize, Vec<usize>>, HashMap<usize, usize>)> {
+    fn strip_plan(&self, keep_turns: usize) -> Option<(ImageTargets, HashMap<usize, usize>)> {
         let path = self.active_path();
         if let Some(&root) = path.first()
             && let Some(pid) = self.v(root)["parentId"].as_str()
@@ -493,6 +490,9 @@ impl Model {
         Some((out, media))
     }
 }
+
+/// Line → positions of the image blocks the strip replaces in it.
+type ImageTargets = HashMap<usize, Vec<usize>>;
 
 /// The runtime's media reference marker.
 pub const MEDIA_MARKER: &str = "[media reference removed - already processed by model]";
