@@ -62,7 +62,9 @@ pub enum Command {
     ///
     /// Images in user and tool-result messages from the start of the `--keep-turns`-th most
     /// recent completed turn of the active branch onward are kept; every other image block is
-    /// replaced, one block for one block.
+    /// replaced, one block for one block. In the same old messages, media references in the
+    /// text (`[media attached: …]`, `[Image: source: …]`, `media://inbound/…`) are replaced
+    /// with the runtime's marker, as the runtime does before every prompt.
     #[command(name = "strip-images", after_long_help = EXIT_CODES_HELP)]
     StripImages(StripImagesArgs),
     /// Compact long transcripts offline, without a model.

@@ -1,4 +1,5 @@
-//! Image stripping: which `{"type":"image"}` blocks to replace, and with what.
+//! Image stripping: which `{"type":"image"}` blocks to replace, and with what, and which
+//! media references in the text of the same messages.
 //!
 //! [`plan`] follows the runtime's history-image prune boundary, made persistent: over the
 //! active path's `message` entries in path order (entries hidden behind a compaction
@@ -8,6 +9,12 @@
 //! completed turns nothing is stripped at all; otherwise every other image block in `user` and
 //! `toolResult` array contents is replaced, on abandoned branches too, one block for one block,
 //! by [`placeholder_block`]. `keep_turns = 0` protects nothing.
+//!
+//! The runtime scrubs the text of the same old messages on the same boundary (a media
+//! reference replayed from history is otherwise loaded again as a fresh prompt image): in
+//! exactly the messages whose images are replaced, and in those without images, every media
+//! reference in a string content or in the `text` of a text block is replaced as
+//! `crate::mediarefs::scrub` says (the index counted them per entry).
 //!
 //! When the active path stops at a parent that only an unparsable line mentions (the runtime
 //! may parse that line and see older turns), the plan refuses to strip anything in the file.
@@ -40,6 +47,13 @@ pub struct StripPlan {
     pub replace: BTreeMap<usize, Vec<u32>>,
     /// Image blocks left in place because they are in the protected recent turns.
     pub protected: usize,
+    /// Entry index → media references to replace in its text.
+    pub media: BTreeMap<usize, u32>,
+    /// Media references left in place because they are in the protected recent turns.
+    pub media_protected: usize,
+    /// Media references in unprotected text that are left because the runtime's replacement
+    /// of that text would not settle (see `crate::mediarefs`).
+    pub media_unsettled: usize,
     /// Completed turns found on the active path.
     pub completed_turns: usize,
     /// Why nothing may be stripped in this file, when the active path cannot be trusted.
@@ -51,11 +65,22 @@ impl StripPlan {
         self.replace.values().map(Vec::len).sum()
     }
 
-    /// Bytes of the lines that hold images to replace (an upper bound on what is freed).
+    /// Media references to replace.
+    pub fn media_refs(&self) -> usize {
+        self.media.values().map(|&n| n as usize).sum()
+    }
+
+    /// Bytes of the lines that hold images or media references to replace.
     pub fn line_bytes(&self, index: &Index) -> u64 {
-        self.replace
+        let lines: std::collections::BTreeSet<usize> = self
+            .replace
             .keys()
-            .map(|&i| index.lines[index.entries[i].line].len)
+            .chain(self.media.keys())
+            .copied()
+            .collect();
+        lines
+            .into_iter()
+            .map(|i| index.lines[index.entries[i].line].len)
             .sum()
     }
 }
@@ -140,18 +165,34 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
     };
     let Some(boundary) = prune_before(&roles, keep_turns) else {
         out.protected = index.entries.iter().map(|e| e.image_blocks.len()).sum();
+        out.media_protected = index
+            .entries
+            .iter()
+            .map(|e| {
+                let (n, left) = e.media_refs();
+                (n + left) as usize
+            })
+            .sum();
         return out;
     };
     let protected: HashSet<usize> = messages[boundary..].iter().copied().collect();
     for (i, e) in index.entries.iter().enumerate() {
-        if e.image_blocks.is_empty() || !(e.is_role(&Role::User) || e.is_role(&Role::ToolResult)) {
+        if !(e.is_role(&Role::User) || e.is_role(&Role::ToolResult)) {
             continue;
         }
+        let (media, unsettled) = e.media_refs();
         if protected.contains(&i) {
             out.protected += e.image_blocks.len();
-        } else {
+            out.media_protected += (media + unsettled) as usize;
+            continue;
+        }
+        if !e.image_blocks.is_empty() {
             out.replace.insert(i, e.image_blocks.to_vec());
         }
+        if media > 0 {
+            out.media.insert(i, media);
+        }
+        out.media_unsettled += unsettled as usize;
     }
     out
 }
@@ -164,12 +205,33 @@ pub fn planned(index: &Index, tree: &Tree, keep_turns: usize) -> Result<Planned,
         return Err(why);
     }
     let mut planned = Planned::default();
-    if plan.protected > 0 {
+    let kept = match (plan.protected, plan.media_protected) {
+        (0, 0) => None,
+        (i, 0) => Some(format!("{i} image(s)")),
+        (0, m) => Some(format!("{m} media reference(s)")),
+        (i, m) => Some(format!("{i} image(s) and {m} media reference(s)")),
+    };
+    if let Some(kept) = kept {
         planned.notes.push(format!(
-            "{} image(s) kept in the last {keep_turns} completed turn(s) ({} completed on the active path)",
-            plan.protected, plan.completed_turns
+            "{kept} kept in the last {keep_turns} completed turn(s) ({} completed on the active path)",
+            plan.completed_turns
         ));
     }
+    if plan.media_refs() > 0 {
+        planned.notes.push(format!(
+            "{} media reference(s) in the text of old turns replaced with \"{}\"",
+            plan.media_refs(),
+            crate::mediarefs::MARKER
+        ));
+    }
+    if plan.media_unsettled > 0 {
+        planned.notes.push(format!(
+            "{} media reference(s) in old turns left as they are: the runtime would replace \
+             them again in its own replacement",
+            plan.media_unsettled
+        ));
+    }
+    planned.edits.scrub_media = plan.media;
     for (entry, blocks) in plan.replace {
         let blocks = blocks
             .into_iter()
@@ -224,5 +286,127 @@ mod tests {
         assert_eq!(count_completed(&roles), 2);
         // An open turn without a reply is not completed.
         assert_eq!(count_completed(&[&u, &a, &u]), 1);
+    }
+
+    use crate::mediarefs::MARKER;
+    use crate::transcript::rewrite;
+    use crate::transcript::validate::{Expectation, validate};
+
+    /// `n` turns `user`/`assistant`, the user text of turn `k` given by `user(k)` (a JSON
+    /// content value), then a toolResult in the last turn's place when `tool` is set.
+    fn transcript(n: usize, user: impl Fn(usize) -> String) -> String {
+        let mut lines = vec![
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_string(),
+        ];
+        let mut parent = "null".to_string();
+        for k in 0..n {
+            lines.push(format!(
+                r#"{{"type":"message","id":"u{k}","parentId":{parent},"message":{{"role":"user","content":{}}}}}"#,
+                user(k)
+            ));
+            lines.push(format!(
+                r#"{{"type":"message","id":"a{k}","parentId":"u{k}","message":{{"role":"assistant","content":"[media attached: kept.png]"}}}}"#
+            ));
+            parent = format!("\"a{k}\"");
+        }
+        lines.join("\n") + "\n"
+    }
+
+    /// Plan with `keep`, apply, validate; the written text and the outcome's counts.
+    fn strip(text: &str, keep: usize) -> (String, rewrite::Resolved) {
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let tree = Tree::build(&index);
+        let planned = planned(&index, &tree, keep).unwrap();
+        let resolved = rewrite::resolve(&index, &tree, &planned.edits).unwrap();
+        let mut out = Vec::new();
+        let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+        validate(
+            &index,
+            &applied.index,
+            &Expectation::removals(Default::default()),
+        )
+        .unwrap();
+        // What the rewrite wrote holds no reference the plan meant to replace.
+        for &i in planned.edits.scrub_media.keys() {
+            assert_eq!(applied.index.entries[i].media_refs().0, 0, "{text}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.jsonl");
+        std::fs::write(&p, text).unwrap();
+        let predicted =
+            rewrite::predicted_size(&std::fs::File::open(&p).unwrap(), &index, &resolved).unwrap();
+        assert_eq!(predicted, out.len() as u64);
+        (String::from_utf8(out).unwrap(), resolved)
+    }
+
+    #[test]
+    fn media_references_in_old_user_and_tool_result_text_are_replaced() {
+        let b64 = "QUJD".repeat(200);
+        let text = transcript(5, |k| match k {
+            // A string content, escapes and all.
+            0 => r#""see [media attached 1/2: /tmp/a.png (image/png)]\nand media://inbound/x.jpg""#
+                .into(),
+            // Text blocks beside an image; a non-text block's text is not touched.
+            1 => format!(
+                r#"[{{"type":"text","text":"[Image: source: /p/q.png]","extra":1}},{{"type":"image","data":"{b64}","mimeType":"image/png"}},{{"type":"note","text":"media://inbound/n"}},{{"text":"media://inbound/z","type":"text"}}]"#
+            ),
+            // Unsettled: left as it is.
+            2 => r#""[media attached: media://inbound/x""#.into(),
+            // Recent turns: kept.
+            _ => r#""[media attached: recent.png]""#.into(),
+        });
+        let (out, resolved) = strip(&text, 2);
+        assert_eq!(resolved.blocks_replaced, 1);
+        assert_eq!(resolved.media_refs_replaced, 4);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(
+            lines[1],
+            format!(
+                r#"{{"type":"message","id":"u0","parentId":null,"message":{{"role":"user","content":"see {MARKER}\nand {MARKER}"}}}}"#
+            )
+        );
+        assert_eq!(
+            lines[3],
+            format!(
+                r#"{{"type":"message","id":"u1","parentId":"a0","message":{{"role":"user","content":[{{"type":"text","text":"{MARKER}","extra":1}},{{"type":"text","text":"{PLACEHOLDER_TEXT}"}},{{"type":"note","text":"media://inbound/n"}},{{"text":"{MARKER}","type":"text"}}]}}}}"#
+            )
+        );
+        let src: Vec<&str> = text.lines().collect();
+        for n in [2, 4, 5, 6, 7, 8, 9, 10] {
+            assert_eq!(lines[n], src[n], "line {}", n + 1);
+        }
+        // A second run finds nothing to do.
+        let index = Index::from_reader(out.as_bytes()).unwrap();
+        let again = planned(&index, &Tree::build(&index), 2).unwrap();
+        assert!(again.edits.is_empty());
+        assert!(
+            again
+                .notes
+                .iter()
+                .any(|n| n.contains("1 media reference(s) in old turns left"))
+        );
+        assert!(
+            again
+                .notes
+                .iter()
+                .any(|n| n.contains("2 media reference(s) kept in the last 2"))
+        );
+    }
+
+    #[test]
+    fn media_references_are_kept_without_enough_completed_turns() {
+        let text = transcript(3, |_| r#""[media attached: a.png]""#.into());
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let plan = plan(&index, &Tree::build(&index), 3);
+        assert!(plan.media.is_empty());
+        assert_eq!(plan.media_protected, 3);
+        let (_, resolved) = strip(&text, 2);
+        assert_eq!(resolved.media_refs_replaced, 1);
+        // keep 0: every turn.
+        let (out, resolved) = strip(&text, 0);
+        assert_eq!(resolved.media_refs_replaced, 3);
+        assert_eq!(out.matches(MARKER).count(), 3);
+        // Assistant text is never touched.
+        assert_eq!(out.matches("[media attached: kept.png]").count(), 3);
     }
 }

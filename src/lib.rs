@@ -19,6 +19,7 @@ pub mod layout;
 pub mod maintenance;
 #[cfg(test)]
 mod manpages;
+pub mod mediarefs;
 pub mod noreply;
 pub mod progress;
 pub mod report;

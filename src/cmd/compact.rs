@@ -77,6 +77,7 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
         command: "compact",
         count_key: "messagesSummarized",
         count_header: "summarised",
+        extra: None,
     };
     let now = entry::now_iso();
     if args.successor {

@@ -17,6 +17,7 @@ pub fn run(args: &PruneNoreplyArgs) -> Result<Exit> {
         command: "prune-noreply",
         count_key: "entriesRemoved",
         count_header: "removed",
+        extra: None,
     };
     transcripts::run(
         &args.targets,

@@ -36,6 +36,22 @@ pub struct Labels {
     pub count_key: &'static str,
     /// Table header of the count.
     pub count_header: &'static str,
+    /// A second count, reported beside the first in `--json` and on the total line.
+    pub extra: Option<Extra>,
+}
+
+/// A second per-file count (`strip-images`: media references replaced).
+pub struct Extra {
+    /// JSON key (`mediaReferencesReplaced`).
+    pub key: &'static str,
+    /// What the total line says after the number.
+    pub words: &'static str,
+    pub count: fn(&Outcome) -> usize,
+}
+
+/// A file counts only what was written (or, previewing, would be).
+fn done(o: &Outcome) -> bool {
+    matches!(o.status, Status::Changed | Status::WouldChange)
 }
 
 /// The threads that rewrite files: four per core, at most 16 (each holds one file's index).
@@ -170,14 +186,18 @@ pub fn report(
     } else {
         "preview"
     };
-    // A file counts only what was written (or, previewing, would be).
     let rows: Vec<transcript_text::Row> = results
         .iter()
-        .map(|(o, key)| {
-            let done = matches!(o.status, Status::Changed | Status::WouldChange);
-            (o, key.as_deref(), if done { count(o) } else { 0 })
-        })
+        .map(|(o, key)| (o, key.as_deref(), if done(o) { count(o) } else { 0 }))
         .collect();
+    let extra_total = labels.extra.as_ref().map(|x| {
+        let n: usize = results
+            .iter()
+            .filter(|(o, _)| done(o))
+            .map(|(o, _)| (x.count)(o))
+            .sum();
+        (n, x.words)
+    });
     let mut stdout = std::io::stdout().lock();
     if mode.json {
         let mut doc = json_report(labels, mode_name, &rows);
@@ -192,6 +212,7 @@ pub fn report(
             labels.command,
             mode_name,
             labels.count_header,
+            extra_total,
             &rows,
             mode.verbose,
         );
@@ -241,6 +262,14 @@ fn json_report(labels: &Labels, mode: &str, rows: &[transcript_text::Row]) -> Va
         totals.insert((*status).into(), json!(n));
     }
     totals.insert(labels.count_key.into(), json!(t.count));
+    if let Some(x) = &labels.extra {
+        let n: usize = rows
+            .iter()
+            .filter(|(o, _, _)| done(o))
+            .map(|(o, _, _)| (x.count)(o))
+            .sum();
+        totals.insert(x.key.into(), json!(n));
+    }
     totals.insert("bytesBefore".into(), json!(t.bytes_before));
     totals.insert("bytesAfter".into(), json!(t.bytes_after));
     totals.insert("unparsableLines".into(), json!(t.unparsable_lines));
@@ -258,6 +287,10 @@ fn json_report(labels: &Labels, mode: &str, rows: &[transcript_text::Row]) -> Va
         f.insert("status".into(), json!(status));
         f.insert("reason".into(), reason.map_or(Value::Null, |r| json!(r)));
         f.insert(labels.count_key.into(), json!(n));
+        if let Some(x) = &labels.extra {
+            let n = if done(o) { (x.count)(o) } else { 0 };
+            f.insert(x.key.into(), json!(n));
+        }
         f.insert("bytesBefore".into(), json!(o.bytes_before));
         f.insert("bytesAfter".into(), json!(o.bytes_after));
         f.insert("unparsableLines".into(), json!(o.unparsable_lines));
@@ -292,6 +325,7 @@ mod tests {
                 "prune-noreply",
                 "dry run",
                 "removed",
+                None,
                 &rows,
                 true,
             );

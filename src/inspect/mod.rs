@@ -479,7 +479,7 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
         // The commands' own checks and planners run on this pass's index; of the file only
         // the lines a plan patches are read again, to size them exactly as the rewrite
         // writes them.
-        if counts.images > 0 {
+        if counts.images > 0 || counts.media_references > 0 {
             f.strip_bytes = freed(job::predict(confined, path, &index, &tree, hooks.strip));
         }
         if counts.silent_replies > 0 {

@@ -13,7 +13,10 @@
 //!   (tool results inside user content); their bytes are the block's JSON text;
 //! - **tool-output bytes**: the JSON text of `message.content` of `toolResult` messages;
 //! - **thinking bytes**: the JSON text of `thinking`, `redacted_thinking` and `reasoning`
-//!   blocks of assistant messages.
+//!   blocks of assistant messages;
+//! - **media references**: `[media attached: …]`, `[Image: source: …]` and `media://inbound/…`
+//!   in the text of user and toolResult messages, as the index counted them per entry (see
+//!   `crate::mediarefs`).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -42,6 +45,9 @@ pub struct Counts {
     pub messages: u64,
     pub images: u64,
     pub image_bytes: u64,
+    /// Media references in the text of user and toolResult messages (the index's count per
+    /// entry, see `Entry::media_refs`): what `strip-images` replaces outside the recent turns.
+    pub media_references: u64,
     /// Silent `NO_REPLY` assistant replies (the index's predicate).
     pub silent_replies: u64,
     pub tool_output_bytes: u64,
@@ -94,6 +100,14 @@ fn finish_counts(index: &Index, c: &mut Counts) {
         .filter(|e| e.kind == EntryType::Message)
         .count() as u64;
     c.silent_replies = index.entries.iter().filter(|e| e.silent).count() as u64;
+    c.media_references = index
+        .entries
+        .iter()
+        .map(|e| {
+            let (n, left) = e.media_refs();
+            u64::from(n) + u64::from(left)
+        })
+        .sum();
     c.compacted = index
         .entries
         .iter()

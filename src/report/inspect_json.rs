@@ -26,6 +26,7 @@ fn facts_fields(m: &mut Map<String, Value>, facts: Option<&TranscriptFacts>) {
         "messages": c.messages,
         "images": c.images,
         "imageBytes": c.image_bytes,
+        "mediaReferences": c.media_references,
         "silentReplies": c.silent_replies,
         "toolOutputBytes": c.tool_output_bytes,
         "thinkingBytes": c.thinking_bytes,

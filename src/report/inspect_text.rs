@@ -91,8 +91,8 @@ fn dash_or<T: ToString>(x: Option<T>) -> String {
 }
 
 /// The two session tables: what each session is (kind, age, size, entries, messages, context
-/// tokens), then what is in it (silent replies, images and their bytes, tool output,
-/// thinking) and whether it was compacted. Same rows, same order.
+/// tokens), then what is in it (silent replies, images and their bytes, media references,
+/// tool output, thinking) and whether it was compacted. Same rows, same order.
 fn render_sessions(out: &mut String, r: &StoreReport, view: &View) {
     let rows = sorted(&r.sessions, view);
     let prefix = format!("agent:{}:", r.agent_id);
@@ -137,6 +137,7 @@ fn render_sessions(out: &mut String, r: &StoreReport, view: &View) {
                 dash_or(c.map(|c| c.silent_replies)),
                 dash_or(c.map(|c| c.images)),
                 c.map_or_else(|| "-".into(), |c| short_size(c.image_bytes)),
+                dash_or(c.map(|c| c.media_references)),
                 c.map_or_else(|| "-".into(), |c| short_size(c.tool_output_bytes)),
                 c.map_or_else(|| "-".into(), |c| short_size(c.thinking_bytes)),
                 c.map_or_else(|| "-".into(), |c| yes_no(c.compacted)),
@@ -149,6 +150,7 @@ fn render_sessions(out: &mut String, r: &StoreReport, view: &View) {
         "silent",
         "images",
         "image\nbytes",
+        "media\nrefs",
         "tool\noutput",
         "thinking",
         "compacted",
@@ -388,6 +390,7 @@ pub fn render_transcript(out: &mut String, t: &TranscriptReport) {
         ("entries", c.entries.to_string()),
         ("messages", c.messages.to_string()),
         ("images", format!("{} ({})", c.images, size(c.image_bytes))),
+        ("media references", c.media_references.to_string()),
         ("silent replies", c.silent_replies.to_string()),
         ("tool output", size(c.tool_output_bytes)),
         ("thinking", size(c.thinking_bytes)),

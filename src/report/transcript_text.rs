@@ -90,6 +90,7 @@ pub fn render(
     command: &str,
     mode: &str,
     count_header: &str,
+    extra: Option<(usize, &str)>,
     rows: &[Row],
     verbose: bool,
 ) {
@@ -216,11 +217,12 @@ pub fn render(
     } else {
         String::new()
     };
+    let extra = extra.map_or_else(String::new, |(n, words)| format!(", {n} {words}"));
     write_indented(
         out,
         "",
         &format!(
-            "Total: {}, {} {count_header}, {} → {} ({} freed{later}), {}",
+            "Total: {}, {} {count_header}{extra}, {} → {} ({} freed{later}), {}",
             parts.join(", "),
             totals.count,
             size(totals.bytes_before),
@@ -293,6 +295,7 @@ mod tests {
             "strip-images",
             "preview",
             "images replaced",
+            Some((7, "media references replaced")),
             &rows,
             false,
         );
@@ -311,7 +314,7 @@ mod tests {
             "{out}"
         );
         assert!(
-            flat.contains("Total: 2 transcripts, 0 skipped, 1 refused, 123456 images replaced"),
+            flat.contains("Total: 2 transcripts, 0 skipped, 1 refused, 123456 images replaced, 7 media references replaced,"),
             "{out}"
         );
     }

@@ -96,6 +96,8 @@ pub struct Outcome {
     pub status: Status,
     pub entries_removed: usize,
     pub blocks_replaced: usize,
+    /// Media references replaced in text (`strip-images`).
+    pub media_refs_replaced: usize,
     pub bytes_before: u64,
     pub bytes_after: u64,
     /// 1-based numbers of lines kept as they were because they do not parse.
@@ -115,6 +117,7 @@ impl Outcome {
         self.bytes_after = self.bytes_before;
         self.entries_removed = 0;
         self.blocks_replaced = 0;
+        self.media_refs_replaced = 0;
         self.old_file_kept = false;
     }
 
@@ -124,6 +127,7 @@ impl Outcome {
             status,
             entries_removed: 0,
             blocks_replaced: 0,
+            media_refs_replaced: 0,
             bytes_before: 0,
             bytes_after: 0,
             unparsable_lines: Vec::new(),
@@ -219,7 +223,7 @@ fn prepare(
     if planned.edits.is_empty() {
         return Ok(None);
     }
-    if planned.edits.remove.is_empty() && planned.edits.replace_blocks.is_empty() {
+    if planned.edits.only_appends() {
         let (lines, ids) = append::lines_of(&index, &tree, &planned.edits.append)
             .map_err(|e| Status::Refused(format!("{e:#}")))?;
         let keeps_from = planned
@@ -236,6 +240,7 @@ fn prepare(
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
+    out.media_refs_replaced = resolved.media_refs_replaced;
     Ok(Some(Prepared::Rewrite(index, resolved)))
 }
 
@@ -382,6 +387,7 @@ fn predict_inner(
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
+    out.media_refs_replaced = resolved.media_refs_replaced;
     let file = confined.open_read(path).map_err(failed)?;
     out.bytes_after = rewrite::predicted_size(&file, index, &resolved).map_err(failed)?;
     out.status = Status::WouldChange;

@@ -227,3 +227,37 @@ fn removing_the_leaf_is_refused() {
     assert!(matches!(out.status, Status::Refused(_)), "{:?}", out.status);
     assert_eq!(fs::read_to_string(&path).unwrap(), TEXT);
 }
+
+#[test]
+fn a_plan_that_only_replaces_media_references_rewrites_the_file() {
+    // No image, no removal: the plan is neither empty nor an append.
+    let mut text = String::from(
+        r#"{"type":"session","version":3,"id":"s","timestamp":"2026-03-01T00:00:00.000Z","cwd":"/"}"#,
+    );
+    let mut parent = "null".to_string();
+    for k in 0..3 {
+        text += &format!(
+            "\n{{\"type\":\"message\",\"id\":\"u{k}\",\"parentId\":{parent},\"message\":{{\"role\":\"user\",\"content\":\"[media attached: {k}.png]\"}}}}\n{{\"type\":\"message\",\"id\":\"a{k}\",\"parentId\":\"u{k}\",\"message\":{{\"role\":\"assistant\",\"content\":\"ok\"}}}}"
+        );
+        parent = format!("\"a{k}\"");
+    }
+    text.push('\n');
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.jsonl");
+    fs::write(&path, &text).unwrap();
+    let c = Confined::new(dir.path()).unwrap();
+    let planner = |i: &Index, t: &Tree| crate::images::planned(i, t, 1);
+    for mode in [Mode::Preview, Mode::Enforce] {
+        let opts = Options {
+            mode,
+            wait_lock: None,
+            measure: None,
+        };
+        let out = run_file(&c, &path, opts, &planner);
+        assert_eq!(out.media_refs_replaced, 2, "{out:?}");
+        assert_eq!(out.blocks_replaced, 0);
+    }
+    let got = fs::read_to_string(&path).unwrap();
+    assert_eq!(got.matches(crate::mediarefs::MARKER).count(), 2);
+    assert!(got.contains("[media attached: 2.png]"));
+}

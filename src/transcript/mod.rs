@@ -219,6 +219,8 @@ struct Rare {
     first_kept: Option<Box<str>>,
     target: Option<Box<str>>,
     version: Option<u64>,
+    /// Media references in the text of a user or toolResult message (see [`Entry::media_refs`]).
+    media: probe::MediaRefs,
 }
 
 /// Content block types that are tool calls, under every alias the runtime accepts.
@@ -247,6 +249,7 @@ impl Entry {
                 first_kept,
                 target,
                 version: None,
+                media: (0, 0),
             })
         });
         let mut e = Entry {
@@ -302,6 +305,9 @@ impl Entry {
             if role == Role::ToolResult {
                 e.tool_result_id = m.tool_result_id.as_deref().map(Box::from);
             }
+            if matches!(role, Role::User | Role::ToolResult) && m.media != (0, 0) {
+                e.rare.get_or_insert_default().media = m.media;
+            }
             e.role = Some(role);
         }
         e
@@ -315,6 +321,14 @@ impl Entry {
     /// `label.targetId` / `leaf.targetId`.
     pub fn target(&self) -> Option<&str> {
         self.rare.as_ref()?.target.as_deref()
+    }
+
+    /// Media references in the text of a user or toolResult message (its string content or
+    /// the `text` of its text blocks): `(replaced, left)`, what `strip-images` would replace
+    /// (`crate::mediarefs::scrub`) and what it would leave because the runtime's replacement
+    /// does not settle. Only read on lines that are valid UTF-8.
+    pub fn media_refs(&self) -> probe::MediaRefs {
+        self.rare.as_ref().map_or((0, 0), |r| r.media)
     }
 
     /// Header `version` when it is a number (header only).

@@ -143,6 +143,10 @@ pub struct Options {
     /// that could spell it). Without it and without a measure, the content of a message other
     /// than an assistant reply cannot matter and is skipped.
     pub may_hold_image: bool,
+    /// The line is valid UTF-8 and its raw bytes can hold a media reference (see
+    /// `crate::mediarefs::may_hold`): the text of message contents is read and the references
+    /// in it counted.
+    pub media: bool,
     /// The address range of the bytes being probed (for the offsets of `data` strings).
     line: (usize, usize),
 }
@@ -335,7 +339,14 @@ pub struct MessageProbe<'a> {
     /// Where the key of `content` ends, when the key has no escapes (see
     /// `span::value_after_key`).
     pub content_key_end: Option<usize>,
+    /// With [`Options::media`]: the media references in the text of `content` (see
+    /// [`ContentProbe::media`]).
+    pub media: MediaRefs,
 }
+
+/// Media references in the text of a content (a string, or the `text` of text blocks), as
+/// `strip-images` counts them: `(replaced, left)` by `crate::mediarefs::count`.
+pub type MediaRefs = (u32, u32);
 
 /// The measured pieces of a message (see [`MessageProbe::measured`]).
 #[derive(Debug, Default)]
@@ -411,7 +422,7 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
                     m.content_key_end = opts.key_end(&key);
                     // Only assistant replies need their text (silent-reply check).
                     let want_text = !matches!(&m.role, Lenient::Str(r) if r != "assistant");
-                    if want_text || opts.may_hold_image || opts.measure.is_some() {
+                    if want_text || opts.may_hold_image || opts.media || opts.measure.is_some() {
                         let seed = ContentSeed {
                             opts,
                             want_text,
@@ -420,6 +431,7 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
                         let c = a.next_value_seed(seed)?;
                         m.content = c.content;
                         m.measured.content = c.measured;
+                        m.media = c.media;
                     } else {
                         // Not an assistant reply, and the line has no `"image"`: the blocks
                         // cannot matter.
@@ -517,6 +529,9 @@ impl ContentMeasure {
 pub struct ContentProbe<'a> {
     pub content: Content<'a>,
     pub measured: ContentMeasure,
+    /// With [`Options::media`]: the media references of a string content, or the sum over
+    /// the `text` blocks of an array.
+    pub media: MediaRefs,
 }
 
 /// Reads a `content` value; block texts are kept only when `want_text` (assistant replies),
@@ -545,6 +560,7 @@ impl<'de: 'a, 'a> Visitor<'de> for ContentSeed<'a> {
         Ok(ContentProbe {
             content: Content::Text(Cow::Borrowed(v)),
             measured: self.string_measure(v),
+            media: self.media_of(v),
         })
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
@@ -555,25 +571,32 @@ impl<'de: 'a, 'a> Visitor<'de> for ContentSeed<'a> {
                 Cow::Borrowed("")
             }),
             measured: self.string_measure(v),
+            media: self.media_of(v),
         })
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
         let mut blocks = Vec::new();
         let mut measured = ContentMeasure::default();
+        let mut media: MediaRefs = (0, 0);
         while let Some(b) = a.next_element_seed(BlockSeed(self))? {
             measured.blocks_as_input.add(b.as_input);
             measured.as_reply.add(b.as_reply);
+            media.0 += b.media.0;
+            media.1 += b.media.1;
             blocks.push(b);
         }
         Ok(ContentProbe {
             content: Content::Blocks(blocks),
             measured,
+            media,
         })
     }
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        // An object is no text the history prune scrubs: no media references.
         let other = |measured| ContentProbe {
             content: Content::Other,
             measured,
+            media: (0, 0),
         };
         if self.opts.measure.is_none() {
             while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
@@ -586,7 +609,7 @@ impl<'de: 'a, 'a> Visitor<'de> for ContentSeed<'a> {
             ..ContentMeasure::default()
         }))
     }
-    other_types!(ContentProbe { content: Content::Other, measured: ContentMeasure::default() }; unit, bool, num);
+    other_types!(ContentProbe { content: Content::Other, measured: ContentMeasure::default(), media: (0, 0) }; unit, bool, num);
 }
 
 impl ContentSeed<'_> {
@@ -594,6 +617,14 @@ impl ContentSeed<'_> {
         ContentMeasure {
             text: self.opts.measure.map(|m| m.text(v)),
             ..ContentMeasure::default()
+        }
+    }
+
+    fn media_of(&self, v: &str) -> MediaRefs {
+        if self.opts.media {
+            crate::mediarefs::count(v)
+        } else {
+            (0, 0)
         }
     }
 }
@@ -610,6 +641,8 @@ pub struct BlockProbe<'a> {
     /// contents when that string has no escapes; the index records the long ones as
     /// payloads (see [`crate::transcript::Payload`]).
     pub data: Option<(usize, usize)>,
+    /// With [`Options::media`], for a text block: the media references in its `text`.
+    pub media: MediaRefs,
     /// What it adds to the content's [`ContentMeasure`].
     pub as_input: Measured,
     pub as_reply: Measured,
@@ -655,9 +688,17 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
             }
             match (key.as_ref(), opts.measure) {
                 ("type", _) => b.kind = a.next_value()?,
-                ("text", measure) if want_text => {
-                    b.text = a.next_value()?;
-                    pieces.text = measure.and_then(|m| b.text.as_str().map(|s| m.text(s)));
+                ("text", measure) if want_text || opts.media => {
+                    let text: Lenient<'a> = a.next_value()?;
+                    pieces.text = measure.and_then(|m| text.as_str().map(|s| m.text(s)));
+                    // (A repeated member: the last one wins, as for the runtime.)
+                    b.media = match text.as_str() {
+                        Some(s) if opts.media => crate::mediarefs::count(s),
+                        _ => (0, 0),
+                    };
+                    if want_text {
+                        b.text = text;
+                    }
                 }
                 ("id", _) => b.id = a.next_value()?,
                 ("data", _) => {
@@ -683,6 +724,9 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
                     a.next_value::<IgnoredAny>()?;
                 }
             }
+        }
+        if b.kind.as_str() != Some("text") {
+            b.media = (0, 0);
         }
         if b.kind.as_str() == Some("image")
             && let Some((ptr, len)) = data
@@ -935,6 +979,8 @@ pub fn probe_line(
             measure,
             may_hold_image: IMAGE_TYPE.find(bytes).is_some()
                 || UNICODE_ESCAPE.find(bytes).is_some(),
+            // (Strings with invalid UTF-8 are never decoded: such a line is kept as it is.)
+            media: crate::mediarefs::may_hold(bytes) && std::str::from_utf8(bytes).is_ok(),
             line: (start, start + bytes.len()),
         },
         marker: std::marker::PhantomData,
@@ -953,6 +999,7 @@ pub fn probe_value(entry: &Value, measure: Measure) -> Option<LineProbe<'_>> {
         opts: Options {
             measure: Some(measure),
             may_hold_image: true,
+            media: true,
             line: (0, 0),
         },
         marker: std::marker::PhantomData,
@@ -966,6 +1013,7 @@ pub fn message_tokens(message: &Value, measure: Measure) -> u64 {
         opts: Options {
             measure: Some(measure),
             may_hold_image: true,
+            media: false,
             line: (0, 0),
         },
         marker: std::marker::PhantomData,

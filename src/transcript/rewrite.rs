@@ -34,6 +34,10 @@ pub struct Edits {
     pub remove: BTreeSet<usize>,
     /// Entry → (content block position → replacement block).
     pub replace_blocks: BTreeMap<usize, Vec<(u32, Value)>>,
+    /// Entry → how many media references to replace in the text of its `message.content`
+    /// (`crate::mediarefs::scrub` on a string content and on the `text` of text blocks; the
+    /// patch checks that it replaces exactly that many).
+    pub scrub_media: BTreeMap<usize, u32>,
     /// New entries to append after the last line, in order (e.g. a compaction entry; the last
     /// one becomes the leaf). Each must be an object with a string `id` not used in the file.
     pub append: Vec<Value>,
@@ -41,7 +45,15 @@ pub struct Edits {
 
 impl Edits {
     pub fn is_empty(&self) -> bool {
-        self.remove.is_empty() && self.replace_blocks.is_empty() && self.append.is_empty()
+        self.remove.is_empty()
+            && self.replace_blocks.is_empty()
+            && self.scrub_media.is_empty()
+            && self.append.is_empty()
+    }
+
+    /// Nothing but new entries at the end (which an append-only rewrite can do).
+    pub fn only_appends(&self) -> bool {
+        self.remove.is_empty() && self.replace_blocks.is_empty() && self.scrub_media.is_empty()
     }
 }
 
@@ -54,6 +66,8 @@ pub struct Patch {
     pub first_kept: Option<String>,
     /// Content blocks of `message.content` to replace.
     pub blocks: Vec<(u32, Value)>,
+    /// Media references to replace in the text of `message.content` (0: none).
+    pub media: u32,
 }
 
 /// What happens to each line.
@@ -76,6 +90,8 @@ pub struct Resolved {
     pub removed: usize,
     /// Content blocks replaced.
     pub blocks_replaced: usize,
+    /// Media references replaced in text.
+    pub media_refs_replaced: usize,
     /// Lines to append (compact JSON, without the newline).
     pub append: Vec<String>,
     /// Ids of the appended entries.
@@ -158,6 +174,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
 
     let mut actions = vec![LineAction::Keep; index.lines.len()];
     let mut blocks_replaced = 0;
+    let mut media_refs_replaced = 0;
     for (i, e) in entries.iter().enumerate() {
         if removed.contains(&i) {
             actions[e.line] = LineAction::Drop;
@@ -185,7 +202,15 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             blocks_replaced += blocks.len();
             patch.blocks = blocks.clone();
         }
-        if patch.parent.is_some() || patch.first_kept.is_some() || !patch.blocks.is_empty() {
+        if let Some(&n) = edits.scrub_media.get(&i) {
+            media_refs_replaced += n as usize;
+            patch.media = n;
+        }
+        if patch.parent.is_some()
+            || patch.first_kept.is_some()
+            || !patch.blocks.is_empty()
+            || patch.media > 0
+        {
             actions[e.line] = LineAction::Patch(Box::new(patch));
         }
     }
@@ -204,6 +229,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         removed: removed.len(),
         removed_ids,
         blocks_replaced,
+        media_refs_replaced,
         append,
         appended_ids,
     })
@@ -418,7 +444,47 @@ fn patch_value(v: &mut Value, patch: &Patch) -> io::Result<()> {
             *slot = block.clone();
         }
     }
+    if patch.media > 0 {
+        let content = obj
+            .get_mut("message")
+            .and_then(|m| m.get_mut("content"))
+            .ok_or_else(|| io::Error::other("message has no content"))?;
+        let done = scrub_media(content);
+        if done != patch.media {
+            return Err(io::Error::other(format!(
+                "{done} media reference(s) found to replace, {} planned",
+                patch.media
+            )));
+        }
+    }
     Ok(())
+}
+
+/// Replace the media references of a message content as `strip-images` does (a string
+/// content, and the `text` of `{"type":"text"}` blocks, each by `mediarefs::scrub`); returns
+/// how many were replaced.
+fn scrub_media(content: &mut Value) -> u32 {
+    use crate::mediarefs::{Scrub, scrub};
+    let one = |s: &mut String| match scrub(s) {
+        Scrub::Replaced(t, n) => {
+            *s = t;
+            n
+        }
+        _ => 0,
+    };
+    match content {
+        Value::String(s) => one(s),
+        Value::Array(blocks) => blocks
+            .iter_mut()
+            .filter_map(Value::as_object_mut)
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| match b.get_mut("text") {
+                Some(Value::String(s)) => Some(one(s)),
+                _ => None,
+            })
+            .sum(),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,10 @@
 //! calls and results (with and without images), user images, heartbeat pairs, runs of
 //! `NO_REPLY` in many spellings, lookalikes that are not silent, compactions, abandoned
 //! branches with branch summaries, custom, label, session_info and unknown entries, a line
-//! with a lone surrogate escape, blank lines, CRLF line endings and torn last lines.
+//! with a lone surrogate escape, blank lines, CRLF line endings and torn last lines. Some user
+//! and tool-result texts carry media references (`[media attached: …]`, `[Image: source: …]`,
+//! `media://inbound/…`), chosen from the generator's state without drawing from its random
+//! stream, so a seed's structure is the same as before they were added.
 //!
 //! Every message gets a unique `message.timestamp`, so a message in the runtime's context can
 //! be traced back to its entry.
@@ -178,12 +181,23 @@ impl G {
         let n = (self.next_id * 7 + self.clock / 1000) % 60;
         format!("{base} {}", "with some more detail ".repeat(n as usize))
     }
+    /// A media reference for some texts (no draws from `rng`).
+    fn media(&self, base: &str, salt: u64) -> String {
+        let n = self.next_id * 31 + self.clock / 1000 + salt;
+        match n % 7 {
+            0 => format!("{base} [media attached: /tmp/openclaw/inbound/{n}.png (image/png)]"),
+            1 => format!("[media attached 1/2: media://inbound/{n}.jpg]\n{base}"),
+            2 => format!("{base} (media://inbound/{n}.webp)"),
+            3 => format!("{base}\n[Image: source: /work/shots/{n}.png]"),
+            _ => base.to_owned(),
+        }
+    }
     fn user(&mut self, images: usize) -> String {
         if images == 0 && self.rng.chance(40) {
-            let text = self.pad("please check the logs");
+            let text = self.media(&self.pad("please check the logs"), 0);
             return self.message(json!({"role":"user","content":text}));
         }
-        let text = self.pad("look at this");
+        let text = self.media(&self.pad("look at this"), 1);
         let mut content = vec![json!({"type":"text","text":text})];
         for _ in 0..images {
             let img = self.image();
@@ -231,7 +245,8 @@ impl G {
             self.silent();
         }
         for (k, c) in calls.iter().enumerate() {
-            let mut content = vec![json!({"type":"text","text":self.pad("ok")})];
+            let mut content =
+                vec![json!({"type":"text","text":self.media(&self.pad("ok"), k as u64 + 2)})];
             if self.rng.chance(50) {
                 let img = self.image();
                 content.push(img);

@@ -19,6 +19,7 @@ mod hostile_lines;
 mod inspect;
 mod inspect_targets;
 mod jsnumber;
+mod mediarefs;
 mod model;
 mod operator;
 mod parity;

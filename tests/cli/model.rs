@@ -405,6 +405,16 @@ impl Model {
     /// Lines (and their image block positions) the strip must change; `None` when the tool
     /// must refuse the file.
     pub fn strip_targets(&self, keep_turns: usize) -> Option<HashMap<usize, Vec<usize>>> {
+        self.strip_plan(keep_turns).map(|(images, _)| images)
+    }
+
+    /// Lines whose text the strip must change (media references), with how many references
+    /// each loses; `None` when the tool must refuse the file.
+    pub fn media_targets(&self, keep_turns: usize) -> Option<HashMap<usize, usize>> {
+        self.strip_plan(keep_turns).map(|(_, media)| media)
+    }
+
+    fn strip_plan(&self, keep_turns: usize) -> Option<(ImageTargets, HashMap<usize, usize>)> {
         let path = self.active_path();
         if let Some(&root) = path.first()
             && let Some(pid) = self.v(root)["parentId"].as_str()
@@ -439,8 +449,9 @@ impl Model {
             starts.push(s);
         }
         let mut out = HashMap::new();
+        let mut media = HashMap::new();
         if starts.len() <= keep_turns {
-            return Some(out);
+            return Some((out, media));
         }
         let boundary = if keep_turns == 0 {
             msgs.len()
@@ -455,6 +466,14 @@ impl Model {
             {
                 continue;
             }
+            if protected.contains(&l) {
+                continue;
+            }
+            let mut content = m["content"].clone();
+            let refs = scrub_media(&mut content);
+            if refs > 0 {
+                media.insert(l, refs);
+            }
             let Some(blocks) = m["content"].as_array() else {
                 continue;
             };
@@ -464,10 +483,49 @@ impl Model {
                 .filter(|(_, b)| b["type"] == "image")
                 .map(|(i, _)| i)
                 .collect();
-            if !imgs.is_empty() && !protected.contains(&l) {
+            if !imgs.is_empty() {
                 out.insert(l, imgs);
             }
         }
-        Some(out)
+        Some((out, media))
+    }
+}
+
+/// Line → positions of the image blocks the strip replaces in it.
+type ImageTargets = HashMap<usize, Vec<usize>>;
+
+/// The runtime's media reference marker.
+pub const MEDIA_MARKER: &str = "[media reference removed - already processed by model]";
+
+/// Replace the media references of a message content (a string, or the text of text blocks)
+/// as the runtime does, for the references the generator writes; returns how many.
+pub fn scrub_media(content: &mut Value) -> usize {
+    use std::sync::LazyLock;
+    static PATTERNS: LazyLock<[regex::Regex; 3]> = LazyLock::new(|| {
+        [
+            regex::Regex::new(r"(?i)\[media attached( +[0-9]+/[0-9]+)?: *[^\]]+\]").unwrap(),
+            regex::Regex::new(r"(?i)\[image: *source: *[^\]]+\]").unwrap(),
+            regex::Regex::new(r"\bmedia://inbound/[^\]\s/\\]+").unwrap(),
+        ]
+    });
+    let one = |s: &mut String| {
+        let mut n = 0;
+        for p in PATTERNS.iter() {
+            n += p.find_iter(s).count();
+            *s = p.replace_all(s, MEDIA_MARKER).into_owned();
+        }
+        n
+    };
+    match content {
+        Value::String(s) => one(s),
+        Value::Array(blocks) => blocks
+            .iter_mut()
+            .filter(|b| b["type"] == "text")
+            .filter_map(|b| match &mut b["text"] {
+                Value::String(s) => Some(one(s)),
+                _ => None,
+            })
+            .sum(),
+        _ => 0,
     }
 }

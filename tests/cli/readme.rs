@@ -141,12 +141,14 @@ fn after_nightly(env: &TestEnv) -> (u64, i64, i64) {
     )
 }
 
-/// The nightly state has work for every step: stale entries, silent replies, old images.
+/// The nightly state has work for every step: stale entries, silent replies, old images and
+/// media references (whose replacement by the runtime's longer marker can outweigh what the
+/// small generated images free, so the strip figure is only non-zero).
 fn assert_nightly_work(env: &TestEnv) {
     let (entries, prunable, strippable) = after_nightly(env);
     assert_eq!(entries, 12);
     assert!(prunable > 0, "no silent replies to prune");
-    assert!(strippable > 0, "no images to strip");
+    assert!(strippable != 0, "no images or media references to strip");
 }
 
 /// Run a README command (its words after `clawkeeper`) on a copy of the demo.

@@ -11,7 +11,7 @@ use clawkeeper::jsjson;
 use serde_json::{Value, json};
 
 use crate::generator;
-use crate::model::Model;
+use crate::model::{self, Model};
 use crate::util::{self, TestEnv};
 
 const PLACEHOLDER: &str = "[image data removed - already processed by model]";
@@ -31,6 +31,8 @@ struct Case {
     /// Lines removed (prune) or changed (strip) per the model.
     removed: HashSet<usize>,
     stripped: Option<HashMap<usize, Vec<usize>>>,
+    /// Lines whose media references the strip replaces, per the model.
+    media: HashMap<usize, usize>,
 }
 
 fn run_case(env: &TestEnv, seed: u64, op: Op) -> Case {
@@ -94,12 +96,22 @@ fn run_case(env: &TestEnv, seed: u64, op: Op) -> Case {
                 "seed {seed}"
             );
         }
-        (Op::Strip(_), Some(s)) => {
+        (Op::Strip(k), Some(s)) => {
             assert_eq!(code, 0, "seed {seed}: {report}");
             let n: usize = s.values().map(Vec::len).sum();
             assert_eq!(t["imagesReplaced"], json!(n), "seed {seed}: {report}");
+            let refs: usize = model.media_targets(*k).unwrap().values().sum();
+            assert_eq!(
+                t["mediaReferencesReplaced"],
+                json!(refs),
+                "seed {seed}: {report}"
+            );
         }
     }
+    let media = match op {
+        Op::Strip(k) => model.media_targets(k).unwrap_or_default(),
+        Op::Prune(_) => HashMap::new(),
+    };
     let unparsable: Vec<usize> = (0..model.lines.len())
         .filter(|&l| model.values[l].is_none() && !model.lines[l].trim().is_empty())
         .map(|l| l + 1)
@@ -117,6 +129,7 @@ fn run_case(env: &TestEnv, seed: u64, op: Op) -> Case {
         model,
         removed,
         stripped,
+        media,
     }
 }
 
@@ -166,6 +179,10 @@ fn check_lines(c: &Case) {
                 for &i in imgs {
                     v2["message"]["content"][i] = json!({"type":"text","text":PLACEHOLDER});
                 }
+                changed = true;
+            }
+            if c.media.contains_key(&old) {
+                model::scrub_media(&mut v2["message"]["content"]);
                 changed = true;
             }
             if changed {
@@ -239,6 +256,11 @@ fn expected_context(c: &Case, old: &Value) -> Value {
                 .iter()
                 .map(|(l, i)| (m.v(*l)["message"]["timestamp"].to_string(), i.clone()))
                 .collect();
+            let media_ts: HashSet<String> = c
+                .media
+                .keys()
+                .map(|l| m.v(*l)["message"]["timestamp"].to_string())
+                .collect();
             Value::Array(
                 msgs.iter()
                     .map(|msg| {
@@ -248,6 +270,9 @@ fn expected_context(c: &Case, old: &Value) -> Value {
                             for &i in imgs {
                                 msg["content"][i] = json!({"type":"text","text":PLACEHOLDER});
                             }
+                        }
+                        if role_ok && media_ts.contains(&msg["timestamp"].to_string()) {
+                            model::scrub_media(&mut msg["content"]);
                         }
                         msg
                     })
@@ -297,6 +322,7 @@ fn generated_transcripts_match_the_model_and_load_in_the_runtime() {
         .map(|(s, op)| run_case(&env, s, op))
         .collect();
     let mut interesting = (0, 0, 0);
+    let with_media = done.iter().filter(|c| !c.media.is_empty()).count();
     for c in &done {
         check_lines(c);
         interesting.0 += usize::from(!c.removed.is_empty());
@@ -320,11 +346,11 @@ fn generated_transcripts_match_the_model_and_load_in_the_runtime() {
     }
     assert!(
         std::env::var_os("CLAWKEEPER_TRANSCRIPT_SEED").is_some()
-            || (interesting.0 >= 2 && interesting.1 >= 2),
+            || (interesting.0 >= 2 && interesting.1 >= 2 && with_media >= 2),
         "generator too tame: {interesting:?}"
     );
     eprintln!(
-        "{} cases; prune removed in {}, strip replaced in {}, strip refused in {}",
+        "{} cases; prune removed in {}, strip replaced in {} (media references in {with_media}), strip refused in {}",
         done.len(),
         interesting.0,
         interesting.1,
