@@ -2,8 +2,7 @@
 //! back with the reference runtime, plus the preview, boilerplate, summariser and refusal paths.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
@@ -15,19 +14,8 @@ fn reference_estimates(o: &Oracle, cases: &[Vec<Value>]) -> Vec<Vec<u64>> {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("cases.json");
     std::fs::write(&input, serde_json::to_vec(cases).unwrap()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/estimate-tokens.mjs");
-    let out = Command::new(&o.node)
-        .arg(script)
-        .arg(&o.dir)
-        .arg(&input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let v: Vec<Value> =
+        serde_json::from_slice(&o.run_script("estimate-tokens.mjs", [&input])).unwrap();
     v.iter()
         .map(|c| {
             c["perMessage"]

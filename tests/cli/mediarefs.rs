@@ -114,19 +114,7 @@ fn run_script(o: &util::Oracle, input: &Value) -> Value {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join("in.json");
     std::fs::write(&path, serde_json::to_vec(input).unwrap()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/history-prune.mjs");
-    let out = Command::new(&o.node)
-        .arg(script)
-        .arg(&o.dir)
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    serde_json::from_slice(&o.run_script("history-prune.mjs", [&path])).unwrap()
 }
 
 #[test]
@@ -434,18 +422,7 @@ fn a_stripped_transcript_loads_replays_and_appends_in_the_runtime() {
     );
     assert_eq!(new["messages"][6]["content"], "again media://inbound/e.png");
     // The runtime appends to it and reads the result back.
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/append-message.mjs");
-    let out = Command::new(&o.node)
-        .arg(script)
-        .arg(&o.dir)
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    o.run_script("append-message.mjs", [&file]);
     let appended = load(&file);
     let n = new["messages"].as_array().unwrap().len();
     assert_eq!(appended["messages"].as_array().unwrap().len(), n + 1);

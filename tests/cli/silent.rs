@@ -246,19 +246,7 @@ fn silent_rule_matches_the_runtime_on_generated_texts() {
         serde_json::to_vec(&json!({"texts": texts, "contents": contents})).unwrap(),
     )
     .unwrap();
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/silent.mjs");
-    let out = std::process::Command::new(&o.node)
-        .arg(script)
-        .arg(&o.dir)
-        .arg(&input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let want: Value = serde_json::from_slice(&o.run_script("silent.mjs", [&input])).unwrap();
 
     let mut wrong = Vec::new();
     let mut silent = 0;

@@ -312,6 +312,31 @@ pub struct Loaded {
 }
 
 impl Oracle {
+    /// Run the reference script `tests/oracle/<script>` with the reference's own Node on the
+    /// reference folder and `args`; its standard output (the run must succeed).
+    #[track_caller]
+    pub fn run_script<I, A>(&self, script: &str, args: I) -> Vec<u8>
+    where
+        I: IntoIterator<Item = A>,
+        A: AsRef<std::ffi::OsStr>,
+    {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/oracle")
+            .join(script);
+        let out = Command::new(&self.node)
+            .arg(path)
+            .arg(&self.dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{script}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
     /// Load every file with the runtime in one process. Files are loaded from copies, because
     /// the runtime may rewrite what it opens.
     pub fn load_all(&self, files: &[PathBuf]) -> Vec<Loaded> {
