@@ -45,6 +45,20 @@ fn agents_config(env: &TestEnv, ids: &[&str]) {
     env.write_config(&json!({"agents": {"list": list}}).to_string());
 }
 
+/// Hold a transcript's lock as a live process (this test) would; returns the lock file.
+fn hold(transcript: &Path) -> PathBuf {
+    let lock = PathBuf::from(format!("{}.lock", transcript.display()));
+    fs::write(
+        &lock,
+        format!(
+            "{{\"pid\": {}, \"createdAt\": \"2099-01-01T00:00:00.000Z\"}}",
+            std::process::id()
+        ),
+    )
+    .unwrap();
+    lock
+}
+
 fn code(o: &std::process::Output) -> i32 {
     o.status.code().unwrap_or(-1)
 }
@@ -241,15 +255,7 @@ fn totals_count_only_what_was_written() {
     let env = TestEnv::new();
     let files = healthy_agent(&env, "main", 2, 90);
     // A live lock on the first transcript (held by this test process).
-    let lock = format!("{}.lock", files[0].display());
-    fs::write(
-        &lock,
-        format!(
-            "{{\"pid\": {}, \"createdAt\": \"2099-01-01T00:00:00.000Z\"}}",
-            std::process::id()
-        ),
-    )
-    .unwrap();
+    let lock = hold(&files[0]);
     let (code_, doc) = env.run_json(&["prune-noreply", "--agent", "main", "--enforce"]);
     assert_eq!(code_, 4);
     let locked = doc["transcripts"]
@@ -413,14 +419,7 @@ fn a_dry_run_says_what_enforce_would_refuse() {
         v["updatedAt"] = json!(now_ms() - 400 * DAY);
     }
     fs::write(&store, serde_json::to_string_pretty(&s).unwrap()).unwrap();
-    fs::write(
-        format!("{}.lock", files[0].display()),
-        format!(
-            "{{\"pid\": {}, \"createdAt\": \"2099-01-01T00:00:00.000Z\"}}",
-            std::process::id()
-        ),
-    )
-    .unwrap();
+    hold(&files[0]);
     let out = env.run(&["cleanup", "--dry-run"]);
     assert!(
         stderr(&out).contains("--enforce would skip this store"),
