@@ -28,154 +28,269 @@ use crate::store;
 use crate::targets::{self, Target};
 
 pub fn run(args: &CleanupArgs) -> Result<Exit> {
-    let mut problems = Problems::default();
-    let (cfg, env, targets) = super::resolve_targets(&args.target, &mut problems)?;
-    let (opts, max_delete) = options(args, &cfg, &env)?;
-    let dry_run = args.mode.dry_run;
-    // OpenClaw sends all console output to stderr whenever a `--json` word is on its command
-    // line, even as the value of another option (`--active-key --json`), so that stdout holds
-    // only JSON. The human report then goes to stderr too.
-    let json_on_command_line = std::env::args_os()
-        .skip(1)
-        .any(|a| a == "--json" || a.to_string_lossy().starts_with("--json="));
-    let to_stderr = json_on_command_line && !args.mode.json;
-    let note = |line: String| {
-        if !args.mode.quiet {
-            eprintln!("clawkeeper: note: {line}");
-        }
-    };
-    // A spinner on stderr while stores are planned and applied (terminal only, never with
-    // --json or --quiet); the report itself is OpenClaw's text and goes to stdout afterwards.
-    let progress = Progress::spinner("cleanup", progress::wanted(args.mode.json, args.mode.quiet));
-    // Each sessions directory is resolved once, here: one reached through a symlink is noted,
-    // and the apply works in (and only in) the directory it led to now.
-    let dirs: Vec<std::path::PathBuf> = targets
-        .iter()
-        .map(|t| run::sessions_dir_of(&t.store_path))
-        .collect();
-    let resolved_dirs = resolved::collect(dirs.iter().map(|d| d.as_path()));
-    for r in &resolved_dirs {
-        note(r.note(!dry_run));
+    let mut run = Run::new(args)?;
+    let previews = run.plan();
+    if args.mode.dry_run {
+        run.preview(previews)
+    } else {
+        run.apply(previews)
     }
-    let held: Vec<Option<Confined>> = dirs
-        .iter()
-        .map(|d| d.is_dir().then(|| Confined::new(d).ok()).flatten())
-        .collect();
-    let held_for = |t: &Target| {
-        targets
+}
+
+/// One cleanup run over its target stores: the steps are [`Run::plan`], then
+/// [`Run::preview`] or [`Run::apply`]; each records the problems of single stores and goes on
+/// with the others.
+struct Run<'a> {
+    args: &'a CleanupArgs,
+    cfg: Config,
+    opts: Options,
+    max_delete: Option<MaxDelete>,
+    targets: Vec<Target>,
+    /// Each target's sessions directory, resolved and held once (`None`: it does not exist).
+    held: Vec<Option<Confined>>,
+    resolved_dirs: Vec<resolved::ResolvedDir>,
+    /// A `--json` word is somewhere on the command line (see [`Run::new`]).
+    json_on_command_line: bool,
+    progress: Progress,
+    problems: Problems,
+}
+
+impl<'a> Run<'a> {
+    fn new(args: &'a CleanupArgs) -> Result<Run<'a>> {
+        let mut problems = Problems::default();
+        let (cfg, env, targets) = super::resolve_targets(&args.target, &mut problems)?;
+        let (opts, max_delete) = options(args, &cfg, &env)?;
+        // Each sessions directory is resolved once, here: one reached through a symlink is
+        // noted, and the apply works in (and only in) the directory it led to now.
+        let dirs: Vec<std::path::PathBuf> = targets
             .iter()
-            .position(|x| std::ptr::eq(x, t))
-            .and_then(|i| held[i].as_ref())
-    };
-    // Every store is planned; a store that cannot be is a problem of its own, and the others
-    // go on.
-    let mut previews: Vec<(&Target, Preview)> = Vec::new();
-    for t in &targets {
-        if let Some(refusal) = refusal(t) {
-            if !dry_run {
-                problems.error(&refusal.into());
-                continue;
-            }
-            note(format!("{refusal}; --enforce would refuse this store"));
+            .map(|t| run::sessions_dir_of(&t.store_path))
+            .collect();
+        let resolved_dirs = resolved::collect(dirs.iter().map(|d| d.as_path()));
+        let held = dirs
+            .iter()
+            .map(|d| d.is_dir().then(|| Confined::new(d).ok()).flatten())
+            .collect();
+        let run = Run {
+            args,
+            cfg,
+            opts,
+            max_delete,
+            targets,
+            held,
+            resolved_dirs,
+            // OpenClaw sends all console output to stderr whenever a `--json` word is on its
+            // command line, even as the value of another option (`--active-key --json`), so
+            // that stdout holds only JSON. The human report then goes to stderr too.
+            json_on_command_line: std::env::args_os()
+                .skip(1)
+                .any(|a| a == "--json" || a.to_string_lossy().starts_with("--json=")),
+            // A spinner on stderr while stores are planned and applied (terminal only, never
+            // with --json or --quiet); the report is OpenClaw's text, on stdout afterwards.
+            progress: Progress::spinner(
+                "cleanup",
+                progress::wanted(args.mode.json, args.mode.quiet),
+            ),
+            problems,
+        };
+        for r in &run.resolved_dirs {
+            run.note(r.note(!args.mode.dry_run));
         }
-        progress.message(&format!("planning {}", t.store_path.display()));
-        match run::preview(&t.agent_id, &t.store_path, &opts) {
-            Ok(p) => previews.push((t, p)),
-            Err(e) => problems.error(&e),
+        Ok(run)
+    }
+
+    /// A note of clawkeeper's own on stderr, unless `--quiet`.
+    fn note(&self, line: String) {
+        if !self.args.mode.quiet {
+            self.progress
+                .suspend(|| eprintln!("clawkeeper: note: {line}"));
         }
     }
-    let mut out = String::new();
-    if dry_run {
-        // A preview says what the apply would refuse or skip, so that it never promises more.
-        for (t, p) in &previews {
+
+    /// Plan every store (by target index); a store that cannot be planned, or that
+    /// `--enforce` refuses outright, is a problem of its own.
+    fn plan(&mut self) -> Vec<(usize, Preview)> {
+        let mut previews = Vec::new();
+        for (i, t) in self.targets.iter().enumerate() {
+            if let Some(refusal) = refusal(t) {
+                if !self.args.mode.dry_run {
+                    self.problems.error(&refusal.into());
+                    continue;
+                }
+                self.note(format!("{refusal}; --enforce would refuse this store"));
+            }
+            self.progress
+                .message(&format!("planning {}", t.store_path.display()));
+            match run::preview(&t.agent_id, &t.store_path, &self.opts) {
+                Ok(p) => previews.push((i, p)),
+                Err(e) => self.problems.error(&e),
+            }
+        }
+        previews
+    }
+
+    /// `--dry-run`: print the plans, and say what the apply would refuse or skip, so that a
+    /// preview never promises more than the apply does.
+    fn preview(mut self, previews: Vec<(usize, Preview)>) -> Result<Exit> {
+        for (i, p) in &previews {
+            let t = &self.targets[*i];
             if let Some(why) = locked_transcript(t, p)? {
-                note(format!(
+                self.note(format!(
                     "{}: {why}; --enforce would skip this store while the lock is held",
                     t.store_path.display()
                 ));
             }
-            if let Some(limit) = &max_delete {
-                let predicted = predict::predict(&t.agent_id, &t.store_path, &opts)?;
-                if let Some(over) = limit.exceeded_by(&t.store_path, &predicted) {
-                    note(format!("{over}; --enforce would refuse this store"));
+            if let Some(limit) = &self.max_delete {
+                match predict::predict(&t.agent_id, &t.store_path, &self.opts) {
+                    Ok(predicted) => {
+                        if let Some(over) = limit.exceeded_by(&t.store_path, &predicted) {
+                            self.note(format!("{over}; --enforce would refuse this store"));
+                        }
+                    }
+                    Err(e) => self.problems.error(&e.context(format!(
+                        "cannot check --max-delete for {}",
+                        t.store_path.display()
+                    ))),
                 }
             }
         }
-        let summaries: Vec<&Summary> = previews.iter().map(|(_, p)| &p.summary).collect();
-        if args.mode.json {
-            let docs: Vec<_> = summaries
-                .iter()
-                .map(|s| with_resolved(s.to_json(), s, &resolved_dirs))
-                .collect();
-            out = json_doc(&opts.mode, true, docs);
+        let mut out = String::new();
+        if self.args.mode.json {
+            let summaries = previews.iter().map(|(_, p)| &p.summary);
+            out = self.json(summaries, true);
         } else {
-            for (i, (_, p)) in previews.iter().enumerate() {
-                if i > 0 {
+            for (n, (_, p)) in previews.iter().enumerate() {
+                if n > 0 {
                     out.push('\n');
                 }
-                cleanup_text::render_plan(&mut out, &cfg, p, previews.len() > 1);
+                cleanup_text::render_plan(&mut out, &self.cfg, p, previews.len() > 1);
             }
-            resolved::text(&mut out, &resolved_dirs, false);
+            resolved::text(&mut out, &self.resolved_dirs, false);
         }
-        progress.finish();
+        self.progress.finish();
         // The plans (whole copies of every store) are not needed any more and the process
         // ends right after printing: leave their memory to the exit instead of freeing
         // thousands of entries one by one.
         std::mem::forget(previews);
-        print(&out, to_stderr)?;
-        return Ok(problems.finish(Exit::Success));
+        self.print(&out)?;
+        Ok(self.problems.finish(Exit::Success))
     }
-    let runnable = check_before_apply(
-        previews,
-        &opts,
-        args.mode.wait_lock,
-        max_delete.as_ref(),
-        &progress,
-        &mut problems,
-    )?;
-    let mut applied = Vec::new();
-    let console = ConsoleLog::new(&cfg, json_on_command_line);
-    for (t, p) in &runnable {
-        let dir = run::sessions_dir_of(&t.store_path);
-        if !dir.is_dir() {
-            progress.suspend(|| {
-                note(format!(
+
+    /// `--enforce` (or the configured mode): apply every store that passes the lock and
+    /// `--max-delete` checks, then print what was applied.
+    fn apply(mut self, previews: Vec<(usize, Preview)>) -> Result<Exit> {
+        let runnable = self.check_before_apply(previews)?;
+        let mut applied = Vec::new();
+        let console = ConsoleLog::new(&self.cfg, self.json_on_command_line);
+        for (i, p) in &runnable {
+            let t = &self.targets[*i];
+            let dir = run::sessions_dir_of(&t.store_path);
+            if !dir.is_dir() {
+                self.note(format!(
                     "{} does not exist; nothing was created or written",
                     dir.display()
-                ))
-            });
-        }
-        progress.message(&format!("cleaning {}", t.store_path.display()));
-        match run::apply(
-            &t.agent_id,
-            &t.store_path,
-            &opts,
-            Some(p.stamp),
-            held_for(t),
-        ) {
-            Ok(summary) => {
-                progress.suspend(|| console.write(&summary.logs))?;
-                applied.push(summary);
+                ));
             }
-            Err(e) => problems.error(&e),
+            self.progress
+                .message(&format!("cleaning {}", t.store_path.display()));
+            let held = self.held[*i].as_ref();
+            match run::apply(&t.agent_id, &t.store_path, &self.opts, Some(p.stamp), held) {
+                Ok(summary) => {
+                    self.progress.suspend(|| console.write(&summary.logs))?;
+                    applied.push(summary);
+                }
+                Err(e) => self.problems.error(&e),
+            }
         }
+        self.progress.finish();
+        if applied.is_empty() && !self.problems.is_empty() {
+            return Ok(self.problems.finish(Exit::Success));
+        }
+        let mut out = String::new();
+        if self.args.mode.json {
+            out = self.json(applied.iter(), false);
+        } else {
+            cleanup_text::render_applied(&mut out, &applied);
+            resolved::text(&mut out, &self.resolved_dirs, true);
+        }
+        self.print(&out)?;
+        Ok(self.problems.finish(Exit::Success))
     }
-    progress.finish();
-    if applied.is_empty() && !problems.is_empty() {
-        return Ok(problems.finish(Exit::Success));
+
+    /// The stores that may be applied: a store whose plan removes a transcript that a live
+    /// process has locked is left alone entirely (after waiting up to `--wait-lock`), and one
+    /// whose apply would remove more than `--max-delete` allows is refused; each is a problem
+    /// of its own.
+    fn check_before_apply(
+        &mut self,
+        previews: Vec<(usize, Preview)>,
+    ) -> Result<Vec<(usize, Preview)>> {
+        let deadline = self
+            .args
+            .mode
+            .wait_lock
+            .map(|w| std::time::Instant::now() + w);
+        let mut runnable = Vec::new();
+        for (i, p) in previews {
+            let t = &self.targets[i];
+            let mut held = locked_transcript(t, &p)?;
+            if held.is_some() && deadline.is_some() {
+                self.progress
+                    .message(&format!("waiting for a lock in {}", t.store_path.display()));
+            }
+            while held.is_some() && deadline.is_some_and(|d| std::time::Instant::now() < d) {
+                std::thread::sleep(lock::RETRY);
+                held = locked_transcript(t, &p)?;
+            }
+            if let Some(why) = held {
+                self.problems.add(
+                    Exit::Locked,
+                    format!(
+                        "skipped {}: {why}; nothing in this store was changed",
+                        t.store_path.display()
+                    ),
+                );
+                continue;
+            }
+            if let Some(limit) = &self.max_delete {
+                self.progress
+                    .message(&format!("measuring {}", t.store_path.display()));
+                let over = match predict::predict(&t.agent_id, &t.store_path, &self.opts) {
+                    Ok(predicted) => limit.exceeded_by(&t.store_path, &predicted),
+                    Err(e) => {
+                        self.problems.error(&e.context(format!(
+                            "cannot check --max-delete for {}",
+                            t.store_path.display()
+                        )));
+                        continue;
+                    }
+                };
+                if let Some(over) = over {
+                    self.problems.error(
+                        &Refusal::OverMaxDelete(format!("{over}; nothing was changed")).into(),
+                    );
+                    continue;
+                }
+            }
+            runnable.push((i, p));
+        }
+        Ok(runnable)
     }
-    if args.mode.json {
-        let docs: Vec<_> = applied
-            .iter()
-            .map(|s| with_resolved(s.to_json(), s, &resolved_dirs))
+
+    /// The `--json` document of these summaries (one store: its summary; several: wrapped).
+    fn json<'s>(&self, summaries: impl Iterator<Item = &'s Summary>, dry_run: bool) -> String {
+        let docs: Vec<_> = summaries
+            .map(|s| with_resolved(s.to_json(), s, &self.resolved_dirs))
             .collect();
-        out = json_doc(&opts.mode, false, docs);
-    } else {
-        cleanup_text::render_applied(&mut out, &applied);
-        resolved::text(&mut out, &resolved_dirs, true);
+        json_doc(&self.opts.mode, dry_run, docs)
     }
-    print(&out, to_stderr)?;
-    Ok(problems.finish(Exit::Success))
+
+    /// The report goes to stdout, or to stderr when a `--json` word is on the command line
+    /// but the report is text (as OpenClaw does).
+    fn print(&self, out: &str) -> Result<()> {
+        print(out, self.json_on_command_line && !self.args.mode.json)?;
+        Ok(())
+    }
 }
 
 /// The maintenance options of this run (config, overrides, mode) and `--max-delete`.
@@ -212,61 +327,6 @@ fn refusal(t: &Target) -> Option<Refusal> {
             marker.display()
         ))
     })
-}
-
-/// The stores that may be applied: a store whose plan removes a transcript that a live
-/// process has locked is left alone entirely (after waiting up to `wait`), and one whose plan
-/// removes more than `--max-delete` allows is refused; each is a problem of its own.
-fn check_before_apply<'a>(
-    previews: Vec<(&'a Target, Preview)>,
-    opts: &Options,
-    wait: Option<std::time::Duration>,
-    max_delete: Option<&MaxDelete>,
-    progress: &Progress,
-    problems: &mut Problems,
-) -> Result<Vec<(&'a Target, Preview)>> {
-    let deadline = wait.map(|w| std::time::Instant::now() + w);
-    let mut runnable = Vec::new();
-    for (t, p) in previews {
-        let mut held = locked_transcript(t, &p)?;
-        if held.is_some() && deadline.is_some() {
-            progress.message(&format!("waiting for a lock in {}", t.store_path.display()));
-        }
-        while held.is_some() && deadline.is_some_and(|d| std::time::Instant::now() < d) {
-            std::thread::sleep(lock::RETRY);
-            held = locked_transcript(t, &p)?;
-        }
-        if let Some(why) = held {
-            problems.add(
-                Exit::Locked,
-                format!(
-                    "skipped {}: {why}; nothing in this store was changed",
-                    t.store_path.display()
-                ),
-            );
-            continue;
-        }
-        if let Some(limit) = max_delete {
-            progress.message(&format!("measuring {}", t.store_path.display()));
-            let over = match predict::predict(&t.agent_id, &t.store_path, opts) {
-                Ok(predicted) => limit.exceeded_by(&t.store_path, &predicted),
-                Err(e) => {
-                    problems.error(&e.context(format!(
-                        "cannot check --max-delete for {}",
-                        t.store_path.display()
-                    )));
-                    continue;
-                }
-            };
-            if let Some(over) = over {
-                problems
-                    .error(&Refusal::OverMaxDelete(format!("{over}; nothing was changed")).into());
-                continue;
-            }
-        }
-        runnable.push((t, p));
-    }
-    Ok(runnable)
 }
 
 /// Where the `sessions/store` log lines of an applied run go, as OpenClaw's console logger
