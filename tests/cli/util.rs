@@ -436,6 +436,30 @@ impl Oracle {
     }
 }
 
+/// Assert that the runtime of `release` made of `files` what the reference of record made of
+/// them (`want`): same outcome, same leaf, same context, file by file.
+#[track_caller]
+pub fn same_loads(want: &[Loaded], got: &[Loaded], files: &[PathBuf], release: Release) {
+    assert_eq!(want.len(), got.len());
+    for ((w, g), f) in want.iter().zip(got).zip(files) {
+        let v = release.version;
+        assert_eq!(
+            (w.ok, &w.error),
+            (g.ok, &g.error),
+            "{}: {v} loads it otherwise than {}",
+            f.display(),
+            STABLE.version
+        );
+        assert_eq!(w.leaf_id, g.leaf_id, "{}: leaf in {v}", f.display());
+        assert!(
+            w.messages == g.messages,
+            "{}: {v} gives another context than {}",
+            f.display(),
+            STABLE.version
+        );
+    }
+}
+
 /// How many generated cases to run: `CLAWKEEPER_TRANSCRIPT_CASES`, else `default`.
 pub fn case_count(default: u64) -> u64 {
     std::env::var("CLAWKEEPER_TRANSCRIPT_CASES")
