@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::generator::generate_long;
-use crate::util::{Oracle, TestEnv, case_count, oracle};
+use crate::util::{EXTENDED, Oracle, TestEnv, case_count, oracle, oracle_extended, same_loads};
 
 /// The reference runtime's own per-message token estimates for each list of messages.
 fn reference_estimates(o: &Oracle, cases: &[Vec<Value>]) -> Vec<Vec<u64>> {
@@ -163,6 +163,10 @@ fn compact_and_verify(
         paths.push(a);
     }
     let loaded = o.load_all(&paths);
+    // The extended-stable release of the JSON line loads them into the same contexts.
+    if let Some(x) = oracle_extended() {
+        same_loads(&loaded, &x.load_all(&paths), &paths, EXTENDED);
+    }
     let mut kept_cases = Vec::new();
     for (i, (p, _, _, entry, _)) in compacted.iter().enumerate() {
         let (old, new) = (&loaded[2 * i], &loaded[2 * i + 1]);

@@ -1,5 +1,7 @@
 //! Randomized parity suite: `clawkeeper cleanup` against the reference
-//! `openclaw sessions cleanup` (OpenClaw 2026.7.1) on generated state dirs.
+//! `openclaw sessions cleanup` on generated state dirs, for two releases of the JSON line:
+//! OpenClaw 2026.7.1 (the reference of record) and the extended-stable 2026.7.35, each on its
+//! own seeds so that together they cover more stores.
 //!
 //! For each seed the generator builds one case, which is laid out twice under roots of equal
 //! length (`<tmp>/r` for the reference, `<tmp>/k` for clawkeeper). Both programs get the same
@@ -13,6 +15,9 @@
 //! (parallel cases, default 2), `CLAWKEEPER_PARITY_BIN=PATH` (test another clawkeeper build),
 //! `CLAWKEEPER_PARITY_KEEP=1` (keep the dirs of failing cases), `CLAWKEEPER_PARITY_SELF=1`
 //! (compare the reference with itself: checks the suite's own normalisation and margins).
+//! Against 2026.7.35 (`CLAWKEEPER_ORACLE_EXTENDED`): `CLAWKEEPER_PARITY_EXTENDED_CASES=N`
+//! (default 12) seeds from `CLAWKEEPER_PARITY_EXTENDED_FIRST=S` (default 1001);
+//! `CLAWKEEPER_PARITY_SEED` runs just that seed against both.
 //!
 //! The same reference runs also feed a coverage test that keeps the generator meaningful:
 //! every counter of the reference's report must be non-zero for some seed.
@@ -28,7 +33,10 @@ use serde_json::Value;
 
 use crate::storegen::{self, Case, ConfigVia};
 use crate::textcmp::{dry_run_report, log_lines, same_text};
-use crate::util::{Snap, TestEnv, clawkeeper_bin, line_diff, oracle_node, oracle_path, snapshot};
+use crate::util::{
+    EXTENDED, Release, STABLE, Snap, TestEnv, clawkeeper_bin, line_diff, oracle_node,
+    oracle_path_of, snapshot,
+};
 
 /// Output of one program run.
 struct Run {
@@ -61,55 +69,73 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
-fn seeds() -> Vec<u64> {
+/// The seeds to run against `release`: 1–24 against 2026.7.1, 1001–1012 against 2026.7.35.
+fn seeds(release: Release) -> Vec<u64> {
     if let Some(s) = env_u64("CLAWKEEPER_PARITY_SEED") {
         return vec![s];
     }
-    let n = env_u64("CLAWKEEPER_PARITY_CASES").unwrap_or(24);
-    let first = env_u64("CLAWKEEPER_PARITY_FIRST").unwrap_or(1);
+    let (n, first) = if release.version == STABLE.version {
+        (
+            env_u64("CLAWKEEPER_PARITY_CASES").unwrap_or(24),
+            env_u64("CLAWKEEPER_PARITY_FIRST").unwrap_or(1),
+        )
+    } else {
+        (
+            env_u64("CLAWKEEPER_PARITY_EXTENDED_CASES").unwrap_or(12),
+            env_u64("CLAWKEEPER_PARITY_EXTENDED_FIRST").unwrap_or(1001),
+        )
+    };
     (first..first + n).collect()
 }
 
-/// The suite's results, computed once per test binary and shared by the tests below.
+/// The suite's results against 2026.7.1, computed once per test binary and shared by the
+/// tests below.
 fn suite() -> Option<&'static Suite> {
     static SUITE: OnceLock<Option<Suite>> = OnceLock::new();
-    SUITE
-        .get_or_init(|| {
-            let oracle = oracle_path("parity")?;
-            let compared = self_check() || clawkeeper_has_cleanup();
-            if !compared {
-                eprintln!(
-                    "parity: this build's `clawkeeper cleanup` is not available yet; running the \
+    SUITE.get_or_init(|| run_suite(STABLE)).as_ref()
+}
+
+/// The same against the extended-stable 2026.7.35.
+fn extended_suite() -> Option<&'static Suite> {
+    static SUITE: OnceLock<Option<Suite>> = OnceLock::new();
+    SUITE.get_or_init(|| run_suite(EXTENDED)).as_ref()
+}
+
+fn run_suite(release: Release) -> Option<Suite> {
+    let version = release.version;
+    let oracle = oracle_path_of(release, &format!("parity against {version}"))?;
+    let compared = self_check() || clawkeeper_has_cleanup();
+    if !compared {
+        eprintln!(
+            "parity: this build's `clawkeeper cleanup` is not available yet; running the \
                      reference alone (generator coverage only)"
-                );
-            }
-            let seeds = seeds();
-            let jobs = env_u64("CLAWKEEPER_PARITY_JOBS").unwrap_or(2).max(1) as usize;
-            let next = AtomicUsize::new(0);
-            let results = Mutex::new(Vec::new());
-            std::thread::scope(|s| {
-                for _ in 0..jobs {
-                    s.spawn(|| {
-                        loop {
-                            let i = next.fetch_add(1, Ordering::SeqCst);
-                            let Some(&seed) = seeds.get(i) else { break };
-                            let r = run_case(&oracle, seed, compared);
-                            let verdict = if r.mismatches.is_empty() {
-                                "ok"
-                            } else {
-                                "DIFFERS"
-                            };
-                            eprintln!("parity: seed {seed} {verdict}");
-                            results.lock().unwrap().push(r);
-                        }
-                    });
+        );
+    }
+    let seeds = seeds(release);
+    let jobs = env_u64("CLAWKEEPER_PARITY_JOBS").unwrap_or(2).max(1) as usize;
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&seed) = seeds.get(i) else { break };
+                    let r = run_case(&oracle, seed, compared);
+                    let verdict = if r.mismatches.is_empty() {
+                        "ok"
+                    } else {
+                        "DIFFERS"
+                    };
+                    eprintln!("parity ({version}): seed {seed} {verdict}");
+                    results.lock().unwrap().push(r);
                 }
             });
-            let mut results = results.into_inner().unwrap();
-            results.sort_by_key(|r| r.seed);
-            Some(Suite { results, compared })
-        })
-        .as_ref()
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by_key(|r| r.seed);
+    Some(Suite { results, compared })
 }
 
 fn clawkeeper_has_cleanup() -> bool {
@@ -522,7 +548,18 @@ fn compare_trees(
 
 #[test]
 fn cleanup_matches_reference_on_random_stores() {
-    let Some(suite) = suite() else { return };
+    check_suite(suite(), STABLE);
+}
+
+/// Operators who stay on the JSON line run the extended-stable releases (2026.7.33 to
+/// 2026.7.35); cleanup matches the last of them too, on seeds of its own.
+#[test]
+fn cleanup_matches_the_extended_stable_release_on_random_stores() {
+    check_suite(extended_suite(), EXTENDED);
+}
+
+fn check_suite(suite: Option<&Suite>, release: Release) {
+    let Some(suite) = suite else { return };
     if !suite.compared {
         eprintln!("SKIPPED cleanup parity: `clawkeeper cleanup` is not built yet");
         return;
@@ -541,10 +578,11 @@ fn cleanup_matches_reference_on_random_stores() {
     let seeds: Vec<String> = failing.iter().map(|r| r.seed.to_string()).collect();
     assert!(
         failing.is_empty(),
-        "{} of {} seeds differ from the reference: {} (reproduce one with \
+        "{} of {} seeds differ from the reference OpenClaw {}: {} (reproduce one with \
          CLAWKEEPER_PARITY_SEED=<seed> cargo test parity)",
         failing.len(),
         suite.results.len(),
+        release.version,
         seeds.join(", ")
     );
 }

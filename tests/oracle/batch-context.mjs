@@ -9,15 +9,20 @@ import { pathToFileURL } from "node:url";
 
 const [oracleDir, ...files] = process.argv.slice(2);
 const dist = path.join(oracleDir, "node_modules", "openclaw", "dist");
-const chunk = fs.readdirSync(dist).find((n) => /^session-manager-.*\.js$/.test(n));
-if (!chunk) {
-  console.error(`no session-manager chunk under ${dist}`);
+// Several chunks are named session-manager-* (one in 2026.7.1, more in later releases); take
+// the one that exports the class, under whatever short alias, found by its shape.
+let SessionManager;
+for (const chunk of fs.readdirSync(dist).filter((n) => /^session-manager-.*\.js$/.test(n)).sort()) {
+  const mod = await import(pathToFileURL(path.join(dist, chunk)).href);
+  SessionManager = Object.values(mod).find(
+    (v) => typeof v === "function" && typeof v.open === "function" && typeof v.inMemory === "function",
+  );
+  if (SessionManager) break;
+}
+if (!SessionManager) {
+  console.error(`no SessionManager in the session-manager chunks under ${dist}`);
   process.exit(2);
 }
-const mod = await import(pathToFileURL(path.join(dist, chunk)).href);
-const SessionManager = Object.values(mod).find(
-  (v) => typeof v === "function" && typeof v.open === "function" && typeof v.inMemory === "function",
-);
 for (const file of files) {
   let result;
   try {
