@@ -155,6 +155,18 @@ pub fn run(args: &CleanupArgs) -> Result<Exit> {
         ) {
             Ok(summary) => {
                 progress.suspend(|| console.write(&summary.logs))?;
+                for (file, holder) in &summary.left_in_use {
+                    problems.add(
+                        Exit::Locked,
+                        format!(
+                            "{}: {} was not archived: it was locked after the plan was \
+                             checked ({holder}); its entry is removed from the store and the \
+                             file stays where it is, unreferenced, for a later cleanup",
+                            t.store_path.display(),
+                            file.display()
+                        ),
+                    );
+                }
                 applied.push(summary);
             }
             Err(e) => problems.error(&e),
