@@ -197,6 +197,18 @@ impl<'a> Run<'a> {
             match run::apply(&t.agent_id, &t.store_path, &self.opts, Some(p.stamp), held) {
                 Ok(summary) => {
                     self.progress.suspend(|| console.write(&summary.logs))?;
+                    for (file, holder) in &summary.left_in_use {
+                        self.problems.add(
+                            Exit::Locked,
+                            format!(
+                                "{}: {} was not archived: it was locked after the plan was \
+                                 checked ({holder}); its entry is removed from the store and \
+                                 the file stays where it is, unreferenced, for a later cleanup",
+                                t.store_path.display(),
+                                file.display()
+                            ),
+                        );
+                    }
                     applied.push(summary);
                 }
                 Err(e) => self.problems.error(&e),

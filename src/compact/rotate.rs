@@ -3,9 +3,10 @@
 //! [`super::successor::build`] chose, each read back from the old file one at a time, edited,
 //! and written as `JSON.stringify` writes it.
 //!
-//! The file is written through `fsutil` (temp file, fsync, rename) and checked before the
-//! rename: header first, ids unique, every parent present, the new compaction is the leaf,
-//! and the rebuilt context ends with the old context's kept tail.
+//! The file is written through `fsutil` (temp file, fsync, rename) with the old file's mode,
+//! owner and group, and checked before the rename: header first, ids unique, every parent
+//! present, the new compaction is the leaf, and the rebuilt context ends with the old
+//! context's kept tail.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -74,9 +75,11 @@ pub fn write_successor(
         .and_then(Value::as_str)
         .unwrap_or_default()
         .to_owned();
-    let written = confined.replace_verified(
+    // The successor takes the old file's place in the store: it gets its mode, owner and
+    // group (the gateway that reads it may not be the user compacting).
+    let written = confined.replace_verified_like(
         &path,
-        0o600,
+        old_path,
         |w: &mut dyn Write| -> Result<(u64, Index)> {
             let mut reader = EntryReader::open(old_path)?;
             let mut builder = IndexBuilder::default();

@@ -9,7 +9,8 @@
 //!   resolved once and held open, and every operation goes through that handle (`openat`,
 //!   `renameat`, `unlinkat`), so a symlink swapped in later cannot redirect a write;
 //! - the mode and owner of a replaced file are kept (new files get the mode the caller asks
-//!   for; the store writer asks for OpenClaw's 0600 explicitly).
+//!   for, or those of the file they succeed; the store writer asks for OpenClaw's 0600
+//!   explicitly).
 
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::{self, File};
@@ -450,8 +451,7 @@ impl Confined {
     ) -> Result<()> {
         self.replace(
             path,
-            new_mode,
-            true,
+            Attrs::Keep(new_mode),
             |w| fill(w).map_err(anyhow::Error::from),
             |_| Ok(()),
         )
@@ -467,8 +467,7 @@ impl Confined {
     ) -> Result<()> {
         self.replace(
             path,
-            mode,
-            false,
+            Attrs::Fixed(mode),
             |w| fill(w).map_err(anyhow::Error::from),
             |_| Ok(()),
         )
@@ -482,7 +481,20 @@ impl Confined {
         fill: impl FnOnce(&mut dyn Write) -> Result<T>,
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
-        self.replace(path, mode, false, fill, verify)
+        self.replace(path, Attrs::Fixed(mode), fill, verify)
+    }
+
+    /// [`Confined::replace_verified`] for a file that succeeds `like` (a regular file in the
+    /// same directory, say the transcript a successor replaces in the store): the result gets
+    /// `like`'s mode, owner and group, exactly as a rewrite of `like` itself would.
+    pub fn replace_verified_like<T>(
+        &self,
+        path: &Path,
+        like: &Path,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+        verify: impl FnOnce(&T) -> Result<()>,
+    ) -> Result<T> {
+        self.replace(path, Attrs::Like(like), fill, verify)
     }
 
     /// Like [`Confined::write_atomic`], but `fill` may return a value, and `verify` runs after
@@ -495,30 +507,56 @@ impl Confined {
         fill: impl FnOnce(&mut dyn Write) -> Result<T>,
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
-        self.replace(path, new_mode, true, fill, verify)
+        self.replace(path, Attrs::Keep(new_mode), fill, verify)
+    }
+
+    /// The mode and owner the result of [`Confined::replace`] gets.
+    fn attrs_for(
+        &self,
+        name: &OsStr,
+        path: &Path,
+        attrs: Attrs,
+    ) -> Result<(u32, Option<(u32, u32)>)> {
+        let existing = self
+            .stat_name(name)
+            .with_context(|| format!("cannot stat {}", path.display()))?;
+        let owner = match existing {
+            Some(st) if st.is_file() => Some((st.mode, st.uid, st.gid)),
+            Some(_) => bail!("refusing to replace {}: not a regular file", path.display()),
+            None => None,
+        };
+        Ok(match attrs {
+            Attrs::Keep(new_mode) => match owner {
+                Some((mode, uid, gid)) => (mode, Some((uid, gid))),
+                None => (new_mode, None),
+            },
+            Attrs::Fixed(mode) => (mode, owner.map(|(_, uid, gid)| (uid, gid))),
+            Attrs::Like(like) => {
+                let like_name = self.name_in(like)?;
+                match self
+                    .stat_name(&like_name)
+                    .with_context(|| format!("cannot stat {}", like.display()))?
+                {
+                    Some(st) if st.is_file() => (st.mode, Some((st.uid, st.gid))),
+                    _ => bail!(
+                        "cannot take the mode and owner of {}: not a regular file",
+                        like.display()
+                    ),
+                }
+            }
+        })
     }
 
     fn replace<T>(
         &self,
         path: &Path,
-        new_mode: u32,
-        keep_mode: bool,
+        attrs: Attrs,
         fill: impl FnOnce(&mut dyn Write) -> Result<T>,
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
         let name = self.name_in(path)?;
         let path = self.root.join(&name);
-        let (mode, owner) = match self
-            .stat_name(&name)
-            .with_context(|| format!("cannot stat {}", path.display()))?
-        {
-            Some(st) if st.is_file() => (
-                if keep_mode { st.mode } else { new_mode },
-                Some((st.uid, st.gid)),
-            ),
-            Some(_) => bail!("refusing to replace {}: not a regular file", path.display()),
-            None => (new_mode, None),
-        };
+        let (mode, owner) = self.attrs_for(&name, &path, attrs)?;
         let tmp = temp_path(&path);
         let tmp_name = tmp.file_name().unwrap_or_default().to_owned();
         let result = (|| -> Result<T> {
@@ -534,8 +572,9 @@ impl Confined {
             w.flush()
                 .with_context(|| format!("cannot write {}", tmp.display()))?;
             drop(w);
-            // A replaced file keeps its owner and group (a root cron job must not hand the
-            // gateway's transcripts to root); when that is impossible nothing is replaced.
+            // A replaced file keeps its owner and group, a successor gets its predecessor's (a
+            // root cron job must not hand the gateway's transcripts to root); when that is
+            // impossible nothing is written.
             if let Some((uid, gid)) = owner {
                 keep_owner(&file, uid, gid)
                     .with_context(|| format!("cannot keep the owner of {}", path.display()))?;
@@ -559,6 +598,17 @@ impl Confined {
         self.sync_after_rename()?;
         Ok(value)
     }
+}
+
+/// What mode and owner [`Confined::replace`] gives its result.
+#[derive(Clone, Copy)]
+enum Attrs<'a> {
+    /// An existing target's mode and owner; a new file gets this mode.
+    Keep(u32),
+    /// Always this mode; an existing target's owner.
+    Fixed(u32),
+    /// The mode and owner of this other regular file in the directory.
+    Like(&'a Path),
 }
 
 /// A buffered writer to a file whose 1 MiB buffer is the thread's own, reused from file to
@@ -745,6 +795,45 @@ mod tests {
         let m = fs::metadata(&p).unwrap();
         assert_eq!((m.uid(), m.gid()), target);
         assert_eq!(fs::read(&p).unwrap(), b"new");
+    }
+
+    #[test]
+    fn a_file_written_like_another_gets_its_mode_and_owner() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Confined::new(dir.path()).unwrap();
+        let old = dir.path().join("old.jsonl");
+        fs::write(&old, b"old").unwrap();
+        let target = if unsafe { libc::geteuid() } == 0 {
+            (65534, 65534)
+        } else {
+            let m = fs::metadata(&old).unwrap();
+            (m.uid(), m.gid())
+        };
+        std::os::unix::fs::chown(&old, Some(target.0), Some(target.1)).unwrap();
+        for (i, mode) in [0o640, 0o444, 0o600].into_iter().enumerate() {
+            fs::set_permissions(&old, fs::Permissions::from_mode(mode)).unwrap();
+            let new = dir.path().join(format!("new{i}.jsonl"));
+            c.replace_verified_like(&new, &old, |w| Ok(w.write_all(b"new")?), |_| Ok(()))
+                .unwrap();
+            let m = fs::metadata(&new).unwrap();
+            assert_eq!(m.mode() & 0o7777, mode);
+            assert_eq!((m.uid(), m.gid()), target);
+            assert_eq!(fs::read(&new).unwrap(), b"new");
+        }
+        // a missing or non-regular model is refused, and nothing is written
+        let new = dir.path().join("new.jsonl");
+        let missing = dir.path().join("missing.jsonl");
+        assert!(
+            c.replace_verified_like(&new, &missing, |w| Ok(w.write_all(b"x")?), |_| Ok(()))
+                .is_err()
+        );
+        symlink(&old, dir.path().join("link.jsonl")).unwrap();
+        let link = dir.path().join("link.jsonl");
+        assert!(
+            c.replace_verified_like(&new, &link, |w| Ok(w.write_all(b"x")?), |_| Ok(()))
+                .is_err()
+        );
+        assert!(fs::symlink_metadata(&new).is_err());
     }
 
     #[test]

@@ -206,6 +206,11 @@ impl<'a> Remover<'a> {
                 let Ok(c) = c.for_parent_of(&resolved) else {
                     return 0;
                 };
+                // A file a live process has locked (a transcript in use) is never removed; a
+                // lock that cannot be read counts as held.
+                if !matches!(crate::fsutil::lock::live_holder(&c, &resolved), Ok(None)) {
+                    return 0;
+                }
                 match c.remove_file(&resolved) {
                     Ok(size) => {
                         if size > 0 {
@@ -292,9 +297,24 @@ fn transcript_candidates(
     out
 }
 
+/// What [`archive_removed`] did.
+#[derive(Debug, Default)]
+pub struct Archived {
+    /// The directories archived into.
+    pub dirs: Vec<PathBuf>,
+    /// Transcripts left where they are because a live process held their lock right before
+    /// the rename, each with who holds it.
+    pub in_use: Vec<(PathBuf, String)>,
+}
+
 /// `archiveRemovedSessionTranscripts` with `restrictToStoreDir`: rename each unreferenced
-/// removed transcript to `<path>.deleted.<ts>`, except [`super::protect::protected_paths`]. Returns the
-/// directories archived into.
+/// removed transcript to `<path>.deleted.<ts>`, except [`super::protect::protected_paths`].
+///
+/// Unlike the reference, each transcript's write lock is looked at again right before its
+/// rename (the plan checked them once, earlier): a transcript a live process has locked
+/// meanwhile is not renamed but left in place, unreferenced (its entry is already gone from
+/// the store, as in OpenClaw's order), and listed in [`Archived::in_use`]; the sweep and the
+/// budget leave it alone as well while the lock is held ([`Remover::remove`]).
 pub fn archive_removed(
     confined: &Confined,
     removed: &RemovedFiles,
@@ -302,9 +322,9 @@ pub fn archive_removed(
     protected: &PathSet,
     sessions_dir: &Path,
     home: &Path,
-) -> Vec<PathBuf> {
+) -> Archived {
     let dir = paths::canonical(sessions_dir);
-    let mut dirs: Vec<PathBuf> = Vec::new();
+    let mut out = Archived::default();
     for (id, file) in &removed.0 {
         if id.as_ref().is_some_and(|i| referenced.contains(i)) {
             continue;
@@ -317,21 +337,35 @@ pub fn archive_removed(
             {
                 continue;
             }
+            let Ok(sub) = confined.for_parent_of(&c) else {
+                continue;
+            };
+            // A lock that cannot be read counts as held: the file stays.
+            match crate::fsutil::lock::live_holder(&sub, &c) {
+                Ok(None) => {}
+                Ok(Some(holder)) => {
+                    out.in_use.push((c, holder.to_string()));
+                    continue;
+                }
+                Err(e) => {
+                    out.in_use
+                        .push((c, format!("its lock cannot be read: {e:#}")));
+                    continue;
+                }
+            }
             let stamp = layout::format_archive_timestamp(super::now_ms() as i64);
             let mut target = c.clone().into_os_string();
             target.push(format!(".deleted.{stamp}"));
             let target = PathBuf::from(target);
-            if confined
-                .for_parent_of(&c)
-                .is_ok_and(|sub| sub.rename_new(&c, &target).is_ok())
+            if sub.rename_new(&c, &target).is_ok()
                 && let Some(parent) = target.parent()
-                && !dirs.iter().any(|d| d == parent)
+                && !out.dirs.iter().any(|d| d == parent)
             {
-                dirs.push(parent.to_path_buf());
+                out.dirs.push(parent.to_path_buf());
             }
         }
     }
-    dirs
+    out
 }
 
 /// `removeRemovedSessionTrajectoryArtifacts` with `restrictToStoreDir`.
@@ -479,7 +513,7 @@ mod tests {
         removed.remember(&json!({"sessionId": "gone"}));
         removed.remember(&json!({"sessionId": "kept"}));
         let referenced: HashSet<String> = ["kept".to_string()].into();
-        let dirs = archive_removed(
+        let archived = archive_removed(
             &c,
             &removed,
             &referenced,
@@ -487,6 +521,8 @@ mod tests {
             &d,
             Path::new("/nonexistent"),
         );
+        assert!(archived.in_use.is_empty());
+        let dirs = archived.dirs;
         assert_eq!(dirs, vec![d.clone()]);
         remove_trajectories(&c, &removed, &referenced, &d);
         assert!(!d.join("gone.trajectory.jsonl").exists());
@@ -516,5 +552,49 @@ mod tests {
             std::fs::read_to_string(outside.path().join("v.jsonl")).unwrap(),
             "keep"
         );
+    }
+
+    #[test]
+    fn a_transcript_locked_before_its_rename_is_left_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::write(d.join("busy.jsonl"), "t").unwrap();
+        std::fs::write(d.join("idle.jsonl"), "t").unwrap();
+        let c = Confined::new(&d).unwrap();
+        let mut removed = RemovedFiles::default();
+        removed.remember(&json!({"sessionId": "busy"}));
+        removed.remember(&json!({"sessionId": "idle"}));
+        // The plan saw no lock; a live process (this one) takes one before the rename.
+        let crate::fsutil::lock::Acquire::Locked(lock) =
+            crate::fsutil::lock::acquire(&c, &d.join("busy.jsonl"), None).unwrap()
+        else {
+            panic!("not locked")
+        };
+        let archived = archive_removed(
+            &c,
+            &removed,
+            &HashSet::new(),
+            &PathSet::default(),
+            &d,
+            Path::new("/nonexistent"),
+        );
+        assert_eq!(archived.dirs, vec![d.clone()]);
+        assert_eq!(archived.in_use.len(), 1, "{archived:?}");
+        assert_eq!(archived.in_use[0].0, d.join("busy.jsonl"));
+        assert!(
+            archived.in_use[0]
+                .1
+                .contains(&std::process::id().to_string()),
+            "{archived:?}"
+        );
+        assert_eq!(std::fs::read_to_string(d.join("busy.jsonl")).unwrap(), "t");
+        assert!(!d.join("idle.jsonl").exists());
+        // Unreferenced now, it is still not removed while the lock is held.
+        let mut remover = Remover::new(Some(&c), std::iter::empty());
+        assert_eq!(remover.remove(&d.join("busy.jsonl"), None), 0);
+        assert!(d.join("busy.jsonl").exists());
+        drop(lock);
+        assert_eq!(remover.remove(&d.join("busy.jsonl"), None), 1);
+        assert!(!d.join("busy.jsonl").exists());
     }
 }

@@ -217,6 +217,7 @@ fn plan(
         disk_budget,
         applied_count: None,
         logs: Vec::new(),
+        left_in_use: Vec::new(),
     };
     Ok(Preview {
         summary,
@@ -355,6 +356,7 @@ pub fn apply(
             would_mutate: false,
             applied_count: Some(s.len() as u64),
             logs,
+            left_in_use: Vec::new(),
         });
     }
     // The directory is synced once, after the last rename and before the report, instead of
@@ -366,6 +368,7 @@ pub fn apply(
     .deferring_dir_sync();
     let d = Dir::new(&dir, store_path, Some(&confined));
     let mut budget_removed = Vec::new();
+    let mut in_use = Vec::new();
     let (model_runs, stale, capped, disk_budget);
     let mut logs = Vec::new();
     if o.is_warn() {
@@ -405,8 +408,10 @@ pub fn apply(
         } else {
             super::protect::protected_paths(&s, &dir, store_path)
         };
-        let dirs =
+        let archived =
             files::archive_removed(&confined, &removed, &referenced, &protected, &dir, &o.home);
+        in_use.extend(archived.in_use);
+        let dirs = archived.dirs;
         if !removed.0.is_empty() {
             files::remove_trajectories(&confined, &removed, &referenced, &dir);
         }
@@ -448,7 +453,9 @@ pub fn apply(
     if !dm_files.0.is_empty() {
         let referenced = files::referenced_ids(&s);
         let protected = super::protect::protected_paths(&s, &dir, store_path);
-        files::archive_removed(&confined, &dm_files, &referenced, &protected, &dir, &o.home);
+        let archived =
+            files::archive_removed(&confined, &dm_files, &referenced, &protected, &dir, &o.home);
+        in_use.extend(archived.in_use);
     }
     let unreferenced = if o.is_warn() {
         SweepReport {
@@ -496,6 +503,7 @@ pub fn apply(
         disk_budget,
         applied_count: Some(after_count),
         logs,
+        left_in_use: in_use,
     })
 }
 

@@ -27,6 +27,9 @@ pub struct Summary {
     pub applied_count: Option<u64>,
     /// What the applied run logged (`sessions/store` lines), in order; empty for previews.
     pub logs: Vec<LogLine>,
+    /// Transcripts of removed entries that were not archived because a live process locked
+    /// them after the plan was checked, with who holds each (not in OpenClaw's summary).
+    pub left_in_use: Vec<(std::path::PathBuf, String)>,
 }
 
 impl Summary {

@@ -343,3 +343,41 @@ fn many_sessions_of_one_store_all_get_their_successor() {
         );
     }
 }
+
+#[test]
+fn successor_keeps_the_old_files_mode_and_owner() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let root = unsafe { libc::geteuid() } == 0;
+    for mode in [0o640, 0o444] {
+        let env = TestEnv::new();
+        setup(&env);
+        let old = env.path("agents/main/sessions/s1.jsonl");
+        if root {
+            std::os::unix::fs::chown(&old, Some(65534), Some(65534)).unwrap();
+        }
+        std::fs::set_permissions(&old, std::fs::Permissions::from_mode(mode)).unwrap();
+        let before = std::fs::metadata(&old).unwrap();
+        let (code, r) = env.run_json(&[
+            "compact",
+            "--store",
+            STORE,
+            "--session",
+            "agent:main:main",
+            "--successor",
+            "--keep-recent-tokens",
+            "400",
+            "--min-tokens",
+            "0",
+            "--enforce",
+        ]);
+        assert_eq!(code, 0, "{r}");
+        let t = &r["transcripts"][0];
+        assert_eq!(t["status"], "changed", "{r}");
+        let m = std::fs::metadata(t["details"]["successorFile"].as_str().unwrap()).unwrap();
+        assert_eq!(m.mode() & 0o7777, mode, "{mode:o}");
+        assert_eq!((m.uid(), m.gid()), (before.uid(), before.gid()));
+        if root {
+            assert_eq!((m.uid(), m.gid()), (65534, 65534));
+        }
+    }
+}
