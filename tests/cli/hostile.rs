@@ -373,7 +373,7 @@ fn every_writer_keeps_the_mode_of_what_it_rewrites() {
             assert_eq!(mode_of(&t), mode, "{}", w.name);
             assert_eq!(mode_of(&env.path(STORE)), 0o600, "{}", w.name);
             if w.store_only {
-                // The successor is a new file: OpenClaw's private mode, never more open.
+                // The successor is a new file that takes the old one's mode.
                 let store: Value =
                     serde_json::from_slice(&fs::read(env.path(STORE)).unwrap()).unwrap();
                 let sid = store["agent:main:main"]["sessionId"].as_str().unwrap();
@@ -383,7 +383,7 @@ fn every_writer_keeps_the_mode_of_what_it_rewrites() {
                     Some(f) => env.path(SESSIONS).join(f),
                     None => succ,
                 };
-                assert_eq!(mode_of(&succ), 0o600, "{}: {}", w.name, succ.display());
+                assert_eq!(mode_of(&succ), mode, "{}: {}", w.name, succ.display());
             }
         }
     }
