@@ -3,26 +3,11 @@
 // The prefix keeps the runtime's own log lines on stdout from being mistaken for results.
 //
 //   usage: node batch-context.mjs ORACLE_DIR FILE...
-import fs from "node:fs";
 import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { distDir, loadSessionManager } from "./dist.mjs";
 
 const [oracleDir, ...files] = process.argv.slice(2);
-const dist = path.join(oracleDir, "node_modules", "openclaw", "dist");
-// Several chunks are named session-manager-* (one in 2026.7.1, more in later releases); take
-// the one that exports the class, under whatever short alias, found by its shape.
-let SessionManager;
-for (const chunk of fs.readdirSync(dist).filter((n) => /^session-manager-.*\.js$/.test(n)).sort()) {
-  const mod = await import(pathToFileURL(path.join(dist, chunk)).href);
-  SessionManager = Object.values(mod).find(
-    (v) => typeof v === "function" && typeof v.open === "function" && typeof v.inMemory === "function",
-  );
-  if (SessionManager) break;
-}
-if (!SessionManager) {
-  console.error(`no SessionManager in the session-manager chunks under ${dist}`);
-  process.exit(2);
-}
+const SessionManager = await loadSessionManager(distDir(oracleDir));
 for (const file of files) {
   let result;
   try {

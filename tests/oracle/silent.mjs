@@ -10,26 +10,11 @@
 //                                       every code point c (no surrogates) for which
 //                                       c + "NO_REPLY", resp. "NO_REPLY" + c, is a silent payload
 import fs from "node:fs";
-import path from "node:path";
-import { pathToFileURL } from "node:url";
+import { distDir, loadFunction } from "./dist.mjs";
 
 const [oracleDir, input] = process.argv.slice(2);
-const dist = path.join(oracleDir, "node_modules", "openclaw", "dist");
-const files = fs.readdirSync(dist).filter((n) => n.endsWith(".js"));
-// Find the chunk defining `name` and return that function through its export alias.
-async function load(name) {
-  for (const n of files) {
-    const text = fs.readFileSync(path.join(dist, n), "utf8");
-    if (!text.includes(`function ${name}(`)) continue;
-    const exp = text.slice(text.lastIndexOf("export {"));
-    const m = new RegExp(`\\b${name} as ([\\w$]+)`).exec(exp);
-    if (!m) continue;
-    const mod = await import(pathToFileURL(path.join(dist, n)).href);
-    return mod[m[1]];
-  }
-  console.error(`cannot find ${name}`);
-  process.exit(2);
-}
+const dist = distDir(oracleDir);
+const load = (name) => loadFunction(dist, name);
 const isSilentReplyText = await load("isSilentReplyText");
 const isSilentReplyPayloadText = await load("isSilentReplyPayloadText");
 const extractAssistantVisibleText = await load("extractAssistantVisibleText");

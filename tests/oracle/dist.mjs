@@ -1,0 +1,41 @@
+// What the reference scripts share: finding pieces of the installed release's bundled dist/.
+//   distDir(oracleDir)            the release's dist/ folder
+//   loadFunction(dist, name)      the function `name`, through the export alias of the chunk
+//                                 that defines it (exits 2 when no chunk does)
+//   loadSessionManager(dist)      the SessionManager class: several chunks are named
+//                                 session-manager-* (one in 2026.7.1, more later); the one that
+//                                 exports the class is found by its shape (exits 2 when none)
+import fs from "node:fs";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+
+export function distDir(oracleDir) {
+  return path.join(oracleDir, "node_modules", "openclaw", "dist");
+}
+
+export async function loadFunction(dist, name) {
+  for (const n of fs.readdirSync(dist).filter((f) => f.endsWith(".js"))) {
+    const text = fs.readFileSync(path.join(dist, n), "utf8");
+    if (!text.includes(`function ${name}(`)) continue;
+    const exp = text.slice(text.lastIndexOf("export {"));
+    const m = new RegExp(`\\b${name} as ([\\w$]+)`).exec(exp);
+    if (!m) continue;
+    const mod = await import(pathToFileURL(path.join(dist, n)).href);
+    return mod[m[1]];
+  }
+  console.error(`cannot find ${name} under ${dist}`);
+  process.exit(2);
+}
+
+export async function loadSessionManager(dist) {
+  const chunks = fs.readdirSync(dist).filter((n) => /^session-manager-.*\.js$/.test(n)).sort();
+  for (const chunk of chunks) {
+    const mod = await import(pathToFileURL(path.join(dist, chunk)).href);
+    const found = Object.values(mod).find(
+      (v) => typeof v === "function" && typeof v.open === "function" && typeof v.inMemory === "function",
+    );
+    if (found) return found;
+  }
+  console.error(`no SessionManager in the session-manager chunks under ${dist}`);
+  process.exit(2);
+}
