@@ -134,11 +134,13 @@ impl<'a> Run<'a> {
     fn preview(mut self, previews: Vec<(usize, Preview)>) -> Result<Exit> {
         for (i, p) in &previews {
             let t = &self.targets[*i];
-            if let Some(why) = locked_transcript(t, p)? {
-                self.note(format!(
+            match locked_transcript(t, p) {
+                Ok(Some(why)) => self.note(format!(
                     "{}: {why}; --enforce would skip this store while the lock is held",
                     t.store_path.display()
-                ));
+                )),
+                Ok(None) => {}
+                Err(e) => self.problems.error(&e),
             }
             if let Some(limit) = &self.max_delete {
                 match predict::predict(&t.agent_id, &t.store_path, &self.opts) {
@@ -245,15 +247,25 @@ impl<'a> Run<'a> {
         let mut runnable = Vec::new();
         for (i, p) in previews {
             let t = &self.targets[i];
-            let mut held = locked_transcript(t, &p)?;
-            if held.is_some() && deadline.is_some() {
+            // A lock that cannot even be read is a problem of this store alone.
+            let mut held = locked_transcript(t, &p);
+            if matches!(held, Ok(Some(_))) && deadline.is_some() {
                 self.progress
                     .message(&format!("waiting for a lock in {}", t.store_path.display()));
             }
-            while held.is_some() && deadline.is_some_and(|d| std::time::Instant::now() < d) {
+            while matches!(held, Ok(Some(_)))
+                && deadline.is_some_and(|d| std::time::Instant::now() < d)
+            {
                 std::thread::sleep(lock::RETRY);
-                held = locked_transcript(t, &p)?;
+                held = locked_transcript(t, &p);
             }
+            let held = match held {
+                Ok(held) => held,
+                Err(e) => {
+                    self.problems.error(&e);
+                    continue;
+                }
+            };
             if let Some(why) = held {
                 self.problems.add(
                     Exit::Locked,

@@ -572,3 +572,42 @@ fn a_wide_terminal_shows_long_keys_whole() {
     let out = env.run(&["inspect", "--session", rest, "--no-cleanup"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
+
+#[test]
+fn a_lock_that_cannot_be_read_is_a_problem_of_its_store_alone() {
+    let env = TestEnv::new();
+    agents_config(&env, &["a", "b"]);
+    let mut locked = Vec::new();
+    for agent in ["a", "b"] {
+        let files = healthy_agent(&env, agent, 1, 130);
+        // Every entry is stale: the plan removes its transcript.
+        let store = env.sessions_dir(agent).join("sessions.json");
+        let mut s: Value = serde_json::from_str(&fs::read_to_string(&store).unwrap()).unwrap();
+        for v in s.as_object_mut().unwrap().values_mut() {
+            v["updatedAt"] = json!(now_ms() - 400 * DAY);
+        }
+        fs::write(&store, serde_json::to_string_pretty(&s).unwrap()).unwrap();
+        locked.push(files[0].clone());
+    }
+    open_to_nobody(&env.root(), true);
+    // Agent a's transcript lock belongs to root and is unreadable to the run.
+    let lock = hold(&locked[0]);
+    fs::set_permissions(&lock, fs::Permissions::from_mode(0o000)).unwrap();
+    let Some(out) = as_nobody(&env, &["cleanup", "--all-agents", "--enforce"]) else {
+        return;
+    };
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let lines = problem_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].contains(lock.to_str().unwrap()), "{lines:?}");
+    assert!(
+        stdout(&out).contains("agents/b/sessions/sessions.json"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(locked[0].exists(), "agent a was left alone");
+    assert!(
+        !locked[1].exists(),
+        "agent b was cleaned: its transcript archived"
+    );
+}
