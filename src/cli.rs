@@ -88,6 +88,16 @@ pub enum Command {
     /// previews. For cron and systemd timers: one command, one exit code.
     #[command(after_long_help = EXIT_CODES_HELP)]
     Maintain(MaintainArgs),
+    /// Give a SQLite-era agent database's space back: empty its WAL, release its free pages.
+    ///
+    /// Runs `wal_checkpoint(TRUNCATE)`, then `incremental_vacuum` (or a full `VACUUM` with
+    /// `--full`), then a second checkpoint, in place on `agents/<id>/agent/openclaw-agent.sqlite`
+    /// (OpenClaw 2026.8.1 and later). It writes only under the runtime's gateway lifecycle lock,
+    /// when no process holds a lease on the database, and when `quick_check` passes before; it
+    /// checks again after. Previews by default; `--enforce` applies. On an agent that still
+    /// keeps `sessions.json` there is nothing to do, and it says so.
+    #[command(after_long_help = EXIT_CODES_HELP)]
+    Vacuum(VacuumArgs),
     /// Print a shell completion script to stdout.
     ///
     /// Writes the script for the given shell to stdout; see the README for where each shell
@@ -99,7 +109,8 @@ pub enum Command {
 /// Which store(s) to work on. Shared by every subcommand.
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
-    /// Path to a sessions.json store (`~` and `{agentId}` are expanded).
+    /// Path to a sessions.json store, or to a SQLite-era agent database
+    /// (`.../agent/openclaw-agent.sqlite`) (`~` and `{agentId}` are expanded).
     #[arg(long, value_name = "PATH")]
     pub store: Option<String>,
     /// One configured agent, by id (store under the state dir).
@@ -364,6 +375,34 @@ pub struct InspectArgs {
     pub no_cleanup: bool,
     #[command(flatten)]
     pub plan: CleanupPlanArgs,
+}
+
+/// `clawkeeper vacuum`.
+#[derive(Debug, Clone, Args)]
+pub struct VacuumArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Preview only (the default): say what would be given back, write nothing.
+    #[arg(long, conflicts_with = "enforce")]
+    pub dry_run: bool,
+    /// Apply: checkpoint, vacuum and checkpoint again.
+    #[arg(long)]
+    pub enforce: bool,
+    /// A full `VACUUM` instead of `incremental_vacuum`: rebuilds the file, packing half-empty
+    /// pages too. Needs free disk space of about twice the database's used size, and holds
+    /// the database longer.
+    #[arg(long)]
+    pub full: bool,
+    /// Print one JSON document on stdout instead of the human report.
+    #[arg(long)]
+    pub json: bool,
+    /// No notes on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Wait up to this long (e.g. `30s`) for the gateway lifecycle lock and for the
+    /// processes that hold the database to let go.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub wait_lock: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

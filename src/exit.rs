@@ -94,6 +94,9 @@ pub enum Refusal {
     /// The plan removes more than `--max-delete` allows; nothing was changed.
     #[error("{0}")]
     OverMaxDelete(String),
+    /// A live process holds a lock (or the database) the write needs; nothing was changed.
+    #[error("{0}")]
+    Locked(String),
 }
 
 impl Refusal {
@@ -101,6 +104,7 @@ impl Refusal {
         match self {
             Refusal::Unsafe(_) => Exit::Refused,
             Refusal::OverMaxDelete(_) => Exit::OverMaxDelete,
+            Refusal::Locked(_) => Exit::Locked,
         }
     }
 }

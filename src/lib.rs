@@ -4,6 +4,7 @@
 //! resolve, plan, render or apply) → domain modules (`jsjson`, `fsutil`, …), which never import
 //! clap, indicatif or comfy-table.
 
+pub mod agentdb;
 pub mod cli;
 pub mod cmd;
 pub mod compact;

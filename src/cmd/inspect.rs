@@ -2,7 +2,6 @@
 //! the commands use (with the flags given here), then print the tables or the JSON document.
 //! Never writes to a store or its directory.
 
-use std::io::Write;
 use std::path::Path;
 
 use anyhow::Result;
@@ -242,8 +241,6 @@ fn print_json(doc: &serde_json::Value) -> Result<Exit> {
 }
 
 fn print(out: &str) -> Result<Exit> {
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes())?;
-    stdout.flush()?;
+    super::print_stdout(out)?;
     Ok(Exit::Success)
 }

@@ -11,6 +11,7 @@ pub mod resolved;
 mod strip_images;
 pub mod transcript_targets;
 pub mod transcripts;
+mod vacuum;
 
 use anyhow::{Result, anyhow};
 
@@ -29,6 +30,7 @@ pub fn run(cli: &Cli) -> Result<Exit> {
         Command::Compact(args) => compact::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Maintain(args) => maintain::run(args),
+        Command::Vacuum(args) => vacuum::run(args),
         Command::Completions(args) => completions::run(args),
     }
 }
@@ -134,4 +136,13 @@ pub(crate) fn missing_stores(
             ),
         );
     }
+}
+
+/// Write a report to stdout and flush it (a closed pipe is an error `main` ends quietly on).
+pub(crate) fn print_stdout(out: &str) -> Result<()> {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
 }

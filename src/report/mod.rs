@@ -5,6 +5,7 @@ pub mod inspect_json;
 pub mod inspect_text;
 pub mod text;
 pub mod transcript_text;
+pub mod vacuum;
 
 /// `n` followed by the singular or plural noun: `1 entry`, `2 entries`.
 pub fn count(n: usize, one: &str, many: &str) -> String {

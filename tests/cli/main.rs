@@ -2,6 +2,7 @@
 //! OpenClaw) against stores and transcripts built in temp dirs. `util` holds the shared
 //! helpers, every other module one topic.
 
+mod agentdb;
 mod cleanup;
 mod cleanup_cli;
 mod cleanup_safety;

@@ -286,6 +286,30 @@ pub const EXTENDED: Release = Release {
     default: ".cache/openclaw-oracle-2026.7.35/openclaw",
 };
 
+/// OpenClaw 2026.9.6, the latest SQLite-era release (agent schema 23).
+pub const SQLITE_LATEST: Release = Release {
+    version: "2026.9.6",
+    var: "CLAWKEEPER_ORACLE_SQLITE",
+    default: ".cache/openclaw-oracle-2026.9.6/openclaw",
+};
+
+/// OpenClaw 2026.9.5 (agent schema 21).
+pub const SQLITE_MID: Release = Release {
+    version: "2026.9.5",
+    var: "CLAWKEEPER_ORACLE_SQLITE_MID",
+    default: ".cache/openclaw-oracle-2026.9.5/openclaw",
+};
+
+/// OpenClaw 2026.8.2, of the first stable SQLite line (agent schema 19, 2026.8.1–2026.9.1).
+pub const SQLITE_FIRST: Release = Release {
+    version: "2026.8.2",
+    var: "CLAWKEEPER_ORACLE_SQLITE_FIRST",
+    default: ".cache/openclaw-oracle-2026.8.2/openclaw",
+};
+
+/// The SQLite-era releases the tests run against, newest first.
+pub const SQLITE_RELEASES: [Release; 3] = [SQLITE_LATEST, SQLITE_MID, SQLITE_FIRST];
+
 impl Release {
     /// The wrapper's path: `$<var>`, else the default under `$HOME`.
     pub fn wrapper(&self) -> PathBuf {

@@ -1,0 +1,264 @@
+//! What a writer of an agent database must hold and check first, as OpenClaw's own
+//! maintenance writers do:
+//!
+//! - the **gateway lifecycle lock**: an open `BEGIN EXCLUSIVE` transaction on
+//!   `/tmp/openclaw-state-locks-<uid>/gateway-lifecycle.<h>.lock.sqlite`, where `<h>` is the
+//!   first 8 hex digits of the SHA-256 of the canonical path of `<state>/state/openclaw.sqlite`
+//!   (`dist/sqlite-source-handle-*.mjs`: `resolveLifecycleCoordinatorBase`). A running gateway
+//!   holds it; taking it keeps a gateway from starting while clawkeeper writes.
+//! - **leases** in `<state>/state/openclaw.sqlite`: a row of `agent_database_leases` whose
+//!   process is alive means that process has the database open; a `state_leases` row of
+//!   scope `core:agent-database-maintenance` means a maintenance run is under way.
+//! - the **integrity-verification record** of the file in
+//!   `<state>/state/openclaw-quarantine.sqlite` (`agent_integrity_verifications`): it lets the
+//!   runtime skip a full integrity check on the next open, so it is cleared before a write.
+//!
+//! Domain code: no terminal, no clap. A held lock or lease is a [`Refusal::Locked`] error.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+use sha2::{Digest, Sha256};
+
+use crate::exit::Refusal;
+
+/// The scope of the `state_leases` row that blocks new opens while maintenance runs.
+pub const MAINTENANCE_LEASE_SCOPE: &str = "core:agent-database-maintenance";
+
+/// `<state>/state/openclaw.sqlite`, the shared state database.
+pub fn state_database(state_dir: &Path) -> PathBuf {
+    state_dir.join("state").join("openclaw.sqlite")
+}
+
+/// `<state>/state/openclaw-quarantine.sqlite`.
+pub fn quarantine_database(state_dir: &Path) -> PathBuf {
+    state_dir.join("state").join("openclaw-quarantine.sqlite")
+}
+
+/// The canonical form of a path as the runtime computes it: `realpath` when the path exists,
+/// else the canonical path of its nearest existing ancestor with the rest appended.
+fn canonical_identity(p: &Path) -> PathBuf {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    if let Ok(real) = std::fs::canonicalize(&abs) {
+        return real;
+    }
+    let mut rest: Vec<&std::ffi::OsStr> = Vec::new();
+    let mut cur = abs.as_path();
+    loop {
+        match std::fs::canonicalize(cur) {
+            Ok(real) => {
+                let mut out = real;
+                for part in rest.iter().rev() {
+                    out.push(part);
+                }
+                return out;
+            }
+            Err(_) => match (cur.parent(), cur.file_name()) {
+                (Some(parent), Some(name)) => {
+                    rest.push(name);
+                    cur = parent;
+                }
+                _ => return abs,
+            },
+        }
+    }
+}
+
+/// The gateway lifecycle lock file of a state dir.
+pub fn lifecycle_lock_path(state_dir: &Path) -> PathBuf {
+    let identity = canonical_identity(&state_database(state_dir));
+    let digest = Sha256::digest(identity.as_os_str().as_encoded_bytes());
+    let hash: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    PathBuf::from("/tmp")
+        .join(format!("openclaw-state-locks-{uid}"))
+        .join(format!("gateway-lifecycle.{hash}.lock.sqlite"))
+}
+
+/// The lifecycle lock, held until dropped (the transaction is rolled back and the
+/// connection closed, as the runtime releases it).
+pub struct LifecycleLock {
+    conn: Connection,
+    pub path: PathBuf,
+}
+
+impl Drop for LifecycleLock {
+    fn drop(&mut self) {
+        let _ = self.conn.execute_batch("ROLLBACK");
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// Take the gateway lifecycle lock of `state_dir`, waiting up to `wait` for its holder.
+/// The directory is created private (0700) when missing, as the runtime creates it.
+pub fn take_lifecycle_lock(state_dir: &Path, wait: Duration) -> Result<LifecycleLock> {
+    use std::os::unix::fs::DirBuilderExt;
+    let path = lifecycle_lock_path(state_dir);
+    if let Some(dir) = path.parent()
+        && !dir.is_dir()
+    {
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(dir)
+            .with_context(|| format!("{}: cannot create the lock directory", dir.display()))?;
+    }
+    let conn = Connection::open_with_flags(
+        &path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("{}: cannot open the lifecycle lock", path.display()))?;
+    conn.busy_timeout(Duration::ZERO)?;
+    let deadline = Instant::now() + wait;
+    loop {
+        match conn.execute_batch("PRAGMA journal_mode = MEMORY; BEGIN EXCLUSIVE;") {
+            Ok(()) => return Ok(LifecycleLock { conn, path }),
+            Err(e) if is_busy(&e) => {
+                if Instant::now() >= deadline {
+                    return Err(Refusal::Locked(format!(
+                        "the gateway lifecycle lock ({}) is held: a gateway or an OpenClaw \
+                         maintenance command is running on this state dir; stop it, or pass \
+                         --wait-lock",
+                        path.display()
+                    ))
+                    .into());
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!(
+                    "{}: cannot take the lifecycle lock",
+                    path.display()
+                )));
+            }
+        }
+    }
+}
+
+/// Whether process `pid` exists.
+fn pid_alive(pid: i64) -> bool {
+    if pid <= 0 || pid > i64::from(i32::MAX) {
+        return false;
+    }
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Processes that hold a lease on `db` or on all agent databases, as lines that name them;
+/// empty when none is alive. A state dir without `state/openclaw.sqlite` has no leases.
+pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
+    let state_db = state_database(state_dir);
+    if !state_db.exists() {
+        return Ok(Vec::new());
+    }
+    let conn = super::open_read_only(&state_db)?;
+    let tables = super::read_schema(&conn)?;
+    let mut out = Vec::new();
+    if tables.has_table("state_leases") {
+        let row: Option<(String, Option<i64>)> = conn
+            .query_row(
+                "SELECT owner, expires_at FROM state_leases WHERE scope = ?1",
+                [MAINTENANCE_LEASE_SCOPE],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()?;
+        let now = crate::isotime::now_ms() as i64;
+        if let Some((owner, expires)) = row
+            && expires.is_none_or(|e| e > now)
+        {
+            out.push(format!(
+                "OpenClaw agent-database maintenance is in progress (lease held by {owner} in {})",
+                state_db.display()
+            ));
+        }
+    }
+    if tables.has_table("agent_database_leases") {
+        let want = canonical_identity(db);
+        let mut stmt = conn.prepare("SELECT path, owner_pid FROM agent_database_leases")?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (path, pid) = row?;
+            let lease_path = Path::new(&path);
+            let lease_path = if lease_path.is_absolute() {
+                lease_path.to_path_buf()
+            } else {
+                state_dir.join(lease_path)
+            };
+            if canonical_identity(&lease_path) == want && pid_alive(pid) {
+                out.push(format!(
+                    "process {pid} has the database open (a lease in {})",
+                    state_db.display()
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Remove the runtime's integrity-verification record of `db`, so that the next open checks
+/// the file in full. Nothing to do when the quarantine database or its table is absent.
+pub fn clear_integrity_record(state_dir: &Path, db: &Path) -> Result<()> {
+    let quarantine = quarantine_database(state_dir);
+    if !quarantine.exists() {
+        return Ok(());
+    }
+    let conn = super::open_read_write(&quarantine)?;
+    if !super::read_schema(&conn)?.has_table("agent_integrity_verifications") {
+        return Ok(());
+    }
+    let canonical = canonical_identity(db);
+    let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
+    conn.execute(
+        "DELETE FROM agent_integrity_verifications WHERE path = ?1 OR path = ?2",
+        [
+            canonical.to_string_lossy().as_ref(),
+            abs.to_string_lossy().as_ref(),
+        ],
+    )
+    .with_context(|| {
+        format!(
+            "{}: cannot clear the integrity record",
+            quarantine.display()
+        )
+    })?;
+    Ok(())
+}
+
+/// Everything a writer holds while it writes `db`: the lifecycle lock. Taken by [`acquire`]
+/// after the checks pass.
+pub struct WriteGuard {
+    pub state_dir: PathBuf,
+    _lock: LifecycleLock,
+}
+
+/// Take the lifecycle lock and check the leases, waiting up to `wait` for both; the lock is
+/// held until the guard is dropped.
+pub fn acquire(state_dir: &Path, db: &Path, wait: Duration) -> Result<WriteGuard> {
+    let deadline = Instant::now() + wait;
+    let lock = take_lifecycle_lock(state_dir, wait)?;
+    loop {
+        let live = live_leases(state_dir, db)?;
+        if live.is_empty() {
+            return Ok(WriteGuard {
+                state_dir: state_dir.to_path_buf(),
+                _lock: lock,
+            });
+        }
+        if Instant::now() >= deadline {
+            return Err(Refusal::Locked(format!("{}: {}", db.display(), live.join("; "))).into());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -1,0 +1,211 @@
+//! The SQLite-era agent database: `agents/<id>/agent/openclaw-agent.sqlite` (OpenClaw 2026.8.1
+//! and later), with its `-wal` and `-shm` files.
+//!
+//! This module owns finding the database of an agent, opening it (read-only for everything
+//! that does not write, with the runtime's connection settings for what does), and its schema
+//! version: which versions clawkeeper knows, and the rule that an unknown one is read where
+//! the tables are there and never written. `space` measures where its bytes go, `guard` holds
+//! the locks and checks a writer needs, `vacuum` gives free space back.
+
+pub mod guard;
+pub mod space;
+pub mod vacuum;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OpenFlags, OptionalExtension};
+
+/// The database's file name in `agents/<id>/agent/`.
+pub const FILE_NAME: &str = "openclaw-agent.sqlite";
+
+/// The runtime's busy timeout (`dist/openclaw-agent-db-*.mjs`); clawkeeper never waits less.
+pub const BUSY_TIMEOUT_MS: u64 = 5000;
+
+/// Agent schema versions (`PRAGMA user_version`) of the stable releases clawkeeper is tested
+/// against, with the first release that wrote each: these are read and written.
+pub const KNOWN_VERSIONS: &[(i64, &str)] = &[(19, "2026.8.1"), (21, "2026.9.5"), (23, "2026.9.6")];
+
+/// The highest schema version clawkeeper knows.
+pub fn highest_known_version() -> i64 {
+    KNOWN_VERSIONS.iter().map(|(v, _)| *v).max().unwrap_or(0)
+}
+
+/// The `-wal` and `-shm` companions of a database file.
+pub fn wal_path(db: &Path) -> PathBuf {
+    suffixed(db, "-wal")
+}
+
+pub fn shm_path(db: &Path) -> PathBuf {
+    suffixed(db, "-shm")
+}
+
+fn suffixed(db: &Path, suffix: &str) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Where an agent's database is, for its sessions directory: `<sessions>/../agent/openclaw-agent.sqlite`.
+pub fn path_for_sessions_dir(sessions_dir: &Path) -> Option<PathBuf> {
+    Some(sessions_dir.parent()?.join("agent").join(FILE_NAME))
+}
+
+/// The sessions directory that belongs to a database (`agents/<id>/sessions`), where archives
+/// and cold storage live in the SQLite era.
+pub fn sessions_dir_for(db: &Path) -> Option<PathBuf> {
+    Some(db.parent()?.parent()?.join("sessions"))
+}
+
+/// The state dir a database belongs to (`<state>/agents/<id>/agent/openclaw-agent.sqlite`),
+/// when it sits in that layout.
+pub fn state_dir_for(db: &Path) -> Option<PathBuf> {
+    let agent_dir = db.parent()?;
+    let agents = agent_dir.parent()?.parent()?;
+    (agent_dir.file_name()? == "agent" && agents.file_name()? == "agents")
+        .then(|| agents.parent().map(Path::to_path_buf))
+        .flatten()
+}
+
+/// Whether a `--store` value names a database rather than a `sessions.json`.
+pub fn is_database_path(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "sqlite")
+}
+
+/// What the schema says about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Schema {
+    /// `PRAGMA user_version`.
+    pub user_version: i64,
+    /// The `schema_meta` row `primary`: role, schema version, agent id, app version.
+    pub meta: Option<SchemaMeta>,
+    /// Tables present, sorted.
+    pub tables: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaMeta {
+    pub role: String,
+    pub schema_version: i64,
+    pub agent_id: Option<String>,
+    pub app_version: Option<String>,
+}
+
+impl Schema {
+    pub fn has_table(&self, name: &str) -> bool {
+        self.tables
+            .binary_search_by(|t| t.as_str().cmp(name))
+            .is_ok()
+    }
+
+    /// Whether clawkeeper knows this version (and so may write the database).
+    pub fn is_known(&self) -> bool {
+        KNOWN_VERSIONS.iter().any(|(v, _)| *v == self.user_version)
+    }
+
+    /// Why clawkeeper will not write this database, or `None` when it may.
+    pub fn write_refusal(&self) -> Option<String> {
+        if self.is_known() {
+            return None;
+        }
+        let release = self
+            .meta
+            .as_ref()
+            .and_then(|m| m.app_version.as_deref())
+            .map(|v| format!(", written by OpenClaw {v}"))
+            .unwrap_or_default();
+        Some(format!(
+            "agent schema version {}{release} is not one clawkeeper knows (it knows {}, the \
+             highest {}); the database is read, never written",
+            self.user_version,
+            KNOWN_VERSIONS
+                .iter()
+                .map(|(v, r)| format!("{v} ({r})"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            highest_known_version()
+        ))
+    }
+}
+
+/// Read the schema version, the `schema_meta` row and the table names.
+pub fn read_schema(conn: &Connection) -> Result<Schema> {
+    let user_version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let mut tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table'")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    tables.sort();
+    let meta = if tables.binary_search(&"schema_meta".to_string()).is_ok() {
+        conn.query_row(
+            "SELECT role, schema_version, agent_id, app_version FROM schema_meta \
+             WHERE meta_key = 'primary'",
+            [],
+            |r| {
+                Ok(SchemaMeta {
+                    role: r.get(0)?,
+                    schema_version: r.get(1)?,
+                    agent_id: r.get(2)?,
+                    app_version: r.get(3)?,
+                })
+            },
+        )
+        .optional()?
+    } else {
+        None
+    };
+    Ok(Schema {
+        user_version,
+        meta,
+        tables,
+    })
+}
+
+/// Open a database read-only: no write, no checkpoint on close, no `-wal` created where none
+/// is (SQLite may still create the `-shm` index beside an existing `-wal`, as any reader does).
+pub fn open_read_only(db: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("{}: cannot open the database read-only", db.display()))?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    Ok(conn)
+}
+
+/// Open a database to write it, with the runtime's settings (`busy_timeout` 5 s,
+/// `foreign_keys=ON`, `synchronous=NORMAL` in WAL mode). Never creates a database: a path
+/// that does not exist is an error.
+pub fn open_read_write(db: &Path) -> Result<Connection> {
+    let conn = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .with_context(|| format!("{}: cannot open the database to write it", db.display()))?;
+    conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(conn)
+}
+
+/// `PRAGMA quick_check` and `PRAGMA foreign_key_check`: `Ok(())` when both are clean, else
+/// the first problems they name.
+pub fn check(conn: &Connection) -> Result<std::result::Result<(), String>> {
+    let quick: Vec<String> = conn
+        .prepare("PRAGMA quick_check")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if quick != ["ok"] {
+        let first: Vec<&str> = quick.iter().take(3).map(String::as_str).collect();
+        return Ok(Err(format!("quick_check: {}", first.join("; "))));
+    }
+    let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
+    let mut rows = stmt.query([])?;
+    if let Some(row) = rows.next()? {
+        let table: String = row.get(0)?;
+        let parent: String = row.get(2)?;
+        return Ok(Err(format!(
+            "foreign_key_check: a row of {table} refers to a missing row of {parent}"
+        )));
+    }
+    Ok(Ok(()))
+}
