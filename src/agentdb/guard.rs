@@ -102,15 +102,28 @@ fn is_busy(e: &rusqlite::Error) -> bool {
 /// The directory is created private (0700) when missing, as the runtime creates it.
 pub fn take_lifecycle_lock(state_dir: &Path, wait: Duration) -> Result<LifecycleLock> {
     use std::os::unix::fs::DirBuilderExt;
+    use std::os::unix::fs::MetadataExt;
     let path = lifecycle_lock_path(state_dir);
-    if let Some(dir) = path.parent()
-        && !dir.is_dir()
-    {
+    let dir = path.parent().unwrap_or(Path::new("/tmp"));
+    if std::fs::symlink_metadata(dir).is_err() {
         std::fs::DirBuilder::new()
             .mode(0o700)
-            .recursive(true)
             .create(dir)
             .with_context(|| format!("{}: cannot create the lock directory", dir.display()))?;
+    }
+    // The runtime refuses a lock directory that is a symlink or someone else's: in a shared
+    // /tmp another user could otherwise hold (or fake) the lock.
+    let meta = std::fs::symlink_metadata(dir)
+        .with_context(|| format!("{}: cannot read the lock directory", dir.display()))?;
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    if !meta.is_dir() || meta.uid() != uid {
+        return Err(Refusal::Unsafe(format!(
+            "{}: the lock directory is not a directory of this user; the runtime would not \
+             use it either",
+            dir.display()
+        ))
+        .into());
     }
     let conn = Connection::open_with_flags(
         &path,
@@ -146,18 +159,47 @@ pub fn take_lifecycle_lock(state_dir: &Path, wait: Duration) -> Result<Lifecycle
     }
 }
 
-/// Whether process `pid` exists.
-fn pid_alive(pid: i64) -> bool {
+/// Whether process `pid` is alive (a zombie is not) and, when the lease recorded its start
+/// time, is the same process: field 22 of `/proc/<pid>/stat`, in clock ticks since boot, as
+/// the runtime records it (`isAgentDatabaseLeaseStale`). A process of another user counts as
+/// alive.
+fn lease_holder_alive(pid: i64, start_time: Option<i64>) -> bool {
     if pid <= 0 || pid > i64::from(i32::MAX) {
         return false;
     }
     // SAFETY: kill with signal 0 only checks that the process exists.
     let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
-    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    if r != 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EPERM) {
+        return false;
+    }
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // The command name (field 2) is in parentheses and may hold spaces: count from the last ')'.
+    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
+        return true;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    if fields.first() == Some(&"Z") {
+        return false;
+    }
+    match (
+        start_time,
+        fields.get(19).and_then(|f| f.parse::<i64>().ok()),
+    ) {
+        (Some(recorded), Some(current)) => recorded == current,
+        _ => true,
+    }
 }
 
 /// Processes that hold a lease on `db` or on all agent databases, as lines that name them;
 /// empty when none is alive. A state dir without `state/openclaw.sqlite` has no leases.
+///
+/// - `agent_database_leases`: every runtime process that opens an agent database adds a row
+///   (pid, process start time, absolute path); a row whose process is gone is stale.
+/// - `state_leases` `core:agent-database-maintenance`: held while Doctor imports, recovers or
+///   migrates; it expires 60 s after its last heartbeat (`expires_at`), so an unexpired row
+///   (or one without an expiry) is live.
 pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
     let state_db = state_database(state_dir);
     if !state_db.exists() {
@@ -186,17 +228,24 @@ pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
     }
     if tables.has_table("agent_database_leases") {
         let want = canonical_identity(db);
-        let mut stmt = conn.prepare("SELECT path, owner_pid FROM agent_database_leases")?;
-        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+        let mut stmt =
+            conn.prepare("SELECT path, owner_pid, owner_start_time FROM agent_database_leases")?;
+        let rows = stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, Option<i64>>(2)?,
+            ))
+        })?;
         for row in rows {
-            let (path, pid) = row?;
+            let (path, pid, start_time) = row?;
             let lease_path = Path::new(&path);
             let lease_path = if lease_path.is_absolute() {
                 lease_path.to_path_buf()
             } else {
                 state_dir.join(lease_path)
             };
-            if canonical_identity(&lease_path) == want && pid_alive(pid) {
+            if canonical_identity(&lease_path) == want && lease_holder_alive(pid, start_time) {
                 out.push(format!(
                     "process {pid} has the database open (a lease in {})",
                     state_db.display()
@@ -207,9 +256,13 @@ pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Remove the runtime's integrity-verification record of `db`, so that the next open checks
-/// the file in full. Nothing to do when the quarantine database or its table is absent.
+/// Remove the runtime's integrity-verification record of `db` (OpenClaw 2026.9.5 and later),
+/// so that its next open checks the file in full, as its own raw maintenance writers do before
+/// they mutate (`clearOpenClawAgentIntegrityVerification`): the row of the canonical path, and
+/// any row for the same file by device and inode (the stored ones and the current ones).
+/// Nothing to do when the quarantine database or its table is absent (2026.8.x).
 pub fn clear_integrity_record(state_dir: &Path, db: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
     let quarantine = quarantine_database(state_dir);
     if !quarantine.exists() {
         return Ok(());
@@ -218,22 +271,49 @@ pub fn clear_integrity_record(state_dir: &Path, db: &Path) -> Result<()> {
     if !super::read_schema(&conn)?.has_table("agent_integrity_verifications") {
         return Ok(());
     }
-    let canonical = canonical_identity(db);
-    let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
-    conn.execute(
-        "DELETE FROM agent_integrity_verifications WHERE path = ?1 OR path = ?2",
-        [
-            canonical.to_string_lossy().as_ref(),
-            abs.to_string_lossy().as_ref(),
-        ],
-    )
-    .with_context(|| {
-        format!(
-            "{}: cannot clear the integrity record",
-            quarantine.display()
-        )
-    })?;
+    let path = canonical_identity(db).to_string_lossy().into_owned();
+    let (dev, ino) = std::fs::metadata(db)
+        .map(|m| (m.dev().to_string(), m.ino().to_string()))
+        .unwrap_or_default();
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let cleared = conn.execute(
+        "DELETE FROM agent_integrity_verifications WHERE path = ?1 \
+         OR (dev, ino) IN (SELECT dev, ino FROM agent_integrity_verifications WHERE path = ?1) \
+         OR (dev = ?2 AND ino = ?3)",
+        [&path, &dev, &ino],
+    );
+    match cleared {
+        Ok(_) => conn.execute_batch("COMMIT")?,
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            return Err(anyhow::Error::new(e).context(format!(
+                "{}: cannot clear the integrity record",
+                quarantine.display()
+            )));
+        }
+    }
     Ok(())
+}
+
+/// Why the runtime holds `db` in quarantine (`quarantined_databases` of the quarantine
+/// database), if it does: such a file is left to `openclaw doctor`.
+pub fn quarantined(state_dir: &Path, db: &Path) -> Result<Option<String>> {
+    let quarantine = quarantine_database(state_dir);
+    if !quarantine.exists() {
+        return Ok(None);
+    }
+    let conn = super::open_read_only(&quarantine)?;
+    if !super::read_schema(&conn)?.has_table("quarantined_databases") {
+        return Ok(None);
+    }
+    let path = canonical_identity(db).to_string_lossy().into_owned();
+    Ok(conn
+        .query_row(
+            "SELECT coalesce(reason, kind, 'quarantined') FROM quarantined_databases WHERE path = ?1",
+            [&path],
+            |r| r.get::<_, String>(0),
+        )
+        .optional()?)
 }
 
 /// Everything a writer holds while it writes `db`: the lifecycle lock. Taken by [`acquire`]
@@ -248,6 +328,13 @@ pub struct WriteGuard {
 pub fn acquire(state_dir: &Path, db: &Path, wait: Duration) -> Result<WriteGuard> {
     let deadline = Instant::now() + wait;
     let lock = take_lifecycle_lock(state_dir, wait)?;
+    if let Some(why) = quarantined(state_dir, db)? {
+        return Err(Refusal::Unsafe(format!(
+            "{}: the runtime holds this database in quarantine ({why}); run openclaw doctor",
+            db.display()
+        ))
+        .into());
+    }
     loop {
         let live = live_leases(state_dir, db)?;
         if live.is_empty() {

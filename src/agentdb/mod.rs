@@ -174,8 +174,8 @@ pub fn open_read_only(db: &Path) -> Result<Connection> {
 }
 
 /// Open a database to write it, with the runtime's settings (`busy_timeout` 5 s,
-/// `foreign_keys=ON`, `synchronous=NORMAL` in WAL mode). Never creates a database: a path
-/// that does not exist is an error.
+/// `foreign_keys=ON`, `synchronous=NORMAL`, `trusted_schema=OFF`; the journal mode is left as
+/// the runtime set it). Never creates a database: a path that does not exist is an error.
 pub fn open_read_write(db: &Path) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         db,
@@ -183,7 +183,9 @@ pub fn open_read_write(db: &Path) -> Result<Connection> {
     )
     .with_context(|| format!("{}: cannot open the database to write it", db.display()))?;
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
-    conn.pragma_update(None, "foreign_keys", "ON")?;
+    conn.execute_batch(
+        "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA trusted_schema = OFF;",
+    )?;
     Ok(conn)
 }
 

@@ -415,3 +415,132 @@ fn a_maintenance_lease_stops_the_write() {
     );
     assert!(len(&wal(&db)) > 0);
 }
+
+#[test]
+fn a_lease_whose_process_started_at_another_time_is_stale() {
+    let Some(env) = imported(SQLITE_LATEST) else {
+        return;
+    };
+    let db = database(&env);
+    grow_wal(&db, 1 << 20);
+    let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
+    // The pid is alive, but the lease names another process that had it before.
+    let conn = Connection::open(env.state().join("state/openclaw.sqlite")).unwrap();
+    conn.execute(
+        "INSERT INTO agent_database_leases (lease_id, agent_id, path, owner_pid, owner_start_time, opened_at) \
+         VALUES ('reused-pid', 'main', ?1, ?2, 1, 0)",
+        rusqlite::params![db.display().to_string(), holder.id()],
+    )
+    .unwrap();
+    drop(conn);
+    let out = env.run(&["vacuum", "--enforce"]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(len(&wal(&db)), 0);
+}
+
+#[test]
+fn the_runtime_integrity_record_of_the_file_is_cleared_before_the_write() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(env) = imported(SQLITE_LATEST) else {
+        return;
+    };
+    let db = database(&env);
+    grow_wal(&db, 1 << 20);
+    let quarantine = env.state().join("state/openclaw-quarantine.sqlite");
+    let meta = std::fs::metadata(&db).unwrap();
+    let conn = Connection::open(&quarantine).unwrap();
+    // One row by path, one for the same file under another path (a hard link or an old
+    // mount point), one for another file that must stay.
+    for (path, dev, ino) in [
+        (
+            db.display().to_string(),
+            meta.dev().to_string(),
+            meta.ino().to_string(),
+        ),
+        (
+            "/elsewhere/openclaw-agent.sqlite".to_string(),
+            meta.dev().to_string(),
+            meta.ino().to_string(),
+        ),
+        (
+            "/other/openclaw-agent.sqlite".to_string(),
+            "1".to_string(),
+            "2".to_string(),
+        ),
+    ] {
+        conn.execute(
+            "INSERT INTO agent_integrity_verifications (path, dev, ino, app_version, verified_at, clean_close) \
+             VALUES (?1, ?2, ?3, '2026.9.6', 0, 1)",
+            [&path, &dev, &ino],
+        )
+        .unwrap();
+    }
+    // A preview leaves the record alone.
+    assert_eq!(env.run(&["vacuum"]).status.code(), Some(0));
+    let count = |conn: &Connection| -> i64 {
+        conn.query_row(
+            "SELECT count(*) FROM agent_integrity_verifications",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(count(&conn), 3);
+    let out = env.run(&["vacuum", "--enforce"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let left: Vec<String> = conn
+        .prepare("SELECT path FROM agent_integrity_verifications")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(left, vec!["/other/openclaw-agent.sqlite".to_string()]);
+}
+
+#[test]
+fn a_quarantined_database_is_left_to_the_runtime() {
+    let Some(env) = imported(SQLITE_LATEST) else {
+        return;
+    };
+    let db = database(&env);
+    grow_wal(&db, 1 << 20);
+    let conn = Connection::open(env.state().join("state/openclaw-quarantine.sqlite")).unwrap();
+    let cols: Vec<String> = conn
+        .prepare("SELECT name FROM pragma_table_info('quarantined_databases')")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(cols.contains(&"reason".to_string()), "{cols:?}");
+    let names = cols.join(", ");
+    let values: Vec<String> = cols
+        .iter()
+        .map(|c| match c.as_str() {
+            "path" => format!("'{}'", db.display()),
+            "reason" => "'integrity check failed'".into(),
+            "kind" => "'agent'".into(),
+            _ => "0".into(),
+        })
+        .collect();
+    conn.execute(
+        &format!(
+            "INSERT INTO quarantined_databases ({names}) VALUES ({})",
+            values.join(", ")
+        ),
+        [],
+    )
+    .unwrap();
+    let wal_before = len(&wal(&db));
+    let out = env.run(&["vacuum", "--enforce"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("quarantine (integrity check failed)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(len(&wal(&db)), wal_before);
+}
