@@ -8,6 +8,7 @@
 //! the locks and checks a writer needs, `vacuum` gives free space back.
 
 pub mod guard;
+pub mod read;
 pub mod space;
 pub mod vacuum;
 

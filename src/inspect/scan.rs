@@ -54,6 +54,10 @@ pub struct Counts {
     pub thinking_bytes: u64,
     /// Whether a `compaction` entry exists.
     pub compacted: bool,
+    /// `custom` entries of type `openclaw.cache-ttl` (hidden from the model; the runtime reads
+    /// only the newest one per provider and model), and the bytes of their lines.
+    pub cache_ttl_markers: u64,
+    pub cache_ttl_bytes: u64,
     /// Lines that do not parse (1-based).
     pub unparsable_lines: Vec<usize>,
 }
@@ -76,10 +80,34 @@ pub fn scan_reader(r: impl Read, counter: TokenCounter) -> std::io::Result<(Inde
     crate::transcript::for_each_line(r, |line| {
         builder.push_line(line);
         count_line(line, &builder, &mut counts);
+        if is_cache_ttl_marker(line) {
+            counts.cache_ttl_markers += 1;
+            counts.cache_ttl_bytes += line.len() as u64;
+        }
     })?;
     let index = builder.finish();
     finish_counts(&index, &mut counts);
     Ok((index, counts))
+}
+
+/// Whether a line is an `openclaw.cache-ttl` marker: `{"type":"custom","customType":
+/// "openclaw.cache-ttl",…}`. Only lines holding the name are parsed.
+pub fn is_cache_ttl_marker(line: &[u8]) -> bool {
+    static NAME: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"openclaw.cache-ttl"));
+    #[derive(Deserialize)]
+    struct Marker<'a> {
+        #[serde(rename = "type", borrow, default)]
+        kind: Lenient<'a>,
+        #[serde(rename = "customType", borrow, default)]
+        custom_type: Lenient<'a>,
+    }
+    if NAME.find(line).is_none() {
+        return false;
+    }
+    let body = line.strip_suffix(b"\n").unwrap_or(line);
+    serde_json::from_slice::<Marker>(body).is_ok_and(|m| {
+        m.kind.as_str() == Some("custom") && m.custom_type.as_str() == Some("openclaw.cache-ttl")
+    })
 }
 
 /// Read only through `Read` (for tests over byte slices).
