@@ -68,6 +68,25 @@ pub fn state_dir_for(db: &Path) -> Option<PathBuf> {
         .flatten()
 }
 
+/// The database of a store path: the path itself when it names a database (`--store
+/// …/openclaw-agent.sqlite`), else `<sessions dir>/../agent/openclaw-agent.sqlite`. It may
+/// not exist (a JSON-era agent).
+pub fn for_store(store_path: &Path) -> PathBuf {
+    if is_database_path(store_path) {
+        return store_path.to_path_buf();
+    }
+    let dir = match store_path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    path_for_sessions_dir(dir).unwrap_or_else(|| dir.join(FILE_NAME))
+}
+
+/// Whether an agent is in the SQLite era: its database exists (a symlink to one counts).
+pub fn exists(db: &Path) -> bool {
+    std::fs::symlink_metadata(db).is_ok()
+}
+
 /// Whether a `--store` value names a database rather than a `sessions.json`.
 pub fn is_database_path(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "sqlite")

@@ -89,7 +89,13 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         let mut reports: Vec<StoreReport> = Vec::new();
         for t in &targets {
             // A store that cannot be read is reported on stderr; the others are inspected.
-            match inspect::inspect_store(&t.agent_id, &t.store_path, &filters, hooks, now_ms) {
+            let db = crate::agentdb::for_store(&t.store_path);
+            let report = if crate::agentdb::exists(&db) {
+                inspect::database::inspect_database(&t.agent_id, &db, &filters, hooks, now_ms)
+            } else {
+                inspect::inspect_store(&t.agent_id, &t.store_path, &filters, hooks, now_ms)
+            };
+            match report {
                 Ok(r) => reports.push(r),
                 Err(e) => problems.error(&e),
             }

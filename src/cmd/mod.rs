@@ -97,7 +97,8 @@ pub(crate) fn resolve_targets(
 /// found from the state dir must at least have its sessions directory (an agent that has not
 /// written a session yet has the directory and no `sessions.json`). Over several agents
 /// (`--all-agents`) a configured agent without a directory is not an error as long as some
-/// agent has one: only a run that finds no store at all is.
+/// agent has one: only a run that finds no store at all is. An agent whose database exists
+/// (the SQLite era) has its store there.
 pub(crate) fn missing_stores(
     env: &Env,
     targets: &[Target],
@@ -110,6 +111,8 @@ pub(crate) fn missing_stores(
         .filter(|t| {
             !exists(&t.store_path)
                 && (explicit || !t.store_path.parent().is_some_and(|d| d.is_dir()))
+                // A SQLite-era agent keeps its sessions in its database.
+                && !crate::agentdb::exists(&crate::agentdb::for_store(&t.store_path))
         })
         .collect();
     if missing.is_empty() || (targets.len() > 1 && missing.len() < targets.len()) {

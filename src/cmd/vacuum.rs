@@ -13,7 +13,6 @@ use crate::cli::VacuumArgs;
 use crate::config::Env;
 use crate::exit::{Exit, Refusal};
 use crate::report::vacuum::{self as render, Status, StoreVacuum};
-use crate::targets::Target;
 
 pub fn run(args: &VacuumArgs) -> Result<Exit> {
     let mut problems = Problems::default();
@@ -22,7 +21,7 @@ pub fn run(args: &VacuumArgs) -> Result<Exit> {
     let wait = args.wait_lock.unwrap_or(Duration::ZERO);
     let mut stores = Vec::new();
     for t in &targets {
-        let mut report = StoreVacuum::new(&t.agent_id, database_of(t));
+        let mut report = StoreVacuum::new(&t.agent_id, agentdb::for_store(&t.store_path));
         if let Err(err) = vacuum_one(&mut report, &env, args.enforce, opts, wait) {
             report.fail(&err);
             problems.error(&err);
@@ -36,16 +35,6 @@ pub fn run(args: &VacuumArgs) -> Result<Exit> {
     };
     super::print_stdout(&out)?;
     Ok(problems.finish(Exit::Success))
-}
-
-/// The database of a target: the `--store` path itself when it names one, else
-/// `<sessions dir>/../agent/openclaw-agent.sqlite`.
-pub(crate) fn database_of(t: &Target) -> PathBuf {
-    if agentdb::is_database_path(&t.store_path) {
-        return t.store_path.clone();
-    }
-    let dir = t.store_path.parent().unwrap_or(Path::new("."));
-    agentdb::path_for_sessions_dir(dir).unwrap_or_else(|| dir.join(agentdb::FILE_NAME))
 }
 
 /// The state dir whose locks and leases guard `db`: the one it sits in, else the one the
@@ -63,7 +52,7 @@ fn vacuum_one(
     wait: Duration,
 ) -> Result<()> {
     let db = report.database.clone();
-    if std::fs::symlink_metadata(&db).is_err() {
+    if !agentdb::exists(&db) {
         report.status = Status::JsonEra;
         return Ok(());
     }

@@ -22,6 +22,7 @@
 //!
 //! `single` reports one transcript without a store (`inspect --transcript FILE`).
 
+pub mod database;
 pub mod scan;
 pub mod single;
 
@@ -197,6 +198,8 @@ pub struct StoreReport {
     pub reclaimable: Reclaimable,
     pub damage: Damage,
     pub notes: Vec<String>,
+    /// A SQLite-era agent's database facts (`None` for a `sessions.json` store).
+    pub database: Option<database::DbFacts>,
 }
 
 /// Inspect one store.

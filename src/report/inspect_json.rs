@@ -7,8 +7,9 @@ use serde_json::{Map, Value, json};
 
 use super::inspect_text::{View, sorted};
 use crate::fsutil::lock::Holder;
+use crate::inspect::database::DbFacts;
 use crate::inspect::single::TranscriptReport;
-use crate::inspect::{SessionRow, StoreReport, TranscriptFacts};
+use crate::inspect::{FileStat, SessionRow, StoreReport, TranscriptFacts};
 
 fn opt_num(v: Option<f64>) -> Value {
     v.map_or(Value::Null, |x| {
@@ -32,6 +33,8 @@ fn facts_fields(m: &mut Map<String, Value>, facts: Option<&TranscriptFacts>) {
         "thinkingBytes": c.thinking_bytes,
         "estimatedContextTokens": f.context_tokens.unwrap_or(0),
         "compacted": c.compacted,
+        "cacheTtlMarkers": c.cache_ttl_markers,
+        "cacheTtlBytes": c.cache_ttl_bytes,
         "unparsableLines": c.unparsable_lines,
     });
     if let Value::Object(o) = fields {
@@ -106,12 +109,8 @@ fn store_json(r: &StoreReport, view: &View) -> Value {
         "kinds": kinds,
         "sessionsMatched": r.sessions.len(),
         "sessions": sorted(&r.sessions, view).into_iter().map(session_json).collect::<Vec<_>>(),
-        "reclaimable": {
-            "cleanup": r.reclaimable.cleanup,
-            "strip-images": r.reclaimable.strip_images,
-            "prune-noreply": r.reclaimable.prune_noreply,
-            "compactTokens": r.reclaimable.compact_tokens,
-        },
+        "reclaimable": reclaimable_json(r),
+        "database": r.database.as_ref().map(database_json),
         "damage": {
             "missingTranscripts": d.missing_transcripts,
             "unparsableLines": d.unparsable_lines.iter()
@@ -128,6 +127,62 @@ fn store_json(r: &StoreReport, view: &View) -> Value {
                 .collect::<Vec<_>>(),
         },
         "notes": r.notes,
+    })
+}
+
+/// What each command would reclaim. For a SQLite-era agent the figures of the commands that
+/// do not work on its database yet are `null`, and `vacuum` is there.
+fn reclaimable_json(r: &StoreReport) -> Value {
+    let rc = &r.reclaimable;
+    match &r.database {
+        None => json!({
+            "cleanup": rc.cleanup,
+            "strip-images": rc.strip_images,
+            "prune-noreply": rc.prune_noreply,
+            "compactTokens": rc.compact_tokens,
+        }),
+        Some(db) => json!({
+            "cleanup": rc.cleanup,
+            "strip-images": null,
+            "prune-noreply": null,
+            "compactTokens": null,
+            "vacuum": db.vacuum.reclaimed(),
+        }),
+    }
+}
+
+fn database_json(db: &DbFacts) -> Value {
+    let sp = &db.space;
+    let stat = |s: &FileStat| json!({"count": s.count, "bytes": s.bytes});
+    let mut tables = Map::new();
+    for (t, n) in &db.tables {
+        tables.insert(t.clone(), json!(n));
+    }
+    json!({
+        "path": db.path.display().to_string(),
+        "schemaVersion": db.schema_version,
+        "appVersion": db.app_version,
+        "dbBytes": sp.db_bytes,
+        "walBytes": sp.wal_bytes,
+        "shmBytes": sp.shm_bytes,
+        "pageSize": sp.page_size,
+        "pageCount": sp.page_count,
+        "freePages": sp.freelist_pages,
+        "freeBytes": sp.free_bytes(),
+        "autoVacuum": sp.auto_vacuum,
+        "journalMode": sp.journal_mode,
+        "tableBytes": tables,
+        "archivedEntries": db.archived_entries,
+        "transcriptEvents": db.transcript_events,
+        "transcriptEventBytes": db.transcript_event_bytes,
+        "trajectoryEvents": db.trajectory_events,
+        "transcriptArchives": stat(&db.archive_rows),
+        "coldArchives": stat(&db.cold_rows),
+        "vacuum": {
+            "dbBytesAfter": db.vacuum.db_bytes_after,
+            "walBytesAfter": db.vacuum.wal_bytes_after,
+            "reclaimedBytes": db.vacuum.reclaimed(),
+        },
     })
 }
 
@@ -150,6 +205,9 @@ pub fn json(reports: &[StoreReport], view: &View) -> Value {
                 "strip-images": reports.iter().map(|r| r.reclaimable.strip_images).sum::<i64>(),
                 "prune-noreply": reports.iter().map(|r| r.reclaimable.prune_noreply).sum::<i64>(),
                 "compactTokens": sum(&|r| r.reclaimable.compact_tokens),
+                "vacuum": reports.iter().any(|r| r.database.is_some()).then(|| {
+                    reports.iter().filter_map(|r| r.database.as_ref()).map(|d| d.vacuum.reclaimed()).sum::<i64>()
+                }),
             },
         },
     })

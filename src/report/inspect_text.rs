@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 
 use super::cleanup_text::format_time_ago;
 use super::text::{middle, right, short_size, signed, size, table, width, wrap, write_wrapped};
+use crate::inspect::database::DbFacts;
 use crate::inspect::single::TranscriptReport;
 use crate::inspect::{Damage, Reclaimable, SessionRow, StoreReport, TranscriptFacts};
 
@@ -163,7 +164,36 @@ fn yes_no(b: bool) -> String {
 }
 
 fn render_reclaimable(out: &mut String, rc: &Reclaimable, cleanup_na: Option<&str>) {
+    render_reclaimable_of(out, rc, cleanup_na, None);
+}
+
+/// The reclaimable table; for a SQLite-era agent (`db`), the transcript commands are marked
+/// as not built for it and `vacuum` is added.
+fn render_reclaimable_of(
+    out: &mut String,
+    rc: &Reclaimable,
+    cleanup_na: Option<&str>,
+    db: Option<&DbFacts>,
+) {
     let mut t = table(vec!["if you ran", "it would reclaim"]);
+    if let Some(db) = db {
+        let na = "not built for SQLite-era agents yet".to_string();
+        let cleanup = match rc.cleanup {
+            Some(n) => signed(n),
+            None => na.clone(),
+        };
+        t.add_row(vec!["cleanup --enforce".to_string(), cleanup]);
+        for cmd in ["strip-images", "prune-noreply", "compact"] {
+            t.add_row(vec![format!("{cmd} --enforce"), na.clone()]);
+        }
+        t.add_row(vec![
+            "vacuum --enforce".to_string(),
+            signed(db.vacuum.reclaimed()),
+        ]);
+        right(&mut t, 1);
+        let _ = writeln!(out, "{t}");
+        return;
+    }
     let cleanup = match (cleanup_na, rc.cleanup) {
         (Some(why), _) => why.to_string(),
         (None, Some(n)) => signed(n),
@@ -189,13 +219,20 @@ fn render_reclaimable(out: &mut String, rc: &Reclaimable, cleanup_na: Option<&st
 fn render_store(out: &mut String, r: &StoreReport, view: &View) {
     let head = format!("Agent {}: {}", r.agent_id, r.store_path.display());
     let _ = writeln!(out, "{}", middle(&head, width()));
+    let entries_text = match &r.database {
+        None => format!("sessions.json {}", size(r.store_bytes)),
+        Some(db) => format!(
+            "{} archived, entry_json {}",
+            db.archived_entries,
+            size(r.store_bytes)
+        ),
+    };
     write_wrapped(
         out,
         &format!(
-            "{}, {} on disk, sessions.json {}",
+            "{}, {} on disk, {entries_text}",
             super::count(r.entries as usize, "entry", "entries"),
             size(r.disk_bytes),
-            size(r.store_bytes)
         ),
     );
     if r.store_bytes > 0 && !r.store_fields.is_empty() {
@@ -227,9 +264,77 @@ fn render_store(out: &mut String, r: &StoreReport, view: &View) {
     }
     right(&mut t, 1);
     let _ = writeln!(out, "{t}");
+    if let Some(db) = &r.database {
+        render_database(out, db, &r.sessions);
+    }
     render_sessions(out, r, view);
-    render_reclaimable(out, &r.reclaimable, None);
+    render_reclaimable_of(out, &r.reclaimable, None, r.database.as_ref());
     render_damage(out, &r.damage);
+}
+
+/// Where a database's bytes go: the file, WAL and free pages, the largest tables, and what
+/// the transcripts hold that the runtime never sends to the model.
+fn render_database(out: &mut String, db: &DbFacts, sessions: &[SessionRow]) {
+    let sp = &db.space;
+    let release = db
+        .app_version
+        .as_deref()
+        .map(|v| format!(", written by OpenClaw {v}"))
+        .unwrap_or_default();
+    write_wrapped(
+        out,
+        &format!(
+            "Database: schema {}{release}; file {}, WAL {}, {} free pages ({}); journal {}, \
+             auto_vacuum {}",
+            db.schema_version,
+            size(sp.db_bytes),
+            size(sp.wal_bytes),
+            sp.freelist_pages,
+            size(sp.free_bytes()),
+            sp.journal_mode,
+            match sp.auto_vacuum {
+                0 => "none",
+                1 => "full",
+                _ => "incremental",
+            }
+        ),
+    );
+    let (markers, marker_bytes) = sessions
+        .iter()
+        .filter_map(|s| s.facts.as_ref())
+        .fold((0, 0), |(n, b), f| {
+            (n + f.counts.cache_ttl_markers, b + f.counts.cache_ttl_bytes)
+        });
+    write_wrapped(
+        out,
+        &format!(
+            "Transcripts: {} events ({}), of which {} cache-ttl markers ({}) in the sessions \
+             shown; {} trajectory events; {} archived transcripts ({}); {} in cold storage ({})",
+            db.transcript_events,
+            size(db.transcript_event_bytes),
+            markers,
+            size(marker_bytes),
+            db.trajectory_events,
+            db.archive_rows.count,
+            size(db.archive_rows.bytes),
+            db.cold_rows.count,
+            size(db.cold_rows.bytes),
+        ),
+    );
+    let mut t = table(vec!["table (with its indexes)", "size"]);
+    let shown = 8;
+    for (name, bytes) in db.tables.iter().take(shown) {
+        t.add_row(vec![middle(name, 40), size(*bytes)]);
+    }
+    if db.tables.len() > shown {
+        let rest: u64 = db.tables.iter().skip(shown).map(|(_, n)| n).sum();
+        t.add_row(vec![
+            format!("{} more tables", db.tables.len() - shown),
+            size(rest),
+        ]);
+    }
+    right(&mut t, 1);
+    let _ = writeln!(out, "{t}");
 }
 
 fn render_damage(out: &mut String, d: &Damage) {

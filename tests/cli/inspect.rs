@@ -435,22 +435,48 @@ fn human_report_fits_80_columns() {
 }
 
 #[test]
-fn sqlite_agents_are_reported_read_only() {
+fn a_database_that_is_not_an_agent_database_is_named_and_not_taken_for_the_store() {
     let env = TestEnv::new();
     let store = build_store(&env, 12);
     let agent = store.parent().unwrap().parent().unwrap().join("agent");
     fs::create_dir_all(&agent).unwrap();
     fs::write(agent.join("openclaw-agent.sqlite"), b"").unwrap();
-    let v = inspect(&env, &store, &[]);
+    let out = env.run(&["inspect", "--store", store.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", crate::util::stderr(&out));
+    let err = crate::util::stderr(&out);
+    assert!(
+        err.contains("openclaw-agent.sqlite: not an OpenClaw agent database"),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// A half-finished migration: `sessions.json` is still there beside the database, which is
+/// the live store.
+#[test]
+fn a_store_left_beside_the_database_is_reported_and_the_database_is_the_store() {
+    let Some(env) = crate::agentdb::imported(crate::util::SQLITE_LATEST) else {
+        return;
+    };
+    fs::create_dir_all(env.sessions_dir("main")).unwrap();
+    env.write_store("{}");
+    let (code, v) = env.run_json(&["inspect"]);
+    assert_eq!(code, 0, "{v}");
     let s = &v["stores"][0];
     assert!(
-        s["sqlite"]
+        s["storePath"]
             .as_str()
             .unwrap()
-            .ends_with("openclaw-agent.sqlite")
+            .ends_with("openclaw-agent.sqlite"),
+        "{s}"
     );
-    assert_eq!(s["reclaimable"]["cleanup"], 0);
-    assert!(s["notes"].to_string().contains("SQLite"));
+    assert_eq!(s["files"]["legacyStore"]["count"], 1);
+    assert!(
+        s["notes"]
+            .to_string()
+            .contains("the database is the live store"),
+        "{s}"
+    );
 }
 
 #[test]

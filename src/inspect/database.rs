@@ -1,0 +1,387 @@
+//! `inspect` of a SQLite-era agent (OpenClaw 2026.8.1 and later): the same report as a
+//! store's, read from `agents/<id>/agent/openclaw-agent.sqlite` without writing to it.
+//!
+//! - entries are the `session_nodes` rows (their `entry_json` is the JSON era's entry),
+//!   classified by `keys::classify`; `updatedAt` is the entry's, else the row's `updated_at`;
+//! - each selected session's transcript is its `transcript_events` rows, streamed as the
+//!   JSON era's JSONL through the same [`scan`] a transcript file gets, so every count means
+//!   what it means for a file;
+//! - where the bytes go ([`DbFacts`]): the database file, its WAL and shared-memory index, free
+//!   pages, bytes per table (`dbstat`), trajectory runtime events, transcript archives (rows
+//!   and `.zst` files), cold storage, and the JSON-era files still in `sessions/` or in the
+//!   import archive; `vacuum` is predicted by its own code.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use rusqlite::Connection;
+use serde_json::Value;
+
+use super::{
+    FileStat, Filters, Hooks, SessionRow, StoreReport, TranscriptFacts, passes_before_scan, scan,
+};
+use crate::agentdb::{self, read, space, vacuum};
+use crate::keys;
+use crate::layout::{self, FileKind};
+use crate::store;
+use crate::transcript::tree::{self, Tree};
+
+/// What only a database has: where its bytes go.
+#[derive(Debug, Clone)]
+pub struct DbFacts {
+    pub path: PathBuf,
+    pub schema_version: i64,
+    pub app_version: Option<String>,
+    pub space: space::Space,
+    /// Bytes of pages per table (indexes included), largest first.
+    pub tables: Vec<(String, u64)>,
+    /// Entries archived in place (`archived_at` set).
+    pub archived_entries: u64,
+    /// Rows of `trajectory_runtime_events`.
+    pub trajectory_events: u64,
+    /// Rows of `transcript_events`, and the bytes of their event text (compressed rows count
+    /// their uncompressed size).
+    pub transcript_events: u64,
+    pub transcript_event_bytes: u64,
+    /// Rows of `session_transcript_archives` and the bytes of their blobs.
+    pub archive_rows: FileStat,
+    /// Rows of `session_transcript_cold_archives` (transcripts moved to cold storage) and
+    /// their archive bytes.
+    pub cold_rows: FileStat,
+    /// What `vacuum` would leave.
+    pub vacuum: vacuum::Prediction,
+}
+
+/// File categories of a SQLite-era agent, in report order.
+const CATEGORIES: [&str; 10] = [
+    "database",
+    "wal",
+    "shm",
+    "archivesCompressed",
+    "coldStorage",
+    "legacyStore",
+    "legacyTranscripts",
+    "legacyArchives",
+    "legacyOther",
+    "importArchive",
+];
+
+fn count_of(conn: &Connection, sql: &str) -> Result<(u64, u64)> {
+    Ok(conn.query_row(sql, [], |r| {
+        Ok((
+            r.get::<_, i64>(0)?.max(0) as u64,
+            r.get::<_, Option<i64>>(1)?.unwrap_or(0).max(0) as u64,
+        ))
+    })?)
+}
+
+/// Files under a directory, recursively (symlinks not followed), added to `stat`.
+fn add_tree(dir: &Path, stat: &mut FileStat) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let Ok(ft) = e.file_type() else { continue };
+        if ft.is_dir() {
+            add_tree(&e.path(), stat);
+        } else if ft.is_file()
+            && let Ok(m) = e.metadata()
+        {
+            stat.count += 1;
+            stat.bytes += m.len();
+        }
+    }
+}
+
+/// The files of the agent: the database and its companions, then `sessions/` (compressed
+/// archives, cold storage, what the JSON era left), then the import archive.
+fn scan_files(db: &Path, r: &mut StoreReport) {
+    let mut stats: Vec<(&'static str, FileStat)> = CATEGORIES
+        .iter()
+        .map(|c| (*c, FileStat::default()))
+        .collect();
+    let mut add = |cat: &str, bytes: u64| {
+        if let Some((_, st)) = stats.iter_mut().find(|(c, _)| *c == cat) {
+            st.count += 1;
+            st.bytes += bytes;
+        }
+    };
+    for (cat, p) in [
+        ("database", db.to_path_buf()),
+        ("wal", agentdb::wal_path(db)),
+        ("shm", agentdb::shm_path(db)),
+    ] {
+        if let Ok(m) = std::fs::metadata(&p) {
+            add(cat, m.len());
+        }
+    }
+    if let Some(sessions) = agentdb::sessions_dir_for(db) {
+        for f in crate::maintenance::scan::scan(&sessions) {
+            let cat = if f.name.ends_with(".zst") {
+                "archivesCompressed"
+            } else {
+                match layout::classify(&f.name, "sessions.json") {
+                    FileKind::Store => {
+                        r.notes.push(format!(
+                            "{} is still there beside the database (a migration that did not \
+                             finish?); the database is the live store",
+                            f.path.display()
+                        ));
+                        "legacyStore"
+                    }
+                    FileKind::Transcript | FileKind::TopicTranscript => "legacyTranscripts",
+                    FileKind::Archive { .. } | FileKind::LegacyStoreBackup => "legacyArchives",
+                    _ => "legacyOther",
+                }
+            };
+            add(cat, f.size);
+        }
+        let mut cold = FileStat::default();
+        add_tree(&sessions.join("cold"), &mut cold);
+        if let Some((_, st)) = stats.iter_mut().find(|(c, _)| *c == "coldStorage") {
+            *st = cold;
+        }
+    }
+    if let Some(agent_dir) = db.parent().and_then(Path::parent) {
+        let mut imported = FileStat::default();
+        add_tree(
+            &agent_dir.join("session-sqlite-import-archive"),
+            &mut imported,
+        );
+        if let Some((_, st)) = stats.iter_mut().find(|(c, _)| *c == "importArchive") {
+            *st = imported;
+        }
+    }
+    r.disk_bytes = stats.iter().map(|(_, st)| st.bytes).sum();
+    r.files = stats;
+}
+
+/// Bytes each entry field takes in the `entry_json` texts (compact JSON: the member and its
+/// comma).
+fn entry_fields(nodes: &[read::SessionNode]) -> Vec<(String, u64)> {
+    let mut by_field: std::collections::HashMap<String, u64> = Default::default();
+    for n in nodes {
+        let Value::Object(m) = &n.entry else { continue };
+        for (k, v) in m {
+            let len = serde_json::to_string(k).map_or(0, |s| s.len())
+                + crate::jsjson::to_string_compact(v).len()
+                + 2;
+            *by_field.entry(k.clone()).or_default() += len as u64;
+        }
+    }
+    let mut out: Vec<(String, u64)> = by_field.into_iter().collect();
+    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    out
+}
+
+/// Read one session's rows once and measure them as a transcript file is measured.
+fn analyse(conn: &Connection, session_id: &str, hooks: &Hooks) -> Result<TranscriptFacts> {
+    let (index, counts) =
+        read::with_transcript(conn, session_id, |r| scan::scan_reader(r, hooks.counter))?;
+    let mut f = TranscriptFacts {
+        no_header: index.header().is_none(),
+        ..TranscriptFacts::default()
+    };
+    let tree = Tree::build(&index);
+    f.dangling_parents = tree.dangling.len();
+    let (_, pairing) = tree::active_context(&index, &tree);
+    f.orphan_tool_results = pairing.orphans;
+    f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
+    f.counts = counts;
+    Ok(f)
+}
+
+/// Inspect one agent database.
+pub fn inspect_database(
+    agent_id: &str,
+    db: &Path,
+    filters: &Filters,
+    hooks: &Hooks,
+    now_ms: f64,
+) -> Result<StoreReport> {
+    let ctx = || db.display().to_string();
+    let conn = agentdb::open_read_only(db).with_context(ctx)?;
+    let schema = agentdb::read_schema(&conn).with_context(ctx)?;
+    for table in ["session_nodes", "transcript_events"] {
+        if !schema.has_table(table) {
+            anyhow::bail!(
+                "{}: not an OpenClaw agent database (no {table} table; schema version {})",
+                db.display(),
+                schema.user_version
+            );
+        }
+    }
+    let mut r = StoreReport {
+        agent_id: agent_id.to_owned(),
+        store_path: db.to_owned(),
+        sqlite: Some(db.to_owned()),
+        ..StoreReport::default()
+    };
+    if let Some(why) = schema.write_refusal() {
+        r.notes.push(format!(
+            "{why}; inspect reads it as far as its tables allow"
+        ));
+    }
+    let nodes = read::session_nodes(&conn).with_context(ctx)?;
+    scan_files(db, &mut r);
+    r.entries = nodes.len() as u64;
+    r.store_bytes = nodes.iter().map(|n| n.entry_bytes).sum();
+    r.store_fields = entry_fields(&nodes);
+    let mut rows = Vec::new();
+    for n in &nodes {
+        let entry = Some(&n.entry).filter(|e| e.is_object());
+        let kind = keys::classify(&n.key, entry);
+        let updated_at = entry
+            .and_then(store::updated_at)
+            .or(Some(n.updated_at as f64));
+        let k = r.kinds.entry(kind).or_default();
+        k.entries += 1;
+        if let Some(u) = updated_at {
+            k.oldest = Some(k.oldest.map_or(u, |o| o.min(u)));
+            k.newest = Some(k.newest.map_or(u, |x| x.max(u)));
+        }
+        rows.push(SessionRow {
+            key: n.key.clone(),
+            session_id: Some(n.session_id.clone()).filter(|s| !s.is_empty()),
+            kind,
+            updated_at,
+            transcript: None,
+            facts: None,
+        });
+    }
+    if let Some(sel) = &filters.session {
+        r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
+    }
+    rows.retain(|row| passes_before_scan(row, filters, now_ms));
+    let with_rows: HashSet<String> = conn
+        .prepare("SELECT DISTINCT session_id FROM transcript_events")?
+        .query_map([], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut done: std::collections::HashMap<String, TranscriptFacts> = Default::default();
+    for row in &mut rows {
+        let Some(sid) = row.session_id.clone() else {
+            continue;
+        };
+        if !with_rows.contains(&sid) {
+            if filters.larger_than.is_none() {
+                r.damage.missing_transcripts.push(row.key.clone());
+            }
+            continue;
+        }
+        if !done.contains_key(&sid) {
+            let facts = analyse(&conn, &sid, hooks).unwrap_or_else(|e| TranscriptFacts {
+                error: Some(format!("{e:#}")),
+                ..TranscriptFacts::default()
+            });
+            (hooks.progress)(super::Tick::Done(facts.counts.bytes));
+            done.insert(sid.clone(), facts);
+        }
+        row.facts = done.get(&sid).cloned();
+    }
+    if let Some(min) = filters.larger_than {
+        rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
+    }
+    let mut seen: HashSet<&str> = HashSet::new();
+    for row in &rows {
+        let (Some(sid), Some(f)) = (&row.session_id, &row.facts) else {
+            continue;
+        };
+        if !seen.insert(sid) {
+            continue;
+        }
+        // Damage is named by the database and the session id.
+        let label = PathBuf::from(format!("{}#{sid}", db.display()));
+        let d = &mut r.damage;
+        if !f.counts.unparsable_lines.is_empty() {
+            d.unparsable_lines
+                .push((label.clone(), f.counts.unparsable_lines.clone()));
+        }
+        if f.dangling_parents > 0 {
+            d.dangling_parents.push((label.clone(), f.dangling_parents));
+        }
+        if f.orphan_tool_results > 0 {
+            d.orphan_tool_results
+                .push((label.clone(), f.orphan_tool_results));
+        }
+        if let Some(e) = &f.error {
+            d.unreadable.push((label.clone(), e.clone()));
+        }
+        if f.no_header {
+            d.no_header.push(label);
+        }
+    }
+    r.sessions = rows;
+    r.database = Some(db_facts(&conn, db, &schema, &nodes).with_context(ctx)?);
+    if hooks.cleanup.is_some() {
+        r.notes.push(
+            "cleanup of SQLite-era agents is not built yet: no cleanup figure (clawkeeper \
+             cleanup refuses this agent)"
+                .into(),
+        );
+    }
+    r.notes.push(
+        "strip-images, prune-noreply and compact do not edit SQLite-era transcripts yet: \
+         their figures are not predicted"
+            .into(),
+    );
+    Ok(r)
+}
+
+fn db_facts(
+    conn: &Connection,
+    db: &Path,
+    schema: &agentdb::Schema,
+    nodes: &[read::SessionNode],
+) -> Result<DbFacts> {
+    let has = |t: &str| schema.has_table(t);
+    let (transcript_events, transcript_event_bytes) = if schema.has_table("transcript_events")
+        && conn
+            .prepare("SELECT 1 FROM pragma_table_info('transcript_events') WHERE name = 'event_utf8_bytes'")?
+            .exists([])?
+    {
+        count_of(
+            conn,
+            "SELECT count(*), sum(coalesce(event_utf8_bytes, length(CAST(event_json AS BLOB)))) FROM transcript_events",
+        )?
+    } else {
+        count_of(conn, "SELECT count(*), sum(length(CAST(event_json AS BLOB))) FROM transcript_events")?
+    };
+    let trajectory_events = if has("trajectory_runtime_events") {
+        count_of(conn, "SELECT count(*), NULL FROM trajectory_runtime_events")?.0
+    } else {
+        0
+    };
+    let archive_rows = if has("session_transcript_archives") {
+        let (count, bytes) = count_of(
+            conn,
+            "SELECT count(*), sum(length(archive_blob)) FROM session_transcript_archives",
+        )?;
+        FileStat { count, bytes }
+    } else {
+        FileStat::default()
+    };
+    let cold_rows = if has("session_transcript_cold_archives") {
+        let (count, bytes) = count_of(
+            conn,
+            "SELECT count(*), sum(archive_bytes) FROM session_transcript_cold_archives",
+        )?;
+        FileStat { count, bytes }
+    } else {
+        FileStat::default()
+    };
+    Ok(DbFacts {
+        path: db.to_owned(),
+        schema_version: schema.user_version,
+        app_version: schema.meta.as_ref().and_then(|m| m.app_version.clone()),
+        space: space::measure(conn, db)?,
+        tables: space::bytes_per_table(conn)?,
+        archived_entries: nodes.iter().filter(|n| n.archived_at.is_some()).count() as u64,
+        trajectory_events,
+        transcript_events,
+        transcript_event_bytes,
+        archive_rows,
+        cold_rows,
+        vacuum: vacuum::predict(conn, db, vacuum::Options::default())?,
+    })
+}
