@@ -25,26 +25,27 @@ pub struct SessionNode {
     pub pinned_at: Option<i64>,
 }
 
-/// Every session node, in key order.
-pub fn session_nodes(conn: &Connection) -> Result<Vec<SessionNode>> {
+/// Visit every session node, in key order, one at a time: an entry can be hundreds of
+/// kilobytes (a skills snapshot copied into every entry), so they are never all held.
+pub fn for_each_session_node(conn: &Connection, mut f: impl FnMut(SessionNode)) -> Result<()> {
     let mut stmt = conn.prepare(
         "SELECT session_key, current_session_id, entry_json, updated_at, archived_at, pinned_at \
          FROM session_nodes ORDER BY session_key",
     )?;
-    let rows = stmt.query_map([], |r| {
-        let json: String = r.get(2)?;
-        Ok(SessionNode {
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next().context("cannot read session_nodes")? {
+        let json = r.get_ref(2)?.as_str().unwrap_or("");
+        f(SessionNode {
             key: r.get(0)?,
             session_id: r.get(1)?,
-            entry: serde_json::from_str(&json).unwrap_or(Value::Null),
+            entry: crate::jsjson::parse(json.as_bytes()).unwrap_or(Value::Null),
             entry_bytes: json.len() as u64,
             updated_at: r.get(3)?,
             archived_at: r.get(4)?,
             pinned_at: r.get(5)?,
-        })
-    })?;
-    rows.collect::<rusqlite::Result<_>>()
-        .context("cannot read session_nodes")
+        });
+    }
+    Ok(())
 }
 
 /// Whether `transcript_events` has the compressed-row columns (schema 23 and later).

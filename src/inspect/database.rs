@@ -157,22 +157,16 @@ fn scan_files(db: &Path, r: &mut StoreReport) {
     r.files = stats;
 }
 
-/// Bytes each entry field takes in the `entry_json` texts (compact JSON: the member and its
-/// comma).
-fn entry_fields(nodes: &[read::SessionNode]) -> Vec<(String, u64)> {
-    let mut by_field: std::collections::HashMap<String, u64> = Default::default();
-    for n in nodes {
-        let Value::Object(m) = &n.entry else { continue };
-        for (k, v) in m {
-            let len = serde_json::to_string(k).map_or(0, |s| s.len())
-                + crate::jsjson::to_string_compact(v).len()
-                + 2;
-            *by_field.entry(k.clone()).or_default() += len as u64;
-        }
+/// Add the bytes each field of an entry takes in its `entry_json` text (compact JSON: the
+/// member and its comma) to `by_field`.
+fn add_entry_fields(entry: &Value, by_field: &mut std::collections::HashMap<String, u64>) {
+    let Value::Object(m) = entry else { return };
+    for (k, v) in m {
+        let len = serde_json::to_string(k).map_or(0, |s| s.len())
+            + crate::jsjson::to_string_compact(v).len()
+            + 2;
+        *by_field.entry(k.clone()).or_default() += len as u64;
     }
-    let mut out: Vec<(String, u64)> = by_field.into_iter().collect();
-    out.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    out
 }
 
 /// Read one session's rows once and measure them as a transcript file is measured.
@@ -223,13 +217,15 @@ pub fn inspect_database(
             "{why}; inspect reads it as far as its tables allow"
         ));
     }
-    let nodes = read::session_nodes(&conn).with_context(ctx)?;
     scan_files(db, &mut r);
-    r.entries = nodes.len() as u64;
-    r.store_bytes = nodes.iter().map(|n| n.entry_bytes).sum();
-    r.store_fields = entry_fields(&nodes);
     let mut rows = Vec::new();
-    for n in &nodes {
+    let mut by_field = std::collections::HashMap::new();
+    let mut archived_entries = 0;
+    read::for_each_session_node(&conn, |n| {
+        r.entries += 1;
+        r.store_bytes += n.entry_bytes;
+        archived_entries += u64::from(n.archived_at.is_some());
+        add_entry_fields(&n.entry, &mut by_field);
         let entry = Some(&n.entry).filter(|e| e.is_object());
         let kind = keys::classify(&n.key, entry);
         let updated_at = entry
@@ -249,7 +245,11 @@ pub fn inspect_database(
             transcript: None,
             facts: None,
         });
-    }
+    })
+    .with_context(ctx)?;
+    let mut fields: Vec<(String, u64)> = by_field.into_iter().collect();
+    fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    r.store_fields = fields;
     if let Some(sel) = &filters.session {
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
@@ -312,7 +312,7 @@ pub fn inspect_database(
         }
     }
     r.sessions = rows;
-    r.database = Some(db_facts(&conn, db, &schema, &nodes).with_context(ctx)?);
+    r.database = Some(db_facts(&conn, db, &schema, archived_entries).with_context(ctx)?);
     if hooks.cleanup.is_some() {
         r.notes.push(
             "cleanup of SQLite-era agents is not built yet: no cleanup figure (clawkeeper \
@@ -332,7 +332,7 @@ fn db_facts(
     conn: &Connection,
     db: &Path,
     schema: &agentdb::Schema,
-    nodes: &[read::SessionNode],
+    archived_entries: u64,
 ) -> Result<DbFacts> {
     let has = |t: &str| schema.has_table(t);
     let (transcript_events, transcript_event_bytes) = if schema.has_table("transcript_events")
@@ -376,7 +376,7 @@ fn db_facts(
         app_version: schema.meta.as_ref().and_then(|m| m.app_version.clone()),
         space: space::measure(conn, db)?,
         tables: space::bytes_per_table(conn)?,
-        archived_entries: nodes.iter().filter(|n| n.archived_at.is_some()).count() as u64,
+        archived_entries,
         trajectory_events,
         transcript_events,
         transcript_event_bytes,
