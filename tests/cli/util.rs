@@ -373,7 +373,8 @@ pub fn announce_skip(msg: &str) {
             "\n*** SKIPPING comparisons with a reference OpenClaw release that is not \
              installed. Install 2026.7.1 with scripts/oracle/install.sh (or point \
              CLAWKEEPER_ORACLE at it) and the extended-stable 2026.7.35 with \
-             `scripts/oracle/install.sh \"\" 2026.7.35` (or CLAWKEEPER_ORACLE_EXTENDED); set \
+             `scripts/oracle/install.sh \"\" 2026.7.35` (or CLAWKEEPER_ORACLE_EXTENDED), and the \
+             SQLite-era 2026.9.6, 2026.9.5 and 2026.8.2 the same way; set \
              CLAWKEEPER_REQUIRE_ORACLE=1 to make this an error. ***"
         );
     });
