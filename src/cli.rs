@@ -80,7 +80,7 @@ pub enum Command {
     /// and cleanup's `--prune-after`, `--max-entries`, … with the same openclaw.json).
     #[command(after_long_help = EXIT_CODES_HELP)]
     Inspect(InspectArgs),
-    /// The nightly job: `cleanup`, then `prune-noreply`, then `strip-images`, in one run.
+    /// The nightly job: `cleanup`, `prune-noreply`, `strip-images`, then `vacuum`, in one run.
     ///
     /// Every step runs over every target store even when an earlier step met a bad store or
     /// file; each step prints its report, every problem is one line on stderr, and the run

@@ -1,5 +1,5 @@
 //! `clawkeeper maintain`: the nightly job in one run. `cleanup`, then `prune-noreply`, then
-//! `strip-images`, each over every target store with the flags it shares with this command;
+//! `strip-images`, then `vacuum` (SQLite-era agents), each over every target store with the flags it shares with this command;
 //! every step runs whatever the previous one met, and the run exits with the most serious
 //! outcome of all of them, so that a cron line or a systemd unit needs one command and one
 //! exit code, and one bad store never keeps the others from any step.
@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::problems::Problems;
 use crate::cli::{
     CleanupArgs, CleanupModeArgs, CleanupPlanArgs, MaintainArgs, ModeArgs, PruneNoreplyArgs,
-    StripImagesArgs, TranscriptTargetArgs,
+    StripImagesArgs, TranscriptTargetArgs, VacuumArgs,
 };
 use crate::exit::Exit;
 
@@ -49,10 +49,20 @@ pub fn run(args: &MaintainArgs) -> Result<Exit> {
         mode,
         keep_turns: args.keep_turns,
     };
-    let steps: [&dyn Fn() -> Result<Exit>; 3] = [
+    let vacuum = VacuumArgs {
+        target: args.target.clone(),
+        dry_run: !args.enforce,
+        enforce: args.enforce,
+        full: false,
+        json: false,
+        quiet: args.quiet,
+        wait_lock: args.wait_lock,
+    };
+    let steps: [&dyn Fn() -> Result<Exit>; 4] = [
         &|| super::cleanup::run(&cleanup),
         &|| super::prune_noreply::run(&prune),
         &|| super::strip_images::run(&strip),
+        &|| super::vacuum::run(&vacuum),
     ];
     // Stores that do not exist are said once here: every step would find nothing.
     let mut missing = Problems::default();
