@@ -198,8 +198,8 @@ fn lease_holder_alive(pid: i64, start_time: Option<i64>) -> bool {
 /// - `agent_database_leases`: every runtime process that opens an agent database adds a row
 ///   (pid, process start time, absolute path); a row whose process is gone is stale.
 /// - `state_leases` `core:agent-database-maintenance`: held while Doctor imports, recovers or
-///   migrates; it expires 60 s after its last heartbeat (`expires_at`), so an unexpired row
-///   (or one without an expiry) is live.
+///   migrates; it expires 60 s after its last heartbeat (`expires_at`), so only an unexpired
+///   row is live.
 pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
     let state_db = state_database(state_dir);
     if !state_db.exists() {
@@ -217,8 +217,10 @@ pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
             )
             .optional()?;
         let now = crate::isotime::now_ms() as i64;
+        // A row past its expiry (or without one) is stale, as the runtime judges it: the
+        // holder renews it every 20 s while it works.
         if let Some((owner, expires)) = row
-            && expires.is_none_or(|e| e > now)
+            && expires.is_some_and(|e| e > now)
         {
             out.push(format!(
                 "OpenClaw agent-database maintenance is in progress (lease held by {owner} in {})",

@@ -7,7 +7,8 @@
 //! only inside the sessions dir), deduplicated. `--session KEY` narrows a store to one entry.
 //! Entries whose transcript is missing, outside the sessions dir or not a primary `.jsonl`
 //! transcript are reported as skipped with the reason; transcripts of an agent that moved to
-//! SQLite are refused.
+//! SQLite are refused when its `sessions.json` is still there, and an agent that only has its
+//! database is passed over with a warning (the transcript rows are not edited yet).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -76,6 +77,21 @@ pub fn resolve(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<R
     for t in &stores {
         // A store that cannot be read (or does not exist) is a problem of its own; the
         // transcripts of the other stores are still processed.
+        let db = crate::agentdb::for_store(&t.store_path);
+        if crate::agentdb::exists(&db)
+            && (crate::agentdb::is_database_path(&t.store_path) || !t.store_path.exists())
+        {
+            // Said on stderr so that a nightly job never passes over it in silence; not an
+            // error: nothing is wrong with the agent's data.
+            problems.warn(format!(
+                "{}: agent {:?} keeps its transcripts in this database (SQLite era); the \
+                 transcript commands do not edit transcript rows yet, nothing was done for it",
+                db.display(),
+                t.agent_id
+            ));
+            matched_session = true;
+            continue;
+        }
         if !t.store_path.exists() {
             continue;
         }

@@ -401,8 +401,8 @@ fn a_maintenance_lease_stops_the_write() {
     let conn = Connection::open(env.state().join("state/openclaw.sqlite")).unwrap();
     conn.execute(
         "INSERT INTO state_leases (scope, lease_key, owner, expires_at, heartbeat_at, payload_json, created_at, updated_at) \
-         VALUES ('core:agent-database-maintenance', 'global', 'doctor-test', NULL, NULL, NULL, 0, 0)",
-        [],
+         VALUES ('core:agent-database-maintenance', 'global', 'doctor-test', ?1, NULL, NULL, 0, 0)",
+        [crate::util::now_ms() + 60_000],
     )
     .unwrap();
     drop(conn);
