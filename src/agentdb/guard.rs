@@ -206,7 +206,8 @@ pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
         return Ok(Vec::new());
     }
     let conn = super::open_read_only(&state_db)?;
-    let tables = super::read_schema(&conn)?;
+    let tables = super::read_schema(&conn)
+        .with_context(|| format!("{}: cannot read the leases", state_db.display()))?;
     let mut out = Vec::new();
     if tables.has_table("state_leases") {
         let row: Option<(String, Option<i64>)> = conn
@@ -346,7 +347,8 @@ pub fn acquire(state_dir: &Path, db: &Path, wait: Duration) -> Result<WriteGuard
             });
         }
         if Instant::now() >= deadline {
-            return Err(Refusal::Locked(format!("{}: {}", db.display(), live.join("; "))).into());
+            // The caller names the database.
+            return Err(Refusal::Locked(live.join("; ")).into());
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -196,17 +196,64 @@ pub fn open_read_only(db: &Path) -> Result<Connection> {
 /// Open a database to write it, with the runtime's settings (`busy_timeout` 5 s,
 /// `foreign_keys=ON`, `synchronous=NORMAL`, `trusted_schema=OFF`; the journal mode is left as
 /// the runtime set it). Never creates a database: a path that does not exist is an error.
+///
+/// Fails before anything is written when this user cannot write the file, its directory (where
+/// SQLite creates the `-wal`, `-shm` and journal files) or an existing `-wal`/`-shm`: SQLite
+/// itself would open such a file read-only without a word and fail only at the first write,
+/// after the caller may have written elsewhere (the integrity record) for a run that cannot
+/// happen.
 pub fn open_read_write(db: &Path) -> Result<Connection> {
+    let what = || format!("{}: cannot open the database to write it", db.display());
+    if let Some(problem) = not_writable(db) {
+        return Err(anyhow::anyhow!("{problem}").context(what()));
+    }
     let conn = Connection::open_with_flags(
         db,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
-    .with_context(|| format!("{}: cannot open the database to write it", db.display()))?;
+    .with_context(what)?;
+    if conn.is_readonly(rusqlite::MAIN_DB)? {
+        anyhow::bail!("{}: SQLite opened it read-only", what());
+    }
     conn.busy_timeout(std::time::Duration::from_millis(BUSY_TIMEOUT_MS))?;
     conn.execute_batch(
         "PRAGMA foreign_keys = ON; PRAGMA synchronous = NORMAL; PRAGMA trusted_schema = OFF;",
     )?;
     Ok(conn)
+}
+
+/// Why this process (its effective user) cannot write `db` and the files SQLite writes beside
+/// it, or `None` when it can.
+fn not_writable(db: &Path) -> Option<String> {
+    use std::os::unix::ffi::OsStrExt;
+    let writable = |p: &Path| -> std::io::Result<()> {
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+        // SAFETY: `c` is a valid NUL-terminated path; faccessat only reads it.
+        let r =
+            unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    };
+    let abs = std::path::absolute(db).unwrap_or_else(|_| db.to_path_buf());
+    if let Err(e) = writable(&abs) {
+        return Some(format!("the file is not writable by this user ({e})"));
+    }
+    let dir = abs.parent().unwrap_or(Path::new("/")).to_path_buf();
+    let mut others = vec![(dir, "its directory")];
+    for side in [wal_path(&abs), shm_path(&abs)] {
+        if side.exists() {
+            others.push((side, "its side file"));
+        }
+    }
+    others.into_iter().find_map(|(p, role)| {
+        writable(&p)
+            .err()
+            .map(|e| format!("{role} {} is not writable by this user ({e})", p.display()))
+    })
 }
 
 /// `PRAGMA quick_check` and `PRAGMA foreign_key_check`: `Ok(())` when both are clean, else

@@ -151,7 +151,34 @@ fn free_disk_bytes(dir: &Path) -> Option<u64> {
 
 /// Run the vacuum on a read-write connection (see `super::open_read_write`), under the
 /// caller's write guard.
+///
+/// A step that another connection kept waiting past the busy timeout (the runtime writing, a
+/// reader holding an old snapshot) ends the run as [`Refusal::Locked`]: what was done is
+/// committed and sound, the rest is left for the next run.
 pub fn apply(conn: &Connection, db: &Path, opts: Options) -> Result<Applied> {
+    apply_steps(conn, db, opts).map_err(|e| {
+        let busy = e.chain().any(|c| {
+            c.downcast_ref::<rusqlite::Error>().is_some_and(|r| {
+                matches!(
+                    r.sqlite_error_code(),
+                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+                )
+            })
+        });
+        if busy {
+            anyhow::Error::new(Refusal::Locked(format!(
+                "another connection is using the database and kept the vacuum waiting past \
+                 the {} s busy timeout ({e:#}); what was done is committed, the rest is left \
+                 for the next run",
+                super::BUSY_TIMEOUT_MS / 1000
+            )))
+        } else {
+            e
+        }
+    })
+}
+
+fn apply_steps(conn: &Connection, db: &Path, opts: Options) -> Result<Applied> {
     let before = space::measure(conn, db)?;
     checkpoint_truncate(conn).context("checkpoint before the vacuum")?;
     if opts.full {

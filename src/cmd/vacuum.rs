@@ -57,7 +57,8 @@ fn vacuum_one(
         return Ok(());
     }
     let ctx = || format!("{}", db.display());
-    let conn = agentdb::open_read_only(&db).with_context(ctx)?;
+    // The open functions name the database themselves.
+    let conn = agentdb::open_read_only(&db)?;
     let schema = agentdb::read_schema(&conn).with_context(ctx)?;
     report.schema_version = Some(schema.user_version);
     report.app_version = schema.meta.as_ref().and_then(|m| m.app_version.clone());
@@ -82,7 +83,7 @@ fn vacuum_one(
     }
     let state_dir = state_dir_of(&db, env);
     let _guard = guard::acquire(&state_dir, &db, wait).with_context(ctx)?;
-    let conn = agentdb::open_read_write(&db).with_context(ctx)?;
+    let conn = agentdb::open_read_write(&db)?;
     if let Err(problem) = agentdb::check(&conn).with_context(ctx)? {
         return Err(anyhow::Error::new(Refusal::Unsafe(format!(
             "the database fails its check before any write ({problem}); nothing was written"

@@ -58,11 +58,11 @@ pub fn database(env: &TestEnv) -> PathBuf {
     env.state().join("agents/main/agent/openclaw-agent.sqlite")
 }
 
-fn wal(db: &Path) -> PathBuf {
+pub fn wal(db: &Path) -> PathBuf {
     PathBuf::from(format!("{}-wal", db.display()))
 }
 
-fn len(p: &Path) -> u64 {
+pub fn len(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
 
@@ -99,7 +99,7 @@ pub fn grow_wal(db: &Path, bytes: u64) {
 }
 
 /// Every session of agent main as the reference runtime of `release` loads it.
-fn contexts(release: Release, env: &TestEnv) -> Value {
+pub fn contexts(release: Release, env: &TestEnv) -> Value {
     let oracle = oracle_path_of(release, "contexts").unwrap();
     let script =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-session-context.mjs");
@@ -124,7 +124,7 @@ fn contexts(release: Release, env: &TestEnv) -> Value {
 /// Every session loads as before: same outcome and same context, key by key (the message
 /// names the first key that differs, not the whole document).
 #[track_caller]
-fn same_contexts(release: Release, before: &Value, after: &Value) {
+pub fn same_contexts(release: Release, before: &Value, after: &Value) {
     let (b, a) = (before.as_object().unwrap(), after.as_object().unwrap());
     assert_eq!(
         b.keys().collect::<Vec<_>>(),
@@ -148,13 +148,13 @@ fn same_contexts(release: Release, before: &Value, after: &Value) {
     }
 }
 
-fn integrity(db: &Path) -> String {
+pub fn integrity(db: &Path) -> String {
     let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
         .unwrap()
 }
 
-fn sql_i64(db: &Path, sql: &str) -> i64 {
+pub fn sql_i64(db: &Path, sql: &str) -> i64 {
     let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
     conn.query_row(sql, [], |r| r.get(0)).unwrap()
 }
@@ -345,7 +345,7 @@ fn grow_wal_unchecked(db: &Path) {
 }
 
 /// Open the state dir's shared database as the runtime does and add a lease row.
-fn add_lease(env: &TestEnv, pid: u32) {
+pub fn add_lease(env: &TestEnv, pid: u32) {
     let conn = Connection::open(env.state().join("state/openclaw.sqlite")).unwrap();
     conn.execute(
         "INSERT INTO agent_database_leases (lease_id, agent_id, path, owner_pid, owner_start_time, opened_at) \

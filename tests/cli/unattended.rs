@@ -431,7 +431,7 @@ fn a_dry_run_says_what_enforce_would_refuse() {
 
 /// Run clawkeeper as `nobody` (for permission failures, which root never meets); `None` when
 /// this is not root or `setpriv` is missing.
-fn as_nobody(env: &TestEnv, args: &[&str]) -> Option<std::process::Output> {
+pub fn as_nobody(env: &TestEnv, args: &[&str]) -> Option<std::process::Output> {
     if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
     {
         announce_skip("run as root with util-linux setpriv to test permission failures");
@@ -452,7 +452,7 @@ fn as_nobody(env: &TestEnv, args: &[&str]) -> Option<std::process::Output> {
 }
 
 /// Open the test tree to `nobody` for reading (and writing where `writable`).
-fn open_to_nobody(path: &Path, writable: bool) {
+pub fn open_to_nobody(path: &Path, writable: bool) {
     let mut p = path.to_path_buf();
     loop {
         let mode = fs::metadata(&p).unwrap().permissions().mode();

@@ -1,10 +1,12 @@
 // What the reference scripts share: finding pieces of the installed release's bundled dist/.
 //   distDir(oracleDir)            the release's dist/ folder
 //   loadFunction(dist, name)      the function `name`, through the export alias of the chunk
-//                                 that defines it (exits 2 when no chunk does)
+//                                 that defines it (exits 2 when no chunk does); chunks are
+//                                 `.js` up to 2026.7.x, `.mjs` in the SQLite-era releases
 //   loadSessionManager(dist)      the SessionManager class: several chunks are named
-//                                 session-manager-* (one in 2026.7.1, more later); the one that
-//                                 exports the class is found by its shape (exits 2 when none)
+//                                 session-manager-* (one in 2026.7.1, more later, `.mjs` from
+//                                 2026.8); the one that exports the class is found by its shape
+//                                 (exits 2 when none)
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -14,7 +16,7 @@ export function distDir(oracleDir) {
 }
 
 export async function loadFunction(dist, name) {
-  for (const n of fs.readdirSync(dist).filter((f) => f.endsWith(".js"))) {
+  for (const n of fs.readdirSync(dist).filter((f) => /\.m?js$/.test(f))) {
     const text = fs.readFileSync(path.join(dist, n), "utf8");
     if (!text.includes(`function ${name}(`)) continue;
     const exp = text.slice(text.lastIndexOf("export {"));
@@ -28,7 +30,7 @@ export async function loadFunction(dist, name) {
 }
 
 export async function loadSessionManager(dist) {
-  const chunks = fs.readdirSync(dist).filter((n) => /^session-manager-.*\.js$/.test(n)).sort();
+  const chunks = fs.readdirSync(dist).filter((n) => /^session-manager-.*\.m?js$/.test(n)).sort();
   for (const chunk of chunks) {
     const mod = await import(pathToFileURL(path.join(dist, chunk)).href);
     const found = Object.values(mod).find(

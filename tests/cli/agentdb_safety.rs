@@ -1,0 +1,694 @@
+//! `vacuum` where data gets lost elsewhere: killed at any moment, a runtime writing to the
+//! database, the runtime's gateway lifecycle lock held, a database file this user cannot write.
+//! Outcomes are checked with SQL run here and by the reference runtime (2026.9.6) loading
+//! every session, and the runtime's side of the contest (its writer, its lock) is its own code
+//! (`tests/oracle/sqlite-append-loop.mjs`, `tests/oracle/hold-lifecycle-lock.mjs`).
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+use crate::agentdb::{
+    add_lease, contexts, database, grow_wal, imported, integrity, len, same_contexts, sql_i64, wal,
+};
+use crate::unattended::{as_nobody, open_to_nobody};
+use crate::util::{
+    Release, SQLITE_LATEST, TestEnv, clawkeeper_bin, hermetic, oracle_node, oracle_path_of, stderr,
+    stdout,
+};
+
+const RELEASE: Release = SQLITE_LATEST;
+
+/// The session the writer appends to.
+const KEY: &str = "agent:main:main";
+
+/// clawkeeper with `env`'s state dir, config and home, as [`TestEnv::run`] runs it, to spawn.
+fn clawkeeper(env: &TestEnv, args: &[&str]) -> Command {
+    let mut cmd = Command::new(clawkeeper_bin());
+    hermetic(&mut cmd);
+    cmd.args(args)
+        .current_dir(env.work())
+        .env("OPENCLAW_STATE_DIR", env.state())
+        .env("OPENCLAW_CONFIG_PATH", env.config_path())
+        .env("HOME", env.home());
+    cmd
+}
+
+/// A script of `tests/oracle/` run with the reference's own Node: its JSON lines on stdout
+/// are read by a thread, its stdin stays open until [`Script::close_stdin`] (the scripts stop
+/// when it closes), its stderr goes to a file quoted when something fails.
+struct Script {
+    name: &'static str,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    log: tempfile::NamedTempFile,
+}
+
+impl Script {
+    fn spawn(oracle: &Path, name: &'static str, args: &[&OsStr]) -> Script {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/oracle")
+            .join(name);
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let mut child = Command::new(oracle_node(oracle))
+            .arg(script)
+            .arg(oracle.parent().unwrap())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Script {
+            name,
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// The next JSON line, waiting up to a minute.
+    #[track_caller]
+    fn next(&self, what: &str) -> Value {
+        match self.lines.recv_timeout(Duration::from_secs(60)) {
+            Ok(line) => serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("{}: {what}: not JSON ({e}): {line}", self.name)),
+            Err(e) => panic!(
+                "{}: no line for {what} ({e}); stderr:\n{}",
+                self.name,
+                self.log()
+            ),
+        }
+    }
+
+    fn send_line(&mut self) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(b"go\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn close_stdin(&mut self) {
+        self.stdin.take();
+    }
+
+    /// Close stdin, wait for a clean exit, and return the last line.
+    #[track_caller]
+    fn finish(mut self, what: &str) -> Value {
+        self.close_stdin();
+        let last = self.next(what);
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success(),
+            "{} exited {status}; stderr:\n{}",
+            self.name,
+            self.log()
+        );
+        last
+    }
+}
+
+impl Drop for Script {
+    fn drop(&mut self) {
+        self.stdin.take();
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn os(p: &Path) -> &OsStr {
+    p.as_os_str()
+}
+
+/// `<db>`'s bytes and its WAL's, to show that a refused run wrote nothing.
+fn files_of(db: &Path) -> (Vec<u8>, Vec<u8>) {
+    (
+        std::fs::read(db).unwrap(),
+        std::fs::read(wal(db)).unwrap_or_default(),
+    )
+}
+
+/// The one line a failing run printed on stderr.
+#[track_caller]
+fn one_line(out: &std::process::Output) -> String {
+    let err = stderr(out);
+    assert_eq!(err.lines().count(), 1, "one line on stderr:\n{err}");
+    err.trim_end().to_string()
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Killed at any moment.
+
+/// Runs of `vacuum --enforce` killed with SIGKILL, half of them `--full`.
+const KILLS: usize = 20;
+
+/// A fraction in [0, 1) from `i`, always the same (splitmix64): where in its slot of the run a
+/// kill lands.
+fn jitter(i: u64) -> f64 {
+    let mut z = i
+        .wrapping_add(0x9e37_79b9_7f4a_7c15)
+        .wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// A fresh env holding a byte copy of the grown database and its WAL (no `-shm`: the first
+/// opener rebuilds the index from the WAL, as after a reboot).
+fn grown_copy(grown: &Path) -> TestEnv {
+    let env = imported(RELEASE).unwrap();
+    let db = database(&env);
+    std::fs::copy(grown, &db).unwrap();
+    std::fs::copy(wal(grown), wal(&db)).unwrap();
+    let _ = std::fs::remove_file(format!("{}-shm", db.display()));
+    env
+}
+
+#[test]
+fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
+    let Some(template) = imported(RELEASE) else {
+        return;
+    };
+    let grown = database(&template);
+    let before = contexts(RELEASE, &template);
+    // About 26 MB of WAL, most of it pages freed by the drop: a run long enough (0.2–0.4 s in
+    // a debug build) that the kills land in the first checkpoint, the incremental vacuum or
+    // VACUUM, and the last checkpoint (the report shows where: WAL and file sizes).
+    grow_wal(&grown, 24 << 20);
+    let grown_wal = len(&wal(&grown));
+    let mode = |full: bool| -> Vec<&'static str> {
+        if full {
+            vec!["vacuum", "--enforce", "--full"]
+        } else {
+            vec!["vacuum", "--enforce"]
+        }
+    };
+    // How long an undisturbed run takes, per mode.
+    let span = |full: bool| -> Duration {
+        let env = grown_copy(&grown);
+        let start = Instant::now();
+        let out = clawkeeper(&env, &mode(full)).output().unwrap();
+        let took = start.elapsed();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(len(&wal(&database(&env))), 0);
+        took
+    };
+    let spans = [span(false), span(true)];
+
+    let mut report = Vec::new();
+    let mut hit = 0;
+    for i in 0..KILLS {
+        let full = i % 2 == 1;
+        // Ten kills per mode, one in each tenth of its run (2 % to 98 %), each at its own
+        // fixed place in that tenth.
+        let slot = (i / 2) as f64;
+        let frac = ((slot + jitter(i as u64)) / 10.0).clamp(0.02, 0.98);
+        let delay = spans[full as usize].mul_f64(frac);
+        let env = grown_copy(&grown);
+        let db = database(&env);
+        let mut run = clawkeeper(&env, &mode(full))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let running = run.try_wait().unwrap().is_none();
+        run.kill().unwrap(); // SIGKILL
+        run.wait().unwrap();
+        hit += usize::from(running);
+        let line = format!(
+            "kill {i:2} {:>6} at {delay:>8.1?} ({:3.0} %): {}, WAL {} → {} bytes, database {} bytes",
+            if full { "--full" } else { "" },
+            frac * 100.0,
+            if running {
+                "killed mid-run"
+            } else {
+                "had finished"
+            },
+            grown_wal,
+            len(&wal(&db)),
+            len(&db)
+        );
+        report.push(line.clone());
+
+        assert_eq!(integrity(&db), "ok", "{line}");
+        if i % 5 == 4 {
+            same_contexts(RELEASE, &before, &contexts(RELEASE, &env));
+        }
+        // The lifecycle lock went with the process: the next run is not refused, and it
+        // finishes the job.
+        let (code, done) = env.run_json(&["vacuum", "--enforce"]);
+        assert_eq!(code, 0, "after {line}: {done}");
+        let status = done["stores"][0]["status"].as_str().unwrap();
+        assert!(
+            status == "vacuumed" || status == "nothing-to-do",
+            "after {line}: {done}"
+        );
+        assert_eq!(len(&wal(&db)), 0, "after {line}: the WAL is emptied");
+        assert_eq!(sql_i64(&db, "PRAGMA freelist_count"), 0, "after {line}");
+        assert_eq!(integrity(&db), "ok", "after {line}");
+        if i == KILLS - 1 {
+            same_contexts(RELEASE, &before, &contexts(RELEASE, &env));
+        }
+    }
+    let report = report.join("\n");
+    // A kill that came after the run ended tests nothing; most must land mid-run.
+    assert!(
+        hit >= KILLS / 2,
+        "only {hit} of {KILLS} kills landed mid-run (runs took {spans:?}):\n{report}"
+    );
+    eprintln!("runs took {spans:?}\n{report}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. The runtime writing to the database.
+
+/// The sessions as the runtime loads them now: every session but [`KEY`] as `before`, and
+/// [`KEY`] with exactly the writer's `n` messages after its old ones, in order.
+#[track_caller]
+fn loads_with_appended(env: &TestEnv, before: &Value, n: u64) {
+    let after = contexts(RELEASE, env);
+    let (b, a) = (before.as_object().unwrap(), after.as_object().unwrap());
+    assert_eq!(b.keys().collect::<Vec<_>>(), a.keys().collect::<Vec<_>>());
+    for (key, want) in b.iter().filter(|(k, _)| *k != KEY) {
+        assert!(
+            a[key] == *want,
+            "{key} loads otherwise: {}",
+            a[key]["error"]
+        );
+    }
+    assert_eq!(a[KEY]["ok"], true, "{}", a[KEY]["error"]);
+    let old = before[KEY]["messages"].as_array().unwrap();
+    let new = a[KEY]["messages"].as_array().unwrap();
+    assert!(new.len() >= old.len(), "{KEY} lost messages");
+    assert_eq!(
+        &new[..old.len()],
+        &old[..],
+        "{KEY}: the old messages changed"
+    );
+    let appended: Vec<&str> = new[old.len()..]
+        .iter()
+        .map(|m| m["content"].as_str().unwrap_or("?"))
+        .collect();
+    let want: Vec<String> = (1..=n).map(|i| format!("clawkeeper-writer {i}")).collect();
+    assert_eq!(
+        appended, want,
+        "{KEY}: the writer's messages, each once, in order"
+    );
+}
+
+fn events(db: &Path) -> i64 {
+    sql_i64(db, "SELECT count(*) FROM transcript_events")
+}
+
+/// The writer: the runtime's own append, in a loop, on `env`'s session [`KEY`].
+fn writer(env: &TestEnv, wait_go: bool) -> Option<Script> {
+    let oracle = oracle_path_of(RELEASE, "runtime writer")?;
+    let state = env.state();
+    let mut args: Vec<&OsStr> = vec![os(&state), OsStr::new("main"), OsStr::new(KEY)];
+    args.push(OsStr::new("20"));
+    if wait_go {
+        args.push(OsStr::new("--wait-go"));
+    }
+    Some(Script::spawn(&oracle, "sqlite-append-loop.mjs", &args))
+}
+
+#[test]
+fn a_runtime_writer_holding_its_lease_stops_the_vacuum_and_loses_nothing() {
+    let Some(env) = imported(RELEASE) else {
+        return;
+    };
+    let db = database(&env);
+    let before = contexts(RELEASE, &env);
+    let events_before = events(&db);
+    grow_wal(&db, 4 << 20);
+    let Some(writer) = writer(&env, false) else {
+        return;
+    };
+    let ready = writer.next("the first append");
+    assert_eq!(ready["ready"], true, "{ready}");
+    let pid = ready["pid"].as_u64().unwrap();
+    // The runtime's open took a lease on this database, as a gateway's does.
+    let leases = ready["leases"].as_array().unwrap();
+    assert_eq!(leases.len(), 1, "{ready}");
+    assert_eq!(leases[0]["path"], db.display().to_string(), "{ready}");
+
+    let wal_before = len(&wal(&db));
+    let record_before = integrity_record(&env);
+    for args in [
+        &["vacuum", "--enforce"][..],
+        &["vacuum", "--enforce", "--full", "--wait-lock", "1s"][..],
+    ] {
+        let out = env.run(args);
+        assert_eq!(
+            out.status.code(),
+            Some(4),
+            "{args:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let line = one_line(&out);
+        assert!(
+            line.contains(&db.display().to_string())
+                && line.contains(&format!("process {pid} has the database open")),
+            "{line}"
+        );
+        assert!(stdout(&out).contains("not vacuumed"), "{}", stdout(&out));
+    }
+    // Nothing checkpointed or truncated the WAL (the writer only adds to it), and the
+    // runtime's integrity record of the open file is as the runtime left it.
+    assert!(
+        len(&wal(&db)) >= wal_before,
+        "the refused runs wrote nothing"
+    );
+    assert!(
+        record_before.is_some(),
+        "the runtime records its check on open"
+    );
+    assert_eq!(integrity_record(&env), record_before);
+
+    let done = writer.finish("the writer's count");
+    let n = done["appended"].as_u64().unwrap();
+    assert!(n > 0 && done["failed"] == Value::Array(vec![]), "{done}");
+    // The writer is gone, and its lease with it: the vacuum runs.
+    let (code, doc) = env.run_json(&["vacuum", "--enforce"]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["stores"][0]["status"], "vacuumed", "{doc}");
+    assert_eq!(len(&wal(&db)), 0);
+    assert_eq!(integrity(&db), "ok");
+    assert_eq!(events(&db), events_before + n as i64, "no row lost");
+    loads_with_appended(&env, &before, n);
+}
+
+/// A writer whose lease comes after the vacuum checked the leases: the runtime's own locking
+/// (SQLite's, busy timeout 5 s on both sides) is all that stands between them. Whatever the
+/// vacuum then reports, nothing is lost and the file is sound.
+#[test]
+fn a_runtime_writer_that_starts_during_the_vacuum_loses_nothing() {
+    let Some(env) = imported(RELEASE) else {
+        return;
+    };
+    let db = database(&env);
+    let before = contexts(RELEASE, &env);
+    let events_before = events(&db);
+    grow_wal(&db, 48 << 20);
+    let Some(mut writer) = writer(&env, true) else {
+        return;
+    };
+    let loaded = writer.next("the runtime loaded");
+    assert_eq!(loaded["loaded"], true, "{loaded}");
+    add_integrity_record(&env);
+    let start = Instant::now();
+    let mut run = clawkeeper(&env, &["vacuum", "--enforce"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The vacuum clears the runtime's integrity record once it holds the lock and has checked
+    // the leases and the file, just before it writes: then the writer opens the database.
+    while quarantine_rows(&env) > 0 {
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the vacuum ended before it cleared the integrity record"
+        );
+        assert!(start.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    writer.send_line();
+    let out = run.wait_with_output().unwrap();
+    let vacuum_took = start.elapsed();
+    let vacuum_ended = crate::util::now_ms();
+    let ready = writer.next("the first append");
+    assert_eq!(ready["ready"], true, "{ready}");
+    // The writer began while the vacuum ran (it may have waited on it for its first commit).
+    let go_at = ready["goAt"].as_i64().unwrap();
+    assert!(
+        go_at < vacuum_ended,
+        "the writer began {} ms after the vacuum ended; grow the WAL",
+        go_at - vacuum_ended
+    );
+    let first_commit = ready["readyAt"].as_i64().unwrap() - vacuum_ended;
+    std::thread::sleep(Duration::from_millis(300));
+    let done = writer.finish("the writer's count");
+    let n = done["appended"].as_u64().unwrap();
+    let code = out.status.code();
+    eprintln!(
+        "vacuum exited {code:?} after {vacuum_took:?}: {}; the writer began {} ms before it \
+         ended, committed its first append {first_commit} ms after it ended, appended {n}, \
+         failed {}",
+        stderr(&out).trim_end(),
+        vacuum_ended - go_at,
+        done["failed"]
+    );
+    // Either the vacuum got through, or it stopped on a connection it could not wait out
+    // (exit 4); never an error, never a damaged file.
+    match code {
+        Some(0) => assert!(stdout(&out).contains("gave back"), "{}", stdout(&out)),
+        Some(4) => assert!(
+            one_line(&out).contains("another connection is using the database"),
+            "{}",
+            stderr(&out)
+        ),
+        _ => panic!("vacuum exited {code:?}: {}{}", stdout(&out), stderr(&out)),
+    }
+    assert!(n > 0, "{done}");
+    assert_eq!(integrity(&db), "ok");
+    assert_eq!(events(&db), events_before + n as i64, "no row lost: {done}");
+    let (code, doc) = env.run_json(&["vacuum", "--enforce"]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(len(&wal(&db)), 0);
+    assert_eq!(integrity(&db), "ok");
+    loads_with_appended(&env, &before, n);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. The lifecycle lock held by the runtime.
+
+#[test]
+fn the_runtimes_lifecycle_lock_stops_the_vacuum_until_it_is_released() {
+    let Some(env) = imported(RELEASE) else {
+        return;
+    };
+    let Some(oracle) = oracle_path_of(RELEASE, "lifecycle lock") else {
+        return;
+    };
+    let db = database(&env);
+    grow_wal(&db, 2 << 20);
+    let state = env.state();
+    let holder = Script::spawn(&oracle, "hold-lifecycle-lock.mjs", &[os(&state)]);
+    let held = holder.next("the lock");
+    assert_eq!(held["held"], true, "{held}");
+    let lock = held["path"].as_str().unwrap().to_string();
+
+    let files = files_of(&db);
+    // The state dir by its own path and through a symlink: the runtime names the lock after
+    // the real path, and so must clawkeeper.
+    let link = env.root().join("state-link");
+    std::os::unix::fs::symlink(env.state(), &link).unwrap();
+    let link_str = link.display().to_string();
+    for vars in [&[][..], &[("OPENCLAW_STATE_DIR", link_str.as_str())][..]] {
+        let out = env.run_with_env(&["vacuum", "--enforce"], vars);
+        assert_eq!(
+            out.status.code(),
+            Some(4),
+            "{vars:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+        let line = one_line(&out);
+        assert!(
+            line.contains("openclaw-agent.sqlite")
+                && line.contains("gateway lifecycle lock")
+                && line.contains(&lock),
+            "clawkeeper names the lock the runtime holds ({lock}): {line}"
+        );
+    }
+    assert!(files_of(&db) == files, "the refused runs wrote nothing");
+
+    // Released after about 2 s: a run that may wait 10 s gets it.
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(2));
+        holder.finish("the release")
+    });
+    let start = Instant::now();
+    let (code, doc) = env.run_json(&["vacuum", "--enforce", "--wait-lock", "10s"]);
+    let waited = start.elapsed();
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["stores"][0]["status"], "vacuumed", "{doc}");
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(10),
+        "waited {waited:?}"
+    );
+    assert_eq!(release.join().unwrap()["released"], true);
+    assert_eq!(len(&wal(&db)), 0);
+    assert_eq!(integrity(&db), "ok");
+}
+
+/// The other way round: while clawkeeper holds the lock (here, waiting for a lease to go), the
+/// runtime cannot take it, so no gateway starts under a vacuum.
+#[test]
+fn the_runtime_cannot_take_the_lifecycle_lock_while_clawkeeper_holds_it() {
+    let Some(env) = imported(RELEASE) else {
+        return;
+    };
+    let Some(oracle) = oracle_path_of(RELEASE, "lifecycle lock") else {
+        return;
+    };
+    let db = database(&env);
+    grow_wal(&db, 2 << 20);
+    let mut lessee = Command::new("sleep").arg("60").spawn().unwrap();
+    add_lease(&env, lessee.id());
+    let run = clawkeeper(&env, &["vacuum", "--enforce", "--wait-lock", "30s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let state = env.state();
+    let holder = Script::spawn(
+        &oracle,
+        "hold-lifecycle-lock.mjs",
+        &[os(&state), OsStr::new("0")],
+    );
+    let refused = holder.next("the attempt");
+    assert_eq!(refused["held"], false, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("another OpenClaw process owns gateway-lifecycle"),
+        "{refused}"
+    );
+    drop(holder);
+    lessee.kill().unwrap();
+    lessee.wait().unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(len(&wal(&db)), 0);
+    assert_eq!(integrity(&db), "ok");
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. A database file this user cannot write.
+
+/// A row of the runtime's integrity-verification record for the database, as the runtime
+/// writes it after a clean close (`clean_close` 1): a writer of the file must clear it first.
+fn add_integrity_record(env: &TestEnv) {
+    Connection::open(env.state().join("state/openclaw-quarantine.sqlite"))
+        .unwrap()
+        .execute(
+            "INSERT INTO agent_integrity_verifications VALUES (?1, '1', '2', '2026.9.6', 0, 1)",
+            [database(env).display().to_string()],
+        )
+        .unwrap();
+}
+
+/// The runtime's integrity record of the database: (verified_at, clean_close), if any.
+fn integrity_record(env: &TestEnv) -> Option<(i64, i64)> {
+    use rusqlite::OptionalExtension;
+    Connection::open_with_flags(
+        env.state().join("state/openclaw-quarantine.sqlite"),
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .unwrap()
+    .query_row(
+        "SELECT verified_at, clean_close FROM agent_integrity_verifications WHERE path = ?1",
+        [database(env).display().to_string()],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+    .unwrap()
+}
+
+fn quarantine_rows(env: &TestEnv) -> i64 {
+    sql_i64(
+        &env.state().join("state/openclaw-quarantine.sqlite"),
+        "SELECT count(*) FROM agent_integrity_verifications",
+    )
+}
+
+#[test]
+fn a_database_this_user_cannot_write_fails_loudly_and_is_not_touched() {
+    let Some(env) = imported(RELEASE) else {
+        return;
+    };
+    let db = database(&env);
+    grow_wal(&db, 2 << 20);
+    // The runtime's record that the file was checked: a run that cannot write must not clear it.
+    add_integrity_record(&env);
+    // Everything is nobody's but the database file, which nobody can only read.
+    open_to_nobody(&env.root(), true);
+    std::os::unix::fs::chown(&db, Some(0), Some(0)).unwrap();
+    let files = files_of(&db);
+
+    let Some(out) = as_nobody(&env, &["vacuum", "--json"]) else {
+        return;
+    };
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let preview: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(preview["stores"][0]["status"], "would-vacuum", "{preview}");
+
+    let out = as_nobody(&env, &["vacuum", "--enforce"]).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let line = one_line(&out);
+    assert!(
+        line.contains(&db.display().to_string()) && line.contains("not writable"),
+        "{line}"
+    );
+    assert!(
+        files_of(&db) == files,
+        "the database and its WAL are unchanged"
+    );
+    assert_eq!(quarantine_rows(&env), 1, "the integrity record is kept");
+
+    // The whole state dir another user's, read-only to this one (an operator running
+    // clawkeeper as themselves): the preview still works, the vacuum fails on the first file
+    // it would need, and names the database.
+    for e in walkdir::WalkDir::new(env.root()) {
+        std::os::unix::fs::chown(e.unwrap().path(), Some(0), Some(0)).unwrap();
+    }
+    open_to_nobody(&env.root(), false);
+    let out = as_nobody(&env, &["vacuum", "--json"]).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = as_nobody(&env, &["vacuum", "--enforce"]).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        one_line(&out).contains(&db.display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        files_of(&db) == files,
+        "the database and its WAL are unchanged"
+    );
+    assert_eq!(quarantine_rows(&env), 1);
+}
