@@ -66,25 +66,30 @@ pub fn with_transcript<T>(
     f: impl FnOnce(&mut dyn Read) -> std::io::Result<T>,
 ) -> Result<T> {
     let sql = if has_compressed_rows(conn)? {
-        "SELECT event_json, event_zstd FROM transcript_events WHERE session_id = ?1 ORDER BY seq"
+        "SELECT event_json, event_zstd, event_utf8_bytes FROM transcript_events \
+         WHERE session_id = ?1 ORDER BY seq"
     } else {
-        "SELECT event_json, NULL FROM transcript_events WHERE session_id = ?1 ORDER BY seq"
+        "SELECT event_json, NULL, NULL FROM transcript_events WHERE session_id = ?1 ORDER BY seq"
     };
-    let mut stmt = conn.prepare(sql)?;
+    let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query([session_id])?;
     let mut reader = RowLines {
         rows,
         buf: Vec::new(),
         pos: 0,
+        zstd: None,
     };
     f(&mut reader).with_context(|| format!("cannot read the transcript rows of {session_id}"))
 }
 
-/// A [`Read`] over query rows `(event_json, event_zstd)`, one line per row.
+/// A [`Read`] over query rows `(event_json, event_zstd, event_utf8_bytes)`, one line per row.
 struct RowLines<'s> {
     rows: rusqlite::Rows<'s>,
     buf: Vec<u8>,
     pos: usize,
+    /// One decompression context for every compressed row (creating one per row costs more
+    /// than decompressing a small row).
+    zstd: Option<zstd::bulk::Decompressor<'static>>,
 }
 
 impl RowLines<'_> {
@@ -102,7 +107,18 @@ impl RowLines<'_> {
             }
             _ => {
                 if let rusqlite::types::ValueRef::Blob(z) = row.get_ref(1).map_err(to_io)? {
-                    self.buf = zstd::decode_all(z)?;
+                    // The row's uncompressed size is recorded beside it (at most 4 MiB, a
+                    // CHECK of the table); a frame that says otherwise is an error.
+                    let size: Option<i64> = row.get(2).map_err(to_io)?;
+                    let size = size
+                        .and_then(|n| usize::try_from(n).ok())
+                        .unwrap_or(4 << 20);
+                    if self.zstd.is_none() {
+                        self.zstd = Some(zstd::bulk::Decompressor::new()?);
+                    }
+                    let d = self.zstd.as_mut().expect("set above");
+                    self.buf.reserve(size + 1);
+                    d.decompress_to_buffer(z, &mut self.buf)?;
                 }
             }
         }

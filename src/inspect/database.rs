@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use rayon::prelude::*;
 use rusqlite::Connection;
 use serde_json::Value;
 
@@ -258,26 +259,46 @@ pub fn inspect_database(
         .prepare("SELECT DISTINCT session_id FROM transcript_events")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    let mut done: std::collections::HashMap<String, TranscriptFacts> = Default::default();
-    for row in &mut rows {
-        let Some(sid) = row.session_id.clone() else {
+    // Each session's rows once, sessions in parallel: every worker reads through its own
+    // read-only connection (WAL readers do not block each other).
+    let mut wanted: Vec<&str> = Vec::new();
+    let mut listed: HashSet<&str> = HashSet::new();
+    for row in &rows {
+        let Some(sid) = row.session_id.as_deref() else {
             continue;
         };
-        if !with_rows.contains(&sid) {
-            if filters.larger_than.is_none() {
-                r.damage.missing_transcripts.push(row.key.clone());
+        if with_rows.contains(sid) {
+            if listed.insert(sid) {
+                wanted.push(sid);
             }
-            continue;
+        } else if filters.larger_than.is_none() {
+            r.damage.missing_transcripts.push(row.key.clone());
         }
-        if !done.contains_key(&sid) {
-            let facts = analyse(&conn, &sid, hooks).unwrap_or_else(|e| TranscriptFacts {
-                error: Some(format!("{e:#}")),
-                ..TranscriptFacts::default()
-            });
-            (hooks.progress)(super::Tick::Done(facts.counts.bytes));
-            done.insert(sid.clone(), facts);
-        }
-        row.facts = done.get(&sid).cloned();
+    }
+    let done: std::collections::HashMap<String, TranscriptFacts> = wanted
+        .par_iter()
+        .map_init(
+            || agentdb::open_read_only(db),
+            |conn, sid| {
+                let facts = match conn {
+                    Ok(conn) => analyse(conn, sid, hooks),
+                    Err(e) => Err(anyhow::anyhow!("{e:#}")),
+                }
+                .unwrap_or_else(|e| TranscriptFacts {
+                    error: Some(format!("{e:#}")),
+                    ..TranscriptFacts::default()
+                });
+                (hooks.progress)(super::Tick::Done(facts.counts.bytes));
+                ((*sid).to_owned(), facts)
+            },
+        )
+        .collect();
+    for row in &mut rows {
+        row.facts = row
+            .session_id
+            .as_ref()
+            .and_then(|sid| done.get(sid))
+            .cloned();
     }
     if let Some(min) = filters.larger_than {
         rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
