@@ -91,13 +91,6 @@ impl Drop for LifecycleLock {
     }
 }
 
-fn is_busy(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-    )
-}
-
 /// Take the gateway lifecycle lock of `state_dir`, waiting up to `wait` for its holder.
 /// The directory is created private (0700) when missing, as the runtime creates it.
 pub fn take_lifecycle_lock(state_dir: &Path, wait: Duration) -> Result<LifecycleLock> {
@@ -137,7 +130,7 @@ pub fn take_lifecycle_lock(state_dir: &Path, wait: Duration) -> Result<Lifecycle
     loop {
         match conn.execute_batch("PRAGMA journal_mode = MEMORY; BEGIN EXCLUSIVE;") {
             Ok(()) => return Ok(LifecycleLock { conn, path }),
-            Err(e) if is_busy(&e) => {
+            Err(e) if super::is_busy(&e) => {
                 if Instant::now() >= deadline {
                     return Err(Refusal::Locked(format!(
                         "the gateway lifecycle lock ({}) is held: a gateway or an OpenClaw \

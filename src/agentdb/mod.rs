@@ -92,6 +92,15 @@ pub fn is_database_path(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "sqlite")
 }
 
+/// Whether an error is SQLite's "database is busy/locked": another connection held a lock
+/// past the busy timeout.
+pub fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// What the schema says about itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schema {

@@ -158,12 +158,8 @@ fn free_disk_bytes(dir: &Path) -> Option<u64> {
 pub fn apply(conn: &Connection, db: &Path, opts: Options) -> Result<Applied> {
     apply_steps(conn, db, opts).map_err(|e| {
         let busy = e.chain().any(|c| {
-            c.downcast_ref::<rusqlite::Error>().is_some_and(|r| {
-                matches!(
-                    r.sqlite_error_code(),
-                    Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
-                )
-            })
+            c.downcast_ref::<rusqlite::Error>()
+                .is_some_and(super::is_busy)
         });
         if busy {
             anyhow::Error::new(Refusal::Locked(format!(
