@@ -2,18 +2,9 @@
 //! and the common forms `Date.parse` accepts), without a date crate: lock files carry
 //! `createdAt`, and transcript entries carry ISO `timestamp`s.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
-}
-
 /// `new Date().toISOString()`.
 pub fn iso_now() -> String {
-    format_iso_ms(now_ms())
+    format_iso_ms(crate::js::now_ms() as u64)
 }
 
 /// Milliseconds since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
@@ -83,7 +74,8 @@ pub fn parse_iso_ms(s: &str) -> Option<u64> {
     u64::try_from(total * 1000 + ms).ok()
 }
 
-fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+/// Days since 1970-01-01 of a proleptic Gregorian date (the calendar JavaScript's `Date` uses).
+pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     let y = if m <= 2 { y - 1 } else { y };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -93,7 +85,8 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
+/// The proleptic Gregorian date (year, month, day) of a day number since 1970-01-01.
+pub fn civil_from_days(z: i64) -> (i64, i64, i64) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

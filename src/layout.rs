@@ -6,6 +6,8 @@
 //! predicates OpenClaw uses (`is_archive_name`, `is_primary_transcript_name`, …) are exposed
 //! one by one because maintenance combines them exactly as the reference does.
 
+use crate::isotime::{civil_from_days, days_from_civil};
+
 /// Why a file was archived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ArchiveReason {
@@ -98,17 +100,6 @@ pub fn parse_archive_timestamp(raw: &str) -> Option<i64> {
     Some(((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms)
 }
 
-/// Days since 1970-01-01 for a proleptic Gregorian date.
-pub fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = if y >= 0 { y } else { y - 399 } / 400;
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + d - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
 /// `Date.prototype.toISOString()` with every `:` replaced by `-` (the archive name stamp).
 pub fn format_archive_timestamp(ms: i64) -> String {
     let days = ms.div_euclid(86_400_000);
@@ -121,19 +112,6 @@ pub fn format_archive_timestamp(ms: i64) -> String {
         rem / 1000 % 60,
         rem % 1000
     )
-}
-
-fn civil_from_days(z: i64) -> (i64, i64, i64) {
-    let z = z + 719_468;
-    let era = if z >= 0 { z } else { z - 146_096 } / 146_097;
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// The timestamp after the last `.<reason>.` when it has the archive shape (`hasArchiveSuffix`).
@@ -170,18 +148,19 @@ pub fn is_archive_name(name: &str) -> bool {
         .any(|r| archive_suffix(name, r).is_some())
 }
 
-fn is_hex(s: &str) -> bool {
-    s.bytes().all(|c| c.is_ascii_hexdigit())
+/// `8-4-4-4-12` hex groups, either case (every UUID shape check of the program).
+pub fn is_uuid_shape(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 36
+        && b.iter().enumerate().all(|(i, &c)| match i {
+            8 | 13 | 18 | 23 => c == b'-',
+            _ => c.is_ascii_hexdigit(),
+        })
 }
 
-/// `8-4-4-4-12` hex groups.
-pub fn is_uuid_shape(s: &str) -> bool {
-    let parts: Vec<&str> = s.split('-').collect();
-    parts.len() == 5
-        && parts
-            .iter()
-            .zip([8, 4, 4, 4, 12])
-            .all(|(p, n)| p.len() == n && is_hex(p))
+/// [`is_uuid_shape`] in lower case only (`[0-9a-f]`).
+pub fn is_lowercase_uuid_shape(s: &str) -> bool {
+    is_uuid_shape(s) && !s.bytes().any(|c| c.is_ascii_uppercase())
 }
 
 /// `^(.+)\.checkpoint\.(<uuid v1-5, variant 89ab>)\.jsonl$` (case-insensitive).

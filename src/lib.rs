@@ -14,6 +14,7 @@ pub mod fsutil;
 pub mod images;
 pub mod inspect;
 pub mod isotime;
+pub mod js;
 pub mod jsjson;
 pub mod keys;
 pub mod layout;

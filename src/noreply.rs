@@ -30,6 +30,8 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
+use crate::js::{is_js_space, js_trim};
+
 use crate::transcript::job::Planned;
 use crate::transcript::probe::Content;
 use crate::transcript::tree::Tree;
@@ -40,29 +42,6 @@ pub const SILENT_TOKEN: &str = "NO_REPLY";
 
 /// Block types that may sit beside the token without making the reply non-silent.
 const THINKING_TYPES: [&str; 3] = ["thinking", "redacted_thinking", "reasoning"];
-
-/// ECMAScript `\s` (what `String.prototype.trim` removes).
-pub fn is_js_whitespace(c: char) -> bool {
-    matches!(
-        c,
-        '\u{9}'..='\u{d}'
-            | ' '
-            | '\u{a0}'
-            | '\u{1680}'
-            | '\u{2000}'..='\u{200a}'
-            | '\u{2028}'
-            | '\u{2029}'
-            | '\u{202f}'
-            | '\u{205f}'
-            | '\u{3000}'
-            | '\u{feff}'
-    )
-}
-
-/// `String.prototype.trim`.
-fn js_trim(s: &str) -> &str {
-    s.trim_matches(is_js_whitespace)
-}
 
 /// ECMAScript `\s` as a regex class.
 const JS_S: &str = r"[\t\n\x0B\x0C\r \xA0\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}\x{FEFF}]";
@@ -131,10 +110,7 @@ fn mentions_token(text: &str) -> bool {
 
 /// `^\s*NO_REPLY(?:\s+NO_REPLY)*\s*$` with the `i` flag.
 fn is_token_run(s: &str) -> bool {
-    let mut parts = s
-        .split(is_js_whitespace)
-        .filter(|p| !p.is_empty())
-        .peekable();
+    let mut parts = s.split(is_js_space).filter(|p| !p.is_empty()).peekable();
     parts.peek().is_some() && parts.all(|p| p.eq_ignore_ascii_case(SILENT_TOKEN))
 }
 

@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use crate::config::grammar::js_trim;
 use crate::config::{Config, Env, normalize_agent_id};
+use crate::js::js_trim;
 
 /// One store to work on and the agent it belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -210,7 +210,7 @@ pub fn live_leases(state_dir: &Path, db: &Path) -> Result<Vec<String>> {
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()?;
-        let now = crate::isotime::now_ms() as i64;
+        let now = crate::js::now_ms() as i64;
         // A row past its expiry (or without one) is stale, as the runtime judges it: the
         // holder renews it every 20 s while it works.
         if let Some((owner, expires)) = row

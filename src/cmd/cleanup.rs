@@ -370,7 +370,7 @@ impl ConsoleLog {
     fn new(cfg: &crate::config::Config, json: bool) -> ConsoleLog {
         let from_env = std::env::var("OPENCLAW_LOG_LEVEL")
             .ok()
-            .map(|v| crate::config::grammar::js_trim(&v).to_string())
+            .map(|v| crate::js::js_trim(&v).to_string())
             .filter(|v| !v.is_empty());
         let env_level = from_env.as_deref().and_then(Level::parse);
         let configured = match cfg.get(&["logging", "consoleLevel"]) {

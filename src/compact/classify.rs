@@ -39,25 +39,7 @@ const CALL_BLOCKS: &[&str] = &[
     "tool_use",
 ];
 
-/// JavaScript's whitespace (`\s`, `String.prototype.trim`).
-pub fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
-}
-
-/// `String.prototype.trim`.
-pub fn js_trim(s: &str) -> &str {
-    s.trim_matches(is_js_space)
-}
+use crate::js::{is_js_space, js_trim};
 
 /// Collapse runs of JavaScript whitespace to one space and trim (`replace(/\s+/g, " ").trim()`).
 pub fn collapse_space(s: &str) -> String {

@@ -122,7 +122,7 @@ pub fn run(
             return Err(Failure::Status(status.to_string()));
         }
         let text = String::from_utf8(out).map_err(|_| Failure::NotUtf8)?;
-        let text = super::classify::js_trim(&text);
+        let text = crate::js::js_trim(&text);
         if text.is_empty() {
             return Err(Failure::Empty);
         }

@@ -248,7 +248,7 @@ pub fn is_framing_candidate(m: &Value) -> bool {
         && !classify::is_heartbeat_prompt(m)
         && !classify::is_exec_event(m)
         && classify::has_meaningful_conversation(m)
-        && !classify::js_trim(&classify::message_text(m)).is_empty()
+        && !crate::js::js_trim(&classify::message_text(m)).is_empty()
 }
 
 #[cfg(test)]

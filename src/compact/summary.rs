@@ -50,12 +50,13 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::classify::{self, Boilerplate, collapse_space, js_trim};
+use super::classify::{self, Boilerplate, collapse_space};
 use super::fileops::format_file_operations;
 use super::str_field;
 pub use super::summary_build::SummaryBuilder;
 pub use super::summary_text::sanitize;
 use super::summary_text::{cap_previous, cap_summary, cap_text, quote, truncate_utf16};
+use crate::js::js_trim;
 
 /// First line marker; also how an earlier offline summary is recognised.
 pub const HEADER_PREFIX: &str = "[Offline compaction by ";

@@ -12,11 +12,12 @@ use std::collections::{BTreeMap, HashSet, VecDeque};
 
 use serde_json::Value;
 
-use super::classify::{self, Boilerplate, collapse_space, js_trim};
+use super::classify::{self, Boilerplate, collapse_space};
 use super::fileops::FileOps;
 use super::summary::{MAX_FRAMING_CHARS, MAX_TOOL_ROWS, tool_calls};
 use super::summary_text::{cap_text, truncate_utf16};
 use super::{context_message, str_field};
+use crate::js::js_trim;
 
 const MAX_TOOL_FAILURES: usize = 8;
 const MAX_TOOL_FAILURE_CHARS: usize = 240;

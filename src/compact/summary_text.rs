@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::classify::is_js_space;
+use crate::js::is_js_space;
 
 static CLOSING_TAG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)<\s*/\s*summary\s*>").unwrap());

@@ -1,36 +1,11 @@
-//! OpenClaw's duration and byte-size grammars (`parse-duration` and `parse-bytes`), plus the
-//! JavaScript string helpers they rely on (`String.prototype.trim` and friends).
+//! OpenClaw's duration and byte-size grammars (`parse-duration` and `parse-bytes`).
 //!
 //! Durations: trimmed and lowercased, either one token `^(\d+(\.\d+)?)(ms|s|m|h|d)?$` (a
 //! missing unit takes the caller's default unit) or a gap-free composite such as `1h30m` where
 //! every segment has a unit. Sizes: `^(\d+(\.\d+)?)([a-z]+)?$` with binary units
 //! (`k`/`kb` = 1024, …, `t`/`tb`). Both round to whole numbers as `Math.round` does.
 
-/// The characters JavaScript's `String.prototype.trim` removes (WhiteSpace and LineTerminator).
-pub fn is_js_space(c: char) -> bool {
-    matches!(
-        c,
-        '\u{9}' | '\u{a}' | '\u{b}' | '\u{c}' | '\u{d}' | ' ' | '\u{a0}' | '\u{1680}' | '\u{2000}'
-            ..='\u{200a}'
-                | '\u{2028}'
-                | '\u{2029}'
-                | '\u{202f}'
-                | '\u{205f}'
-                | '\u{3000}'
-                | '\u{feff}'
-    )
-}
-
-/// `s.trim()` as JavaScript does it.
-pub fn js_trim(s: &str) -> &str {
-    s.trim_matches(is_js_space)
-}
-
-/// `Math.round(x)` (round half up, towards +∞).
-pub fn js_round(x: f64) -> f64 {
-    let f = x.floor();
-    if x - f >= 0.5 { f + 1.0 } else { f }
-}
+use crate::js::{js_round, js_trim};
 
 const MAX_SAFE: f64 = 9_007_199_254_740_991.0;
 
@@ -166,11 +141,5 @@ mod tests {
         assert_eq!(parse_byte_size("1pb"), None);
         assert_eq!(parse_byte_size("abc"), None);
         assert_eq!(parse_byte_size("0"), Some(0));
-    }
-
-    #[test]
-    fn js_trim_matches_javascript() {
-        assert_eq!(js_trim("\u{feff} a \u{a0}"), "a");
-        assert_eq!(js_trim("\u{85}a"), "\u{85}a");
     }
 }

@@ -7,7 +7,8 @@
 
 use serde_json::Value;
 
-use super::grammar::{js_trim, parse_byte_size, parse_duration_ms};
+use super::grammar::{parse_byte_size, parse_duration_ms};
+use crate::js::js_trim;
 
 pub const DEFAULT_PRUNE_AFTER_MS: i64 = 30 * 86_400_000;
 pub const DEFAULT_MODEL_RUN_PRUNE_AFTER_MS: i64 = 86_400_000;

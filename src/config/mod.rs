@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::config::grammar::js_trim;
+use crate::js::js_trim;
 
 /// Environment values the resolution depends on, captured once so tests can inject them.
 #[derive(Debug, Clone, Default)]

@@ -33,7 +33,7 @@ use anyhow::{Context, Result};
 use serde_json::{Map, Value};
 
 use super::Confined;
-use crate::isotime::{iso_now, now_ms, parse_iso_ms};
+use crate::isotime::{iso_now, parse_iso_ms};
 
 /// Default stale limit of the runtime (`session.writeLock.staleMs`).
 pub const DEFAULT_STALE_MS: u64 = 30 * 60 * 1000;
@@ -269,7 +269,7 @@ fn inspect(path: &Path) -> Result<Option<(Holder, Vec<u8>)>> {
         .and_then(|p| p.get("createdAt"))
         .and_then(Value::as_str)
         .and_then(parse_iso_ms);
-    let now = now_ms();
+    let now = crate::js::now_ms() as u64;
     let age_ms = created.map(|c| now.saturating_sub(c));
     let mut reasons = Vec::new();
     match pid {

@@ -28,19 +28,13 @@ pub fn temp_pid(base: &str, name: &str) -> Option<u32> {
     let rest = name.strip_prefix(base)?.strip_prefix('.')?;
     let rest = rest.strip_suffix(".tmp")?;
     let (pid, uuid) = rest.split_once('.')?;
-    if pid.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) || !is_uuid(uuid) {
+    if pid.is_empty()
+        || !pid.bytes().all(|b| b.is_ascii_digit())
+        || !crate::layout::is_uuid_shape(uuid)
+    {
         return None;
     }
     pid.parse().ok()
-}
-
-fn is_uuid(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 36
-        && b.iter().enumerate().all(|(i, &c)| match i {
-            8 | 13 | 18 | 23 => c == b'-',
-            _ => c.is_ascii_hexdigit(),
-        })
 }
 
 /// Temp files of `target` whose writer is dead (never our own pid, never a live one).

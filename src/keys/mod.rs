@@ -7,8 +7,8 @@
 
 use serde_json::Value;
 
-use crate::config::grammar::js_trim;
 use crate::config::normalize_agent_id;
+use crate::js::js_trim;
 
 mod kind;
 mod parts;
@@ -327,15 +327,6 @@ pub fn preserve_set(active_key: Option<&str>) -> Vec<String> {
         .collect()
 }
 
-fn is_uuid_lower(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() == 36
-        && b.iter().enumerate().all(|(i, c)| match i {
-            8 | 13 | 18 | 23 => *c == b'-',
-            _ => c.is_ascii_digit() || (b'a'..=b'f').contains(c),
-        })
-}
-
 /// Gateway model-run probes: `agent:<id>:explicit:model-run-<uuid>`.
 pub fn is_model_run_key(key: &str) -> bool {
     let Some(rest) = key
@@ -354,7 +345,7 @@ pub fn is_model_run_key(key: &str) -> bool {
     let Some(uuid) = tl.strip_prefix("explicit:model-run-") else {
         return false;
     };
-    if !is_uuid_lower(uuid) {
+    if !crate::layout::is_lowercase_uuid_shape(uuid) {
         return false;
     }
     match parse_agent_key(key) {
@@ -362,7 +353,7 @@ pub fn is_model_run_key(key: &str) -> bool {
             p.agent_id == agent.to_lowercase()
                 && lower(&p.rest)
                     .strip_prefix("explicit:model-run-")
-                    .is_some_and(is_uuid_lower)
+                    .is_some_and(crate::layout::is_lowercase_uuid_shape)
         }
         None => false,
     }

@@ -1,7 +1,7 @@
 //! A key parsed once for the maintenance predicates of `keys`.
 
 use super::{is_heartbeat_rest, lower, parse_agent_key};
-use crate::config::grammar::js_trim;
+use crate::js::js_trim;
 
 /// What the maintenance predicates read of a key, parsed once (each public predicate below
 /// would otherwise parse and lowercase the key again).

@@ -167,7 +167,7 @@ pub fn enforce(
     }
     if total > high {
         let active = active_key
-            .map(|k| crate::config::grammar::js_trim(k).to_lowercase())
+            .map(|k| crate::js::js_trim(k).to_lowercase())
             .filter(|k| !k.is_empty());
         let mut id_refs: HashMap<String, usize> = HashMap::new();
         for e in s.values() {
@@ -198,7 +198,7 @@ pub fn enforce(
             }
             if active
                 .as_deref()
-                .is_some_and(|a| crate::config::grammar::js_trim(&key).to_lowercase() == a)
+                .is_some_and(|a| crate::js::js_trim(&key).to_lowercase() == a)
             {
                 continue;
             }

@@ -174,7 +174,7 @@ fn is_stale_generated(session_id: &str, session_file: Option<&str>) -> bool {
     if generated == session_id {
         return false;
     }
-    let trimmed = crate::config::grammar::js_trim(session_file.unwrap_or(""));
+    let trimmed = crate::js::js_trim(session_file.unwrap_or(""));
     basename(trimmed) == format!("{generated}.jsonl")
 }
 
@@ -185,7 +185,7 @@ fn basename(p: &str) -> &str {
 
 /// `extractGeneratedTranscriptSessionId`: the UUID a generated transcript name carries.
 pub fn generated_transcript_session_id(session_file: Option<&str>) -> Option<String> {
-    let trimmed = crate::config::grammar::js_trim(session_file?);
+    let trimmed = crate::js::js_trim(session_file?);
     if trimmed.is_empty() {
         return None;
     }
@@ -284,7 +284,7 @@ fn has_no_message_records(p: &Path) -> bool {
     let text = String::from_utf8_lossy(&raw);
     for line in text.split('\n') {
         let line = line.strip_suffix('\r').unwrap_or(line);
-        if crate::config::grammar::js_trim(line).is_empty() {
+        if crate::js::js_trim(line).is_empty() {
             continue;
         }
         let Ok(v) = crate::jsjson::parse(line.as_bytes()) else {

@@ -93,7 +93,7 @@ pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<PathSet> {
                     return Err(malformed(key));
                 };
                 if let Some(Value::String(f)) = obj.get("sessionFile") {
-                    let f = crate::config::grammar::js_trim(f);
+                    let f = crate::js::js_trim(f);
                     if f.is_empty() {
                         continue;
                     }
@@ -442,7 +442,7 @@ fn read_pointer(pointer: &Path, session_id: Option<&str>) -> Option<PathBuf> {
         && v.get("schemaVersion").and_then(Value::as_f64) == Some(1.0)
         && v.get("sessionId").and_then(Value::as_str) == session_id;
     let rf = v.get("runtimeFile")?.as_str()?;
-    (ok && !crate::config::grammar::js_trim(rf).is_empty()).then(|| paths::resolve(Path::new(rf)))
+    (ok && !crate::js::js_trim(rf).is_empty()).then(|| paths::resolve(Path::new(rf)))
 }
 
 /// `cleanupArchivedSessionTranscripts`: remove `.deleted.<ts>` older than `deleted_ms` and

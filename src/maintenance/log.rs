@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use super::budget::BudgetReport;
-use crate::config::grammar::js_trim;
+use crate::js::js_trim;
 use crate::keys;
 use crate::store::{self, Store};
 

@@ -21,10 +21,5 @@ pub mod run;
 pub mod scan;
 pub mod summary;
 
-/// `Date.now()`.
-pub fn now_ms() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as f64)
-        .unwrap_or(0.0)
-}
+/// `Date.now()`, which every step measures ages against.
+pub use crate::js::now_ms;

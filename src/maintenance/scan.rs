@@ -164,7 +164,7 @@ pub fn is_blob_temp_name(name: &str) -> bool {
     else {
         return false;
     };
-    let uuid_ok = |u: &str| layout::is_uuid_shape(u) && !u.bytes().any(|c| c.is_ascii_uppercase());
+    let uuid_ok = layout::is_lowercase_uuid_shape;
     uuid_ok(body)
         || body.split_once('.').is_some_and(|(pid, u)| {
             !pid.is_empty() && pid.bytes().all(|c| c.is_ascii_digit()) && uuid_ok(u)

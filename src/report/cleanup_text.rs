@@ -6,19 +6,15 @@
 use serde_json::Value;
 
 use crate::config::Config;
-use crate::config::grammar::js_trim;
+use crate::js::{js_round, js_trim, utf16_len};
 use crate::jsjson::js_number;
 use crate::maintenance::run::{Preview, Summary};
 
 const ACTION_PAD: usize = 19;
 
-fn utf16_len(s: &str) -> usize {
-    s.encode_utf16().count()
-}
-
 /// `String.prototype.padEnd(n)` (lengths in UTF-16 units).
 fn pad_end(s: &str, n: usize) -> String {
-    let len = utf16_len(s);
+    let len = utf16_len(s) as usize;
     if len >= n {
         s.to_string()
     } else {
@@ -65,10 +61,6 @@ fn key_cell(key: &str) -> String {
         )
     };
     pad_end(&shown, 26)
-}
-
-fn js_round(x: f64) -> f64 {
-    crate::config::grammar::js_round(x)
 }
 
 /// `formatTimeAgo(ms)`.
@@ -391,7 +383,11 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         }
     }
     labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
-    let pad = labels.iter().map(|l| utf16_len(&l.0)).max().unwrap_or(0);
+    let pad = labels
+        .iter()
+        .map(|l| utf16_len(&l.0) as usize)
+        .max()
+        .unwrap_or(0);
     line(String::new());
     line("Summary by Label:".into());
     for (label, kept, pruned) in &labels {

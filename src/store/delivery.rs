@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::config::grammar::js_trim;
+use crate::js::js_trim;
 
 type Obj = Map<String, Value>;
 

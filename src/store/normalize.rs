@@ -13,7 +13,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::config::grammar::js_trim;
+use crate::js::js_trim;
 use crate::store::paths::{is_safe_session_id, validate_session_id};
 
 /// Normalise every entry in place. Returns whether anything changed, or a refusal message.

@@ -8,7 +8,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
-use crate::config::grammar::js_trim;
+use crate::js::js_trim;
 
 /// `path.resolve(p)`: absolute against the cwd, `.`/`..` folded lexically, no symlinks read.
 pub fn resolve(p: &Path) -> PathBuf {

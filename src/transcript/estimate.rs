@@ -40,6 +40,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::js::utf16_len;
 use crate::jsjson;
 
 /// Characters the runtime charges for one image block.
@@ -325,20 +326,6 @@ pub fn combine(per_message: &[(u64, Option<u64>)]) -> ContextEstimate {
             }
         }
     }
-}
-
-/// Length of `s` in UTF-16 code units (JavaScript's `String.prototype.length`).
-pub fn utf16_len(s: &str) -> u64 {
-    // One unit per character (every byte that does not continue a UTF-8 sequence), two for
-    // characters outside the BMP (their lead bytes are 0xF0 and above); counted per byte so
-    // that the loop vectorises.
-    let b = s.as_bytes();
-    if b.is_ascii() {
-        return b.len() as u64;
-    }
-    let starts = b.iter().filter(|&&x| (x as i8) >= -0x40).count();
-    let astral = b.iter().filter(|&&x| x >= 0xF0).count();
-    (starts + astral) as u64
 }
 
 #[cfg(test)]

@@ -574,7 +574,7 @@ fn carry_tail(
         )),
         _ => {
             let mut name = path.file_name().unwrap_or_default().to_owned();
-            name.push(format!(".tail-{}", crate::isotime::now_ms()));
+            name.push(format!(".tail-{}", crate::js::now_ms() as u64));
             let side = path.with_file_name(name);
             match confined.write_atomic(&side, 0o600, |w| w.write_all(&tail)) {
                 Ok(()) => Some(format!(
