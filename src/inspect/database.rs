@@ -313,24 +313,7 @@ pub fn inspect_database(
         }
         // Damage is named by the database and the session id.
         let label = PathBuf::from(format!("{}#{sid}", db.display()));
-        let d = &mut r.damage;
-        if !f.counts.unparsable_lines.is_empty() {
-            d.unparsable_lines
-                .push((label.clone(), f.counts.unparsable_lines.clone()));
-        }
-        if f.dangling_parents > 0 {
-            d.dangling_parents.push((label.clone(), f.dangling_parents));
-        }
-        if f.orphan_tool_results > 0 {
-            d.orphan_tool_results
-                .push((label.clone(), f.orphan_tool_results));
-        }
-        if let Some(e) = &f.error {
-            d.unreadable.push((label.clone(), e.clone()));
-        }
-        if f.no_header {
-            d.no_header.push(label);
-        }
+        r.damage.add_transcript(&label, f);
     }
     r.sessions = rows;
     r.database = Some(db_facts(&conn, db, &schema, archived_entries).with_context(ctx)?);

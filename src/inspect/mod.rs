@@ -177,6 +177,32 @@ pub struct Damage {
     pub no_header: Vec<PathBuf>,
 }
 
+impl Damage {
+    /// Record what one transcript's facts show wrong, under `label` (its path, or the
+    /// database and session id).
+    pub fn add_transcript(&mut self, label: &Path, f: &TranscriptFacts) {
+        let label = label.to_path_buf();
+        if !f.counts.unparsable_lines.is_empty() {
+            self.unparsable_lines
+                .push((label.clone(), f.counts.unparsable_lines.clone()));
+        }
+        if f.dangling_parents > 0 {
+            self.dangling_parents
+                .push((label.clone(), f.dangling_parents));
+        }
+        if f.orphan_tool_results > 0 {
+            self.orphan_tool_results
+                .push((label.clone(), f.orphan_tool_results));
+        }
+        if let Some(e) = &f.error {
+            self.unreadable.push((label.clone(), e.clone()));
+        }
+        if f.no_header {
+            self.no_header.push(label);
+        }
+    }
+}
+
 /// The report of one store.
 #[derive(Debug, Clone, Default)]
 pub struct StoreReport {
@@ -322,24 +348,7 @@ pub fn inspect_store(
         r.reclaimable.strip_images += f.strip_bytes;
         r.reclaimable.prune_noreply += f.prune_bytes;
         r.reclaimable.compact_tokens += f.compact_tokens;
-        let d = &mut r.damage;
-        if !f.counts.unparsable_lines.is_empty() {
-            d.unparsable_lines
-                .push((p.clone(), f.counts.unparsable_lines.clone()));
-        }
-        if f.dangling_parents > 0 {
-            d.dangling_parents.push((p.clone(), f.dangling_parents));
-        }
-        if f.orphan_tool_results > 0 {
-            d.orphan_tool_results
-                .push((p.clone(), f.orphan_tool_results));
-        }
-        if let Some(e) = &f.error {
-            d.unreadable.push((p.clone(), e.clone()));
-        }
-        if f.no_header {
-            d.no_header.push(p.clone());
-        }
+        r.damage.add_transcript(p, f);
     }
     r.sessions = rows;
     let (cleanup, unreadable) = cleanup?;
