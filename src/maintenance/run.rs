@@ -104,6 +104,23 @@ pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview
     })
 }
 
+/// The entry steps, in OpenClaw's order: stale model-run probes (only when the store is over
+/// its cap), stale entries, then the cap. Returns what each removed.
+fn entry_steps(
+    s: &mut Store,
+    m: &Maintenance,
+    preserve: &[String],
+) -> (entries::Removed, entries::Removed, entries::Removed) {
+    let model_runs = if entries::should_prune_model_runs(s.len(), m.max_entries) {
+        entries::prune_model_runs(s, m.model_run_prune_after_ms, preserve, super::now_ms())
+    } else {
+        Vec::new()
+    };
+    let stale = entries::prune_stale(s, m.prune_after_ms, preserve, super::now_ms());
+    let capped = entries::cap(s, m.max_entries, preserve);
+    (model_runs, stale, capped)
+}
+
 /// `preview` with the directory scan that `scanned` returns.
 fn plan(
     agent_id: &str,
@@ -129,18 +146,7 @@ fn plan(
     };
     let preserve = keys::preserve_set(o.active_key.as_deref());
     let m = &o.maintenance;
-    let model_runs = if entries::should_prune_model_runs(s.len(), m.max_entries) {
-        entries::prune_model_runs(
-            &mut s,
-            m.model_run_prune_after_ms,
-            &preserve,
-            super::now_ms(),
-        )
-    } else {
-        Vec::new()
-    };
-    let stale = entries::prune_stale(&mut s, m.prune_after_ms, &preserve, super::now_ms());
-    let capped = entries::cap(&mut s, m.max_entries, &preserve);
+    let (model_runs, stale, capped) = entry_steps(&mut s, m, &preserve);
     let mut excluded = PathSet::default();
     let real = paths::RealDir::new(&dir);
     for (k, _) in model_runs.iter().chain(&stale).chain(&capped).chain(&dm) {
@@ -386,18 +392,7 @@ pub fn apply(
         )?;
     } else {
         let mut removed = RemovedFiles::default();
-        let mr = if entries::should_prune_model_runs(s.len(), m.max_entries) {
-            entries::prune_model_runs(
-                &mut s,
-                m.model_run_prune_after_ms,
-                &preserve,
-                super::now_ms(),
-            )
-        } else {
-            Vec::new()
-        };
-        let st = entries::prune_stale(&mut s, m.prune_after_ms, &preserve, super::now_ms());
-        let cp = entries::cap(&mut s, m.max_entries, &preserve);
+        let (mr, st, cp) = entry_steps(&mut s, m, &preserve);
         for (_, e) in mr.iter().chain(&st).chain(&cp) {
             removed.remember(e);
         }

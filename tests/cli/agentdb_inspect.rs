@@ -1,5 +1,6 @@
 //! `inspect` on SQLite-era agents: every per-session figure equals what `inspect` reports for
-//! the same transcript as a JSON-era file (the runtime stores each line verbatim as a row),
+//! the same transcript as a JSON-era file (the runtime stores each line as a row, as
+//! `JSON.stringify` writes it: the demo's lines are already in that form),
 //! and the database figures equal what SQL run here says.
 
 use std::path::Path;
