@@ -1,7 +1,8 @@
 //! Reading sessions and transcript rows out of an agent database, read-only: the session
 //! nodes (`session_nodes`: key, current session id, the JSON-era entry in `entry_json`) and a
-//! transcript's rows (`transcript_events`, one row per JSONL line of the JSON era, as
-//! `JSON.stringify` writes the parsed event (the import re-serialises each line); from schema 23 a row may hold zstd-compressed bytes in `event_zstd` instead).
+//! transcript's rows (`transcript_events`: one row per JSONL line of the JSON era, the event
+//! as `JSON.stringify` writes it, since the import re-serialises each line; from schema 23 a
+//! row may hold zstd-compressed bytes in `event_zstd` instead).
 //! Rows stream through a [`Read`] so that a transcript is never held whole.
 
 use std::io::Read;
