@@ -24,6 +24,7 @@ mod inspect_targets;
 mod jsnumber;
 mod mediarefs;
 mod model;
+mod mutations;
 mod operator;
 mod parity;
 mod properties;
