@@ -294,15 +294,19 @@ fn every_writer_refuses_agents_that_moved_to_sqlite() {
         assert_eq!((code, status(&v)), (3, "refused"), "{}: {v}", w.name);
         assert_eq!(tree(&env.work()), before, "{} wrote something", w.name);
     }
-    // Read-only inspect still runs and says so.
+    // inspect reads the database as the live store: an empty file there is not an agent
+    // database, and inspect says so (exit 1, naming it) without writing anything.
     let env = TestEnv::new();
     setup(&env, &writers()[0]);
     env.write("agents/main/agent/openclaw-agent.sqlite", b"");
     let before = tree(&env.work());
     let out = env.run(&["inspect", "--store", STORE]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
-    assert!(all.contains("SQLite"), "{all}");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("openclaw-agent.sqlite: not an OpenClaw agent database"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(tree(&env.work()), before);
 }
 
