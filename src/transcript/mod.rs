@@ -462,6 +462,11 @@ pub struct Index {
     pub measured_with: Option<TokenCounter>,
     /// With a counter: each entry's token figures, by entry index.
     pub tokens: Vec<EntryTokens>,
+    /// The `openclaw.cache-ttl` markers the runtime can read (see `crate::cachettl`), in
+    /// file order: (entry index, index into [`Index::cache_ttl_keys`]).
+    pub cache_ttl: Vec<(u32, u32)>,
+    /// The distinct provider/model keys of [`Index::cache_ttl`].
+    pub cache_ttl_keys: Vec<crate::cachettl::Key>,
 }
 
 /// The runtime's token estimate of an entry's context message (0 when it puts none in
@@ -607,6 +612,8 @@ pub struct IndexBuilder {
     /// `message.content` and of the entry's own `content` ended in what it read.
     last_probed_light: bool,
     last_content_keys: [Option<usize>; 2],
+    /// Positions of [`Index::cache_ttl_keys`] by key.
+    cache_ttl_key_ids: std::collections::HashMap<crate::cachettl::Key, u32>,
 }
 
 /// What the probe located in the last line pushed (see [`IndexBuilder::last_line`]).
@@ -687,7 +694,13 @@ impl IndexBuilder {
         match probed {
             Some(e) => {
                 line.kind = LineKind::Entry;
-                line.entry = Some(self.index.entries.len() as u32);
+                let at = self.index.entries.len() as u32;
+                line.entry = Some(at);
+                if e.kind == EntryType::Custom
+                    && let Some(key) = crate::cachettl::read_marker(body)
+                {
+                    self.push_cache_ttl(at, key);
+                }
                 self.index.entries.push(e);
             }
             None => {
@@ -762,6 +775,11 @@ impl IndexBuilder {
                 if from.invalid_utf8.binary_search(&n).is_ok() {
                     self.index.invalid_utf8.push(line_no);
                 }
+                if let Ok(k) = from.cache_ttl.binary_search_by_key(&(i as u32), |m| m.0) {
+                    let key = from.cache_ttl_keys[from.cache_ttl[k].1 as usize].clone();
+                    let at = self.index.entries.len() as u32 - 1;
+                    self.push_cache_ttl(at, key);
+                }
             }
             (LineKind::Unparsable, _) => {
                 let body = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -831,6 +849,24 @@ impl IndexBuilder {
             e.set_version(header_version(bytes));
         }
         Some(e)
+    }
+
+    /// Record a readable cache-TTL marker (entry `at`) under its key.
+    fn push_cache_ttl(&mut self, at: u32, key: crate::cachettl::Key) {
+        let keys = &mut self.index.cache_ttl_keys;
+        if self.cache_ttl_key_ids.len() != keys.len() {
+            // A resumed index: its keys are not in the map yet.
+            self.cache_ttl_key_ids = keys
+                .iter()
+                .enumerate()
+                .map(|(n, k)| (k.clone(), n as u32))
+                .collect();
+        }
+        let id = *self.cache_ttl_key_ids.entry(key).or_insert_with_key(|k| {
+            keys.push(k.clone());
+            keys.len() as u32 - 1
+        });
+        self.index.cache_ttl.push((at, id));
     }
 
     /// The last line pushed without its terminator and with every payload of
