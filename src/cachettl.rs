@@ -18,9 +18,10 @@
 //! trimmed as `String.prototype.trim` does, then lower-cased when it is ASCII and kept as it is
 //! otherwise (`None` when empty). Equal keys always mean equal values to the runtime; the
 //! converse may fail for non-ASCII text (Unicode case mapping), which only keeps more. Anything
-//! else (a non-object `data`, a timestamp the runtime skips, a provider that is a number,
-//! duplicate keys inside the line, a line this tool cannot parse) is not a marker here: it is
-//! never removed, and never counts as superseding another one.
+//! else (a non-object `data`, a timestamp the runtime skips, a provider that is a number, a
+//! line this tool cannot parse) is not a marker here: it is never removed, and never counts
+//! as superseding another one. The line is read as `JSON.parse` reads it (`jsjson`: a
+//! duplicate member's last value wins).
 //!
 //! **Superseded** ([`plan`]). Any context the runtime asks with matches a union of keys, so it
 //! reads the newest marker of one of them: keeping the newest marker of every key (in file

@@ -77,6 +77,9 @@ fn markers_and_their_keys() {
         );
     }
     assert!(key(&marker("a", "", "-3.5", "\"p\"", "\"m\"")).is_some());
+    // Duplicate members resolve as JSON.parse resolves them: the last one wins.
+    let dup = r#"{"type":"custom","customType":"openclaw.cache-ttl","data":{"timestamp":1,"provider":"a","provider":"B"},"id":"a"}"#;
+    assert_eq!(key(dup), Some((Some("b".into()), None)));
     assert_eq!(key(&marker("a", "", "5", "7", "\"m\"")), None);
     assert_eq!(key(&marker("a", "", "5", "\"p\"", "{}")), None);
     assert_eq!(key(&marker("", "", "5", "\"p\"", "\"m\"")), None);

@@ -4,6 +4,7 @@
 
 mod agentdb;
 mod agentdb_inspect;
+mod cachettl;
 mod cleanup;
 mod cleanup_cli;
 mod cleanup_safety;
