@@ -5,6 +5,7 @@
 mod agentdb;
 mod agentdb_inspect;
 mod cachettl;
+mod cachettl_hostile;
 mod cleanup;
 mod cleanup_cli;
 mod cleanup_safety;
