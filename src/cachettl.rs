@@ -73,12 +73,41 @@ fn key_part(v: Option<&Value>) -> Result<Option<Box<str>>, ()> {
     })
 }
 
+/// What a line holding the marker's name is to this module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Probe {
+    /// Not a marker the runtime reads (or no marker at all).
+    No,
+    /// A marker the runtime reads, with its key.
+    Marker(Key),
+    /// The line nests too deep to be parsed (`jsjson::MAX_DEPTH`): the runtime may read it as a
+    /// marker, this tool cannot tell.
+    TooDeep,
+}
+
 /// The key of a line (without its terminator) that is a cache-TTL marker the runtime reads
 /// (see the module notes), or `None`. Only lines holding the name are parsed.
 pub fn read_marker(body: &[u8]) -> Option<Key> {
+    match probe(body) {
+        Probe::Marker(k) => Some(k),
+        Probe::No | Probe::TooDeep => None,
+    }
+}
+
+/// [`read_marker`], telling a line too deep to parse apart.
+pub fn probe(body: &[u8]) -> Probe {
     static NAME: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(CUSTOM_TYPE.as_bytes()));
-    NAME.find(body)?;
-    let v = crate::jsjson::parse(body).ok()?;
+    if NAME.find(body).is_none() {
+        return Probe::No;
+    }
+    match crate::jsjson::parse(body) {
+        Ok(v) => marker_of(&v).map_or(Probe::No, Probe::Marker),
+        Err(e) if crate::jsjson::is_too_deep(&e) => Probe::TooDeep,
+        Err(_) => Probe::No,
+    }
+}
+
+fn marker_of(v: &Value) -> Option<Key> {
     let o = v.as_object()?;
     if o.get("type")?.as_str()? != "custom"
         || o.get("customType")?.as_str()? != CUSTOM_TYPE
@@ -119,7 +148,8 @@ pub struct Plan {
     pub read_by_a_fork: usize,
 }
 
-/// Plan which markers to remove: those superseded in file order and on every branch below them.
+/// Plan which markers to remove: those superseded in file order, on every branch below them,
+/// and not the first of their key on their path.
 pub fn plan(index: &Index, tree: &Tree) -> Plan {
     let mut out = Plan::default();
     let n = index.entries.len();
@@ -218,8 +248,13 @@ pub fn plan(index: &Index, tree: &Tree) -> Plan {
 }
 
 /// [`plan`] as the transcript job's edits, with a note per held-back marker (what
-/// `prune-cache-ttl` runs per file, and what `inspect` previews to predict it).
-pub fn planned(index: &Index, tree: &Tree) -> Planned {
+/// `prune-cache-ttl` runs per file, and what `inspect` previews to predict it). A file with a
+/// marker line too deep to parse is not edited (the `jsjson::TooDeep` reason: the job reports
+/// it as damaged), since that marker may be the one the runtime reads.
+pub fn planned(index: &Index, tree: &Tree) -> Result<Planned, String> {
+    if let Some(line) = index.cache_ttl_too_deep {
+        return Err(crate::jsjson::TooDeep { line: line + 1 }.to_string());
+    }
     let plan = plan(index, tree);
     let notes = plan
         .held_back
@@ -236,7 +271,7 @@ pub fn planned(index: &Index, tree: &Tree) -> Planned {
         ..Planned::default()
     };
     planned.edits.remove = plan.remove;
-    planned
+    Ok(planned)
 }
 
 #[cfg(test)]

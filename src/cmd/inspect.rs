@@ -219,7 +219,7 @@ fn with_hooks<T>(
         Tick::Planned(n) => progress.add_total(n),
         Tick::Done(n) => progress.inc(n),
     };
-    let cache_ttl = |i: &Index, t: &Tree| Ok(crate::cachettl::planned(i, t));
+    let cache_ttl = |i: &Index, t: &Tree| crate::cachettl::planned(i, t);
     let hooks = Hooks {
         strip: &strip,
         prune: &prune,

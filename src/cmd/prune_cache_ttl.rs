@@ -25,6 +25,6 @@ pub fn run(args: &PruneCacheTtlArgs) -> Result<Exit> {
         &args.mode,
         &labels,
         |o: &Outcome| o.entries_removed,
-        &|index, tree| Ok(cachettl::planned(index, tree)),
+        &|index, tree| cachettl::planned(index, tree),
     )
 }

@@ -467,6 +467,9 @@ pub struct Index {
     pub cache_ttl: Vec<(u32, u32)>,
     /// The distinct provider/model keys of [`Index::cache_ttl`].
     pub cache_ttl_keys: Vec<crate::cachettl::Key>,
+    /// The first line (0-based) of a `custom` entry holding the marker's name that nests too
+    /// deep to be parsed.
+    pub cache_ttl_too_deep: Option<usize>,
 }
 
 /// The runtime's token estimate of an entry's context message (0 when it puts none in
@@ -696,10 +699,14 @@ impl IndexBuilder {
                 line.kind = LineKind::Entry;
                 let at = self.index.entries.len() as u32;
                 line.entry = Some(at);
-                if e.kind == EntryType::Custom
-                    && let Some(key) = crate::cachettl::read_marker(body)
-                {
-                    self.push_cache_ttl(at, key);
+                if e.kind == EntryType::Custom {
+                    match crate::cachettl::probe(body) {
+                        crate::cachettl::Probe::Marker(key) => self.push_cache_ttl(at, key),
+                        crate::cachettl::Probe::TooDeep => {
+                            self.index.cache_ttl_too_deep.get_or_insert(line_no);
+                        }
+                        crate::cachettl::Probe::No => {}
+                    }
                 }
                 self.index.entries.push(e);
             }
