@@ -88,6 +88,11 @@ fn hostile() -> String {
         ok("q1", "u2", 7500, "q"),
         ok("m7", "q1", 8000, "p"),
         user("u3", "m7"),
+        // A compaction that keeps from a superseded marker: it must keep from u2 afterwards.
+        format!(
+            r#"{{"type":"compaction","id":"k1","parentId":"u3","timestamp":"{TS}","summary":"earlier","firstKeptEntryId":"m6","tokensBefore":900}}"#
+        ),
+        user("u4", "k1"),
     ];
     file(&lines)
 }
@@ -108,6 +113,14 @@ fn only_superseded_readable_markers_go() {
         .collect();
     assert_eq!(gone, ["m2", "m3", "m5", "m6"], "{after}");
     assert_eq!(v["transcripts"][0]["markersRemoved"], 4);
+    let compaction: Value = serde_json::from_str(
+        after
+            .lines()
+            .find(|l| l.contains(r#""id":"k1""#))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(compaction["firstKeptEntryId"], "u2");
     let notes = v["transcripts"][0]["notes"].to_string();
     assert!(notes.contains("unparsable line mentions its id"), "{notes}");
     // The odd markers, the unparsable lines and the torn last line are all still there.
