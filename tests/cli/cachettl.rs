@@ -445,10 +445,14 @@ fn transcripts_the_runtime_wrote_keep_what_it_reads() {
         return;
     };
     let env = TestEnv::new();
-    let cases: Vec<Case> = (1..=4u64)
-        .map(|seed| {
+    // Four sessions written by 2026.7.1, two by the extended-stable 2026.7.35.
+    let extended = util::oracle_extended();
+    let writers = std::iter::repeat_n(&writer, 4).chain(extended.iter().cycle().take(2));
+    let cases: Vec<Case> = writers
+        .zip(1u64..)
+        .map(|(w, seed)| {
             let before = env.path(&format!("rt{seed}.jsonl"));
-            writer.run_script(
+            w.run_script(
                 "cache-ttl.mjs",
                 ["write", before.to_str().unwrap(), &seed.to_string()],
             );

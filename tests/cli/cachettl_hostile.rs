@@ -113,13 +113,8 @@ fn only_superseded_readable_markers_go() {
         .collect();
     assert_eq!(gone, ["m2", "m3", "m5", "m6"], "{after}");
     assert_eq!(v["transcripts"][0]["markersRemoved"], 4);
-    let compaction: Value = serde_json::from_str(
-        after
-            .lines()
-            .find(|l| l.contains(r#""id":"k1""#))
-            .unwrap(),
-    )
-    .unwrap();
+    let compaction: Value =
+        serde_json::from_str(after.lines().find(|l| l.contains(r#""id":"k1""#)).unwrap()).unwrap();
     assert_eq!(compaction["firstKeptEntryId"], "u2");
     let notes = v["transcripts"][0]["notes"].to_string();
     assert!(notes.contains("unparsable line mentions its id"), "{notes}");
