@@ -24,8 +24,9 @@
 //! - [`job`]: one file through plan → preview or apply under every safety rule (symlinks,
 //!   confinement, OpenClaw's lock, validation, concurrent-append checks, atomic replace).
 //!
-//! The planners live beside this module: `crate::noreply` (silent-reply runs) and
-//! `crate::images` (image stripping).
+//! The planners live beside this module: `crate::noreply` (silent-reply runs),
+//! `crate::cachettl` (superseded cache-TTL markers, which the index records as it reads them)
+//! and `crate::images` (image stripping).
 //!
 //! Entry points for other commands (`compact`, `inspect`):
 //!
@@ -34,6 +35,7 @@
 //! let tree = tree::Tree::build(&index);                 // parents, leaf, active path
 //! let (ctx, pairing) = tree::active_context(&index, &tree);
 //! let prune = crate::noreply::plan(&index, &tree, 1);   // what prune-noreply removes
+//! let ttl = crate::cachettl::plan(&index, &tree);        // what prune-cache-ttl removes
 //! let strip = crate::images::plan(&index, &tree, 3);    // what strip-images replaces
 //! let resolved = rewrite::resolve(&index, &tree, &edits)?;   // removals, blocks, appends
 //! let applied = rewrite::apply(reader, &index, &resolved, &mut out)?;
