@@ -58,6 +58,14 @@ pub enum Command {
     /// minus exactly the removed silent replies.
     #[command(name = "prune-noreply", after_long_help = EXIT_CODES_HELP)]
     PruneNoreply(PruneNoreplyArgs),
+    /// Remove superseded `openclaw.cache-ttl` markers from transcripts, on disk.
+    ///
+    /// The runtime reads only the newest marker per provider and model (the last line in the
+    /// file that matches). Every older one goes, except that the newest of each branch stays
+    /// (a fork of that branch would read it); children are re-parented, so the runtime loads
+    /// the same context and reads the same cache-TTL timestamp for every provider and model.
+    #[command(name = "prune-cache-ttl", after_long_help = EXIT_CODES_HELP)]
+    PruneCacheTtl(PruneCacheTtlArgs),
     /// Replace base64 image blocks outside the recent turns with a short text placeholder.
     ///
     /// Images in user and tool-result messages from the start of the `--keep-turns`-th most
@@ -80,7 +88,7 @@ pub enum Command {
     /// and cleanup's `--prune-after`, `--max-entries`, … with the same openclaw.json).
     #[command(after_long_help = EXIT_CODES_HELP)]
     Inspect(InspectArgs),
-    /// The nightly job: `cleanup`, `prune-noreply`, `strip-images`, then `vacuum`, in one run.
+    /// The nightly job: cleanup, prune-noreply, prune-cache-ttl, strip-images, vacuum, in one run.
     ///
     /// Every step runs over every target store even when an earlier step met a bad store or
     /// file; each step prints its report, every problem is one line on stderr, and the run
@@ -269,6 +277,14 @@ pub struct PruneNoreplyArgs {
     /// Keep the first N silent replies of each run (0 removes them all).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub keep: usize,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct PruneCacheTtlArgs {
+    #[command(flatten)]
+    pub targets: TranscriptTargetArgs,
+    #[command(flatten)]
+    pub mode: ModeArgs,
 }
 
 #[derive(Debug, Clone, Args)]

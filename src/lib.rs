@@ -5,6 +5,7 @@
 //! clap, indicatif or comfy-table.
 
 pub mod agentdb;
+pub mod cachettl;
 pub mod cli;
 pub mod cmd;
 pub mod compact;

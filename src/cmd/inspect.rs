@@ -219,9 +219,11 @@ fn with_hooks<T>(
         Tick::Planned(n) => progress.add_total(n),
         Tick::Done(n) => progress.inc(n),
     };
+    let cache_ttl = |i: &Index, t: &Tree| crate::cachettl::planned(i, t);
     let hooks = Hooks {
         strip: &strip,
         prune: &prune,
+        cache_ttl: &cache_ttl,
         compact: &compact,
         compact_min_tokens: settings.min_tokens,
         counter: estimator.counter(),

@@ -1,15 +1,20 @@
 //! `clawkeeper maintain`: the nightly job in one run. `cleanup`, then `prune-noreply`, then
-//! `strip-images`, then `vacuum` (SQLite-era agents), each over every target store with the flags it shares with this command;
+//! `prune-cache-ttl`, then `strip-images`, then `vacuum` (SQLite-era agents), each over every
+//! target store with the flags it shares with this command;
 //! every step runs whatever the previous one met, and the run exits with the most serious
 //! outcome of all of them, so that a cron line or a systemd unit needs one command and one
 //! exit code, and one bad store never keeps the others from any step.
+//!
+//! `prune-cache-ttl` is a step because it takes nothing the runtime reads (only markers that
+//! a newer one of the same provider and model supersedes, in the file and on every branch),
+//! has no setting, and its markers are where an active cache-ttl session grows fastest.
 
 use anyhow::Result;
 
 use super::problems::Problems;
 use crate::cli::{
-    CleanupArgs, CleanupModeArgs, CleanupPlanArgs, MaintainArgs, ModeArgs, PruneNoreplyArgs,
-    StripImagesArgs, TranscriptTargetArgs, VacuumArgs,
+    CleanupArgs, CleanupModeArgs, CleanupPlanArgs, MaintainArgs, ModeArgs, PruneCacheTtlArgs,
+    PruneNoreplyArgs, StripImagesArgs, TranscriptTargetArgs, VacuumArgs,
 };
 use crate::exit::Exit;
 
@@ -44,6 +49,10 @@ pub fn run(args: &MaintainArgs) -> Result<Exit> {
         mode: mode.clone(),
         keep: args.keep,
     };
+    let cache_ttl = PruneCacheTtlArgs {
+        targets: targets.clone(),
+        mode: mode.clone(),
+    };
     let strip = StripImagesArgs {
         targets,
         mode,
@@ -58,9 +67,10 @@ pub fn run(args: &MaintainArgs) -> Result<Exit> {
         quiet: args.quiet,
         wait_lock: args.wait_lock,
     };
-    let steps: [&dyn Fn() -> Result<Exit>; 4] = [
+    let steps: [&dyn Fn() -> Result<Exit>; 5] = [
         &|| super::cleanup::run(&cleanup),
         &|| super::prune_noreply::run(&prune),
+        &|| super::prune_cache_ttl::run(&cache_ttl),
         &|| super::strip_images::run(&strip),
         &|| super::vacuum::run(&vacuum),
     ];

@@ -6,6 +6,7 @@ mod completions;
 mod inspect;
 mod maintain;
 pub mod problems;
+mod prune_cache_ttl;
 mod prune_noreply;
 pub mod resolved;
 mod strip_images;
@@ -26,6 +27,7 @@ pub fn run(cli: &Cli) -> Result<Exit> {
     match &cli.command {
         Command::Cleanup(args) => cleanup::run(args),
         Command::PruneNoreply(args) => prune_noreply::run(args),
+        Command::PruneCacheTtl(args) => prune_cache_ttl::run(args),
         Command::StripImages(args) => strip_images::run(args),
         Command::Compact(args) => compact::run(args),
         Command::Inspect(args) => inspect::run(args),

@@ -325,8 +325,8 @@ pub fn inspect_database(
         );
     }
     r.notes.push(
-        "strip-images, prune-noreply and compact do not edit SQLite-era transcripts yet: \
-         their figures are not predicted"
+        "strip-images, prune-noreply, prune-cache-ttl and compact do not edit SQLite-era \
+         transcripts yet: their figures are not predicted"
             .into(),
     );
     Ok(r)

@@ -83,6 +83,8 @@ pub struct Filters {
 pub struct Hooks<'a> {
     pub strip: &'a Planner<'a>,
     pub prune: &'a Planner<'a>,
+    /// `prune-cache-ttl`'s planner.
+    pub cache_ttl: &'a Planner<'a>,
     pub compact: &'a PlannerAt<'a>,
     /// `compact` leaves a transcript alone when its context is not above this.
     pub compact_min_tokens: u64,
@@ -132,6 +134,7 @@ pub struct TranscriptFacts {
     /// replaced by a longer placeholder).
     pub strip_bytes: i64,
     pub prune_bytes: i64,
+    pub cache_ttl_bytes: i64,
     pub compact_tokens: u64,
     /// Why the file could not be read.
     pub error: Option<String>,
@@ -158,6 +161,7 @@ pub struct Reclaimable {
     pub cleanup: Option<i64>,
     pub strip_images: i64,
     pub prune_noreply: i64,
+    pub prune_cache_ttl: i64,
     pub compact_tokens: u64,
 }
 
@@ -347,6 +351,7 @@ pub fn inspect_store(
         }
         r.reclaimable.strip_images += f.strip_bytes;
         r.reclaimable.prune_noreply += f.prune_bytes;
+        r.reclaimable.prune_cache_ttl += f.cache_ttl_bytes;
         r.reclaimable.compact_tokens += f.compact_tokens;
         r.damage.add_transcript(p, f);
     }
@@ -496,6 +501,10 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
         }
         if counts.silent_replies > 0 {
             f.prune_bytes = freed(job::predict(confined, path, &index, &tree, hooks.prune));
+        }
+        // One readable marker can supersede nothing.
+        if index.cache_ttl.len() > 1 {
+            f.cache_ttl_bytes = freed(job::predict(confined, path, &index, &tree, hooks.cache_ttl));
         }
         if f.context_tokens
             .is_some_and(|t| t > hooks.compact_min_tokens)

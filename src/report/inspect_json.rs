@@ -60,6 +60,7 @@ fn session_json(r: &SessionRow) -> Value {
         json!({
             "strip-images": f.strip_bytes,
             "prune-noreply": f.prune_bytes,
+            "prune-cache-ttl": f.cache_ttl_bytes,
             "compactTokens": f.compact_tokens,
         }),
     );
@@ -139,12 +140,14 @@ fn reclaimable_json(r: &StoreReport) -> Value {
             "cleanup": rc.cleanup,
             "strip-images": rc.strip_images,
             "prune-noreply": rc.prune_noreply,
+            "prune-cache-ttl": rc.prune_cache_ttl,
             "compactTokens": rc.compact_tokens,
         }),
         Some(db) => json!({
             "cleanup": rc.cleanup,
             "strip-images": null,
             "prune-noreply": null,
+            "prune-cache-ttl": null,
             "compactTokens": null,
             "vacuum": db.vacuum.reclaimed(),
         }),
@@ -204,6 +207,7 @@ pub fn json(reports: &[StoreReport], view: &View) -> Value {
                 "cleanup": (!cleanup.is_empty()).then(|| cleanup.iter().sum::<i64>()),
                 "strip-images": reports.iter().map(|r| r.reclaimable.strip_images).sum::<i64>(),
                 "prune-noreply": reports.iter().map(|r| r.reclaimable.prune_noreply).sum::<i64>(),
+                "prune-cache-ttl": reports.iter().map(|r| r.reclaimable.prune_cache_ttl).sum::<i64>(),
                 "compactTokens": sum(&|r| r.reclaimable.compact_tokens),
                 "vacuum": reports.iter().any(|r| r.database.is_some()).then(|| {
                     reports.iter().filter_map(|r| r.database.as_ref()).map(|d| d.vacuum.reclaimed()).sum::<i64>()
@@ -233,6 +237,7 @@ pub fn transcript_json(t: &TranscriptReport) -> Value {
             "cleanup": Value::Null,
             "strip-images": f.strip_bytes,
             "prune-noreply": f.prune_bytes,
+            "prune-cache-ttl": f.cache_ttl_bytes,
             "compactTokens": f.compact_tokens,
         }),
     );

@@ -183,7 +183,12 @@ fn render_reclaimable_of(
             None => na.clone(),
         };
         t.add_row(vec!["cleanup --enforce".to_string(), cleanup]);
-        for cmd in ["strip-images", "prune-noreply", "compact"] {
+        for cmd in [
+            "strip-images",
+            "prune-noreply",
+            "prune-cache-ttl",
+            "compact",
+        ] {
             t.add_row(vec![format!("{cmd} --enforce"), na.clone()]);
         }
         t.add_row(vec![
@@ -207,6 +212,10 @@ fn render_reclaimable_of(
     t.add_row(vec![
         "prune-noreply --enforce".into(),
         signed(rc.prune_noreply),
+    ]);
+    t.add_row(vec![
+        "prune-cache-ttl --enforce".into(),
+        signed(rc.prune_cache_ttl),
     ]);
     t.add_row(vec![
         "compact --enforce".into(),
@@ -424,6 +433,7 @@ fn render_summary(out: &mut String, reports: &[StoreReport]) {
         "cleanup\nfrees",
         "strip-\nimages",
         "prune-\nnoreply",
+        "prune-\ncache-ttl",
         "compact\ntokens",
     ];
     let mut t = table(header);
@@ -436,6 +446,7 @@ fn render_summary(out: &mut String, reports: &[StoreReport]) {
             cleanup(rc.cleanup),
             short_signed(rc.strip_images),
             short_signed(rc.prune_noreply),
+            short_signed(rc.prune_cache_ttl),
             rc.compact_tokens.to_string(),
         ]);
     };
@@ -457,6 +468,7 @@ fn render_summary(out: &mut String, reports: &[StoreReport]) {
         };
         total.strip_images += rc.strip_images;
         total.prune_noreply += rc.prune_noreply;
+        total.prune_cache_ttl += rc.prune_cache_ttl;
         total.compact_tokens += rc.compact_tokens;
     }
     row("all".into(), entries, disk, &total);
@@ -497,6 +509,10 @@ pub fn render_transcript(out: &mut String, t: &TranscriptReport) {
         ("images", format!("{} ({})", c.images, size(c.image_bytes))),
         ("media references", c.media_references.to_string()),
         ("silent replies", c.silent_replies.to_string()),
+        (
+            "cache-ttl markers",
+            format!("{} ({})", c.cache_ttl_markers, size(c.cache_ttl_bytes)),
+        ),
         ("tool output", size(c.tool_output_bytes)),
         ("thinking", size(c.thinking_bytes)),
         ("context tokens (estimate)", dash_or(f.context_tokens)),
@@ -511,6 +527,7 @@ pub fn render_transcript(out: &mut String, t: &TranscriptReport) {
         cleanup: None,
         strip_images: f.strip_bytes,
         prune_noreply: f.prune_bytes,
+        prune_cache_ttl: f.cache_ttl_bytes,
         compact_tokens: f.compact_tokens,
     };
     render_reclaimable(out, &rc, Some("not applicable (no store)"));

@@ -24,8 +24,9 @@
 //! - [`job`]: one file through plan → preview or apply under every safety rule (symlinks,
 //!   confinement, OpenClaw's lock, validation, concurrent-append checks, atomic replace).
 //!
-//! The planners live beside this module: `crate::noreply` (silent-reply runs) and
-//! `crate::images` (image stripping).
+//! The planners live beside this module: `crate::noreply` (silent-reply runs),
+//! `crate::cachettl` (superseded cache-TTL markers, which the index records as it reads them)
+//! and `crate::images` (image stripping).
 //!
 //! Entry points for other commands (`compact`, `inspect`):
 //!
@@ -34,6 +35,7 @@
 //! let tree = tree::Tree::build(&index);                 // parents, leaf, active path
 //! let (ctx, pairing) = tree::active_context(&index, &tree);
 //! let prune = crate::noreply::plan(&index, &tree, 1);   // what prune-noreply removes
+//! let ttl = crate::cachettl::plan(&index, &tree);        // what prune-cache-ttl removes
 //! let strip = crate::images::plan(&index, &tree, 3);    // what strip-images replaces
 //! let resolved = rewrite::resolve(&index, &tree, &edits)?;   // removals, blocks, appends
 //! let applied = rewrite::apply(reader, &index, &resolved, &mut out)?;
@@ -462,6 +464,14 @@ pub struct Index {
     pub measured_with: Option<TokenCounter>,
     /// With a counter: each entry's token figures, by entry index.
     pub tokens: Vec<EntryTokens>,
+    /// The `openclaw.cache-ttl` markers the runtime can read (see `crate::cachettl`), in
+    /// file order: (entry index, index into [`Index::cache_ttl_keys`]).
+    pub cache_ttl: Vec<(u32, u32)>,
+    /// The distinct provider/model keys of [`Index::cache_ttl`].
+    pub cache_ttl_keys: Vec<crate::cachettl::Key>,
+    /// The first line (0-based) of a `custom` entry holding the marker's name that nests too
+    /// deep to be parsed.
+    pub cache_ttl_too_deep: Option<usize>,
 }
 
 /// The runtime's token estimate of an entry's context message (0 when it puts none in
@@ -607,6 +617,8 @@ pub struct IndexBuilder {
     /// `message.content` and of the entry's own `content` ended in what it read.
     last_probed_light: bool,
     last_content_keys: [Option<usize>; 2],
+    /// Positions of [`Index::cache_ttl_keys`] by key.
+    cache_ttl_key_ids: std::collections::HashMap<crate::cachettl::Key, u32>,
 }
 
 /// What the probe located in the last line pushed (see [`IndexBuilder::last_line`]).
@@ -687,7 +699,17 @@ impl IndexBuilder {
         match probed {
             Some(e) => {
                 line.kind = LineKind::Entry;
-                line.entry = Some(self.index.entries.len() as u32);
+                let at = self.index.entries.len() as u32;
+                line.entry = Some(at);
+                if e.kind == EntryType::Custom {
+                    match crate::cachettl::probe(body) {
+                        crate::cachettl::Probe::Marker(key) => self.push_cache_ttl(at, key),
+                        crate::cachettl::Probe::TooDeep => {
+                            self.index.cache_ttl_too_deep.get_or_insert(line_no);
+                        }
+                        crate::cachettl::Probe::No => {}
+                    }
+                }
                 self.index.entries.push(e);
             }
             None => {
@@ -762,6 +784,11 @@ impl IndexBuilder {
                 if from.invalid_utf8.binary_search(&n).is_ok() {
                     self.index.invalid_utf8.push(line_no);
                 }
+                if let Ok(k) = from.cache_ttl.binary_search_by_key(&(i as u32), |m| m.0) {
+                    let key = from.cache_ttl_keys[from.cache_ttl[k].1 as usize].clone();
+                    let at = self.index.entries.len() as u32 - 1;
+                    self.push_cache_ttl(at, key);
+                }
             }
             (LineKind::Unparsable, _) => {
                 let body = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -831,6 +858,24 @@ impl IndexBuilder {
             e.set_version(header_version(bytes));
         }
         Some(e)
+    }
+
+    /// Record a readable cache-TTL marker (entry `at`) under its key.
+    fn push_cache_ttl(&mut self, at: u32, key: crate::cachettl::Key) {
+        let keys = &mut self.index.cache_ttl_keys;
+        if self.cache_ttl_key_ids.len() != keys.len() {
+            // A resumed index: its keys are not in the map yet.
+            self.cache_ttl_key_ids = keys
+                .iter()
+                .enumerate()
+                .map(|(n, k)| (k.clone(), n as u32))
+                .collect();
+        }
+        let id = *self.cache_ttl_key_ids.entry(key).or_insert_with_key(|k| {
+            keys.push(k.clone());
+            keys.len() as u32 - 1
+        });
+        self.index.cache_ttl.push((at, id));
     }
 
     /// The last line pushed without its terminator and with every payload of

@@ -13,6 +13,7 @@
 //! - the active path's context is the old one minus exactly the removed entries, in order
 //!   (unless the caller changes the context on purpose and checks it itself);
 //! - tool call/result pairing on the active path is no worse than before (likewise);
+//! - the cache-TTL marker the runtime reads for every provider and model is the same entry;
 //! - unparsable lines are all still there, byte for byte.
 
 use std::collections::HashSet;
@@ -185,7 +186,28 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             "tool call pairing got worse ({old_pairing:?} before, {new_pairing:?} after)"
         ));
     }
+    cache_ttl_kept(old, new)?;
     unparsable_kept(old, new)
+}
+
+/// The cache-TTL marker the runtime reads for every provider and model is the same entry
+/// (see `crate::cachettl`).
+fn cache_ttl_kept(old: &Index, new: &Index) -> Result<(), Invalid> {
+    let before = crate::cachettl::newest_by_key(old);
+    let after = crate::cachettl::newest_by_key(new);
+    if let Some((key, id)) = before.iter().find(|(k, id)| after.get(*k) != Some(*id)) {
+        return fail(format!(
+            "the newest cache-ttl marker for provider {:?} and model {:?} is no longer {id}",
+            key.0, key.1
+        ));
+    }
+    if let Some((key, id)) = after.iter().find(|(k, _)| !before.contains_key(*k)) {
+        return fail(format!(
+            "a new cache-ttl marker {id} appeared for provider {:?} and model {:?}",
+            key.0, key.1
+        ));
+    }
+    Ok(())
 }
 
 fn unparsable_kept(old: &Index, new: &Index) -> Result<(), Invalid> {

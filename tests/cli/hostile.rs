@@ -1,5 +1,5 @@
-//! Hostile inputs against every writing command at once: `prune-noreply`, `strip-images`,
-//! `compact` in place and `compact --successor` (and `cleanup` where it applies). Each case runs
+//! Hostile inputs against every writing command at once: `prune-noreply`, `prune-cache-ttl`,
+//! `strip-images`, `compact` in place and `compact --successor` (and `cleanup` where it applies). Each case runs
 //! for every writer, so a rule that holds for one command but was forgotten in another shows up
 //! here: locks (live, dead, stale, garbage), agents moved to SQLite, broken `sessions.json`,
 //! kept modes, temps of killed runs, and appends racing the rewrite.
@@ -44,6 +44,26 @@ pub fn prunable() -> Vec<u8> {
         msg("n1", "u1", "assistant", silent),
         msg("n2", "n1", "assistant", silent),
         msg("u2", "n2", "user", "\"again\""),
+    ]
+    .join("\n")
+        + "\n")
+        .into_bytes()
+}
+
+/// Three cache-TTL markers of one provider and model: `prune-cache-ttl` removes the middle one.
+pub fn with_cache_ttl_markers() -> Vec<u8> {
+    let marker = |id: &str, parent: &str, ts: u64| {
+        format!(
+            r#"{{"type":"custom","customType":"openclaw.cache-ttl","data":{{"timestamp":{ts},"provider":"anthropic","modelId":"claude-opus-4-5"}},"id":"{id}","parentId":"{parent}","timestamp":"2026-03-01T00:00:00.000Z"}}"#
+        )
+    };
+    ([
+        HEADER.to_owned(),
+        msg("u1", "", "user", "\"hi\""),
+        marker("t1", "u1", 1_772_323_200_000),
+        marker("t2", "t1", 1_772_323_260_000),
+        marker("t3", "t2", 1_772_323_320_000),
+        msg("u2", "t3", "user", "\"again\""),
     ]
     .join("\n")
         + "\n")
@@ -99,6 +119,12 @@ pub fn writers() -> Vec<Writer> {
             name: "prune-noreply",
             args: vec!["prune-noreply"],
             input: prunable(),
+            store_only: false,
+        },
+        Writer {
+            name: "prune-cache-ttl",
+            args: vec!["prune-cache-ttl"],
+            input: with_cache_ttl_markers(),
             store_only: false,
         },
         Writer {

@@ -5,6 +5,8 @@
 mod agentdb;
 mod agentdb_inspect;
 mod agentdb_safety;
+mod cachettl;
+mod cachettl_hostile;
 mod cleanup;
 mod cleanup_cli;
 mod cleanup_safety;

@@ -20,10 +20,12 @@ const RUNS: &[&[&str]] = &[
     &["cleanup", "--dry-run", "--json"],
     &["prune-noreply", "--json"],
     &["strip-images", "--json"],
+    &["prune-cache-ttl", "--json"],
     &["compact", "--json"],
     &["vacuum", "--json"],
     &["prune-noreply", "--enforce", "--json"],
     &["strip-images", "--enforce", "--json"],
+    &["prune-cache-ttl", "--enforce", "--json"],
     &["compact", "--enforce", "--json"],
     &["cleanup", "--enforce", "--json"],
 ];
@@ -125,12 +127,13 @@ fn replace_number(rng: &mut Rng, bytes: &mut Vec<u8>) -> String {
     let end = (i..bytes.len())
         .find(|&j| !(bytes[j].is_ascii_digit() || b".eE+-".contains(&bytes[j])))
         .unwrap_or(bytes.len());
-    let with: &[u8] = *rng.pick(&[
-        &b"1e999"[..],
+    let choices: [&[u8]; 4] = [
+        b"1e999",
         b"123456789012345678901234567890",
         b"-0",
         b"9007199254740993",
-    ]);
+    ];
+    let with = choices[rng.below(choices.len())];
     bytes.splice(i..end, with.iter().copied());
     format!(
         "number at {i} replaced by {}",
