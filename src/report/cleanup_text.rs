@@ -12,7 +12,7 @@ use crate::maintenance::run::{Preview, Summary};
 
 const ACTION_PAD: usize = 19;
 
-fn utf16_len(s: &str) -> usize {
+pub(crate) fn utf16_len(s: &str) -> usize {
     s.encode_utf16().count()
 }
 
@@ -27,7 +27,7 @@ fn pad_end(s: &str, n: usize) -> String {
 }
 
 /// `String(v)` for a JSON value.
-fn js_string(v: &Value) -> String {
+pub(crate) fn js_string(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
@@ -48,7 +48,7 @@ fn js_string(v: &Value) -> String {
     }
 }
 
-fn truthy(v: Option<&Value>) -> Option<&Value> {
+pub(crate) fn truthy(v: Option<&Value>) -> Option<&Value> {
     v.filter(|v| crate::config::js_truthy(v))
 }
 
@@ -91,7 +91,7 @@ pub fn format_time_ago(ms: f64) -> String {
     format!("{}d ago", js_number(js_round(hours / 24.0)))
 }
 
-fn str_field<'a>(e: &'a Value, k: &str) -> Option<&'a str> {
+pub(crate) fn str_field<'a>(e: &'a Value, k: &str) -> Option<&'a str> {
     e.get(k).and_then(Value::as_str)
 }
 
@@ -128,6 +128,11 @@ fn primary(v: Option<&Value>) -> Option<String> {
 /// The Model column: the entry's override or runtime model, else the agent's or the
 /// configured default model, else `gpt-5.5`.
 fn display_model(cfg: &Config, key: &str, e: &Value) -> String {
+    display_model_or(cfg, key, e, "gpt-5.5")
+}
+
+/// [`display_model`] with another built-in default model.
+pub(crate) fn display_model_or(cfg: &Config, key: &str, e: &Value, fallback: &str) -> String {
     let agent = key
         .starts_with("agent:")
         .then(|| key.split(':').nth(1).unwrap_or(""));
@@ -140,7 +145,7 @@ fn display_model(cfg: &Config, key: &str, e: &Value) -> String {
     });
     let default = agent_model
         .or_else(|| primary(cfg.get(&["agents", "defaults", "model"])))
-        .unwrap_or_else(|| "gpt-5.5".into());
+        .unwrap_or_else(|| fallback.into());
     let provider = str_field(e, "providerOverride")
         .map(js_trim)
         .filter(|s| !s.is_empty());
@@ -195,7 +200,7 @@ fn flags_cell(e: &Value) -> String {
 }
 
 /// `sanitizeTerminalText`: escape CR/LF/TAB, drop other control characters and ANSI escapes.
-fn sanitize(s: &str) -> String {
+pub(crate) fn sanitize(s: &str) -> String {
     let s = strip_ansi(s)
         .replace('\r', "\\r")
         .replace('\n', "\\n")
@@ -281,7 +286,7 @@ fn weights(s: &str) -> (Vec<(u8, u32)>, Vec<bool>, Vec<bool>) {
 /// An approximation of `String.prototype.localeCompare` (ICU root collation): punctuation
 /// before digits before letters, letters compared without accents and case first, then
 /// unaccented before accented, then lowercase before uppercase.
-fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     let (wa, wb) = (weights(a), weights(b));
     wa.0.cmp(&wb.0)
         .then_with(|| wa.1.cmp(&wb.1))
