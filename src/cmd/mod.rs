@@ -91,12 +91,12 @@ pub(crate) fn resolve_targets(
     })?;
     if let Some(problem) = &cfg.json_era_problem {
         let json_era = targets.iter().any(|t| {
-            !crate::agentdb::is_database_path(&t.store_path)
-                && !t
-                    .store_path
+            let has_db = crate::agentdb::is_database_path(&t.store_path)
+                || t.store_path
                     .parent()
                     .and_then(crate::agentdb::path_for_sessions_dir)
-                    .is_some_and(|db| std::fs::symlink_metadata(db).is_ok())
+                    .is_some_and(|db| std::fs::symlink_metadata(db).is_ok());
+            !has_db
         });
         if json_era {
             anyhow::bail!("{problem}");

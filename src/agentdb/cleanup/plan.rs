@@ -78,8 +78,13 @@ pub struct EntryPlan {
 }
 
 impl EntryPlan {
+    /// The keys deleted (not archived).
     pub fn deleted(&self) -> impl Iterator<Item = &String> {
-        self.model_run.iter().chain(&self.stale).chain(&self.capped)
+        self.model_run
+            .iter()
+            .chain(&self.stale)
+            .chain(&self.capped)
+            .filter(|k| !self.archived.iter().any(|(a, _)| a == *k))
     }
 
     pub fn count(&self, phase: ArchivePhase) -> usize {

@@ -111,13 +111,26 @@ fn archive_in_place(
                 params![updated as i64, sid, key],
             )?;
         }
-        tx.execute(
-            "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
-            [key],
-        )?;
+        if has_table(&tx, "session_canonical_validation_pending")? {
+            tx.execute(
+                "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
+                [key],
+            )?;
+        }
     }
     tx.commit()?;
     Ok(())
+}
+
+fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
 }
 
 /// One transcript archive, materialized.
@@ -148,7 +161,7 @@ fn hex(b: &[u8]) -> String {
 
 /// The transcript of `sid` as JSONL, zstd level 3 as Node's `createZstdCompress` writes it
 /// (no checksum, no content size); `None` when it has no rows or no generation.
-fn materialize(conn: &Connection, sid: &str, key: &str) -> Result<Option<Archive>> {
+fn materialize(conn: &Connection, sid: &str, key: &str, rules: Rules) -> Result<Option<Archive>> {
     let rows: i64 = conn.query_row(
         "SELECT count(*) FROM transcript_events WHERE session_id = ?1",
         [sid],
@@ -167,14 +180,28 @@ fn materialize(conn: &Connection, sid: &str, key: &str) -> Result<Option<Archive
     let Some(generation) = generation else {
         return Ok(None);
     };
-    let mut enc = zstd::stream::Encoder::new(Vec::new(), 3)?;
-    enc.include_checksum(false)?;
-    enc.include_contentsize(false)?;
-    crate::agentdb::read::with_transcript(conn, sid, |r| {
-        std::io::copy(r, &mut enc)?;
-        Ok(())
-    })?;
-    let blob = enc.finish()?;
+    let blob = match rules {
+        // 2026.9.x streams through `zlib.createZstdCompress()`: no content size in the frame.
+        Rules::V9 => {
+            let mut enc = zstd::stream::Encoder::new(Vec::new(), 3)?;
+            enc.include_checksum(false)?;
+            enc.include_contentsize(false)?;
+            crate::agentdb::read::with_transcript(conn, sid, |r| {
+                std::io::copy(r, &mut enc)?;
+                Ok(())
+            })?;
+            enc.finish()?
+        }
+        // 2026.8.x compresses the whole transcript at once (`zstdCompressSync`).
+        Rules::V8 => {
+            let plain = crate::agentdb::read::with_transcript(conn, sid, |r| {
+                let mut v = Vec::new();
+                r.read_to_end(&mut v)?;
+                Ok(v)
+            })?;
+            zstd::bulk::compress(&plain, 3)?
+        }
+    };
     let created_at = now_ms();
     Ok(Some(Archive {
         session_id: sid.to_string(),
@@ -331,7 +358,7 @@ fn delete_entries(
         if window_key.is_none() {
             continue;
         }
-        if let Some(a) = materialize(conn, sid, window_key.as_deref().unwrap_or(key))? {
+        if let Some(a) = materialize(conn, sid, window_key.as_deref().unwrap_or(key), l.rules)? {
             archives.push(a);
         }
     }
