@@ -3,6 +3,7 @@
 //! helpers, every other module one topic.
 
 mod agentdb;
+mod agentdb_cleanup;
 mod cleanup;
 mod cleanup_cli;
 mod cleanup_safety;

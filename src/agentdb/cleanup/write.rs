@@ -290,6 +290,39 @@ fn referenced_ids(conn: &Connection, removed: &HashSet<&String>) -> Result<HashS
     Ok(out)
 }
 
+/// `deleteSessionEntryRows`: the windows of `key` that a surviving node still references
+/// (its current session, or a session id of its entry; the first such node in key order)
+/// move to that node; then the node goes, and with it (by cascade) its other windows.
+fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
+    let windows: Vec<String> = tx
+        .prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?
+        .query_map([key], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if !windows.is_empty() {
+        let survivors: Vec<(String, String, String)> = tx
+            .prepare(
+                "SELECT session_key, current_session_id, entry_json FROM session_nodes \
+                 WHERE session_key != ?1 ORDER BY session_key",
+            )?
+            .query_map([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for sid in windows {
+            let owner = survivors.iter().find(|(_, current, json)| {
+                *current == sid
+                    || crate::jsjson::parse(json.as_bytes())
+                        .is_ok_and(|e| entry_session_ids(&e).contains(&sid))
+            });
+            if let Some((to, _, _)) = owner {
+                tx.execute(
+                    "UPDATE session_windows SET session_key = ?1 WHERE session_id = ?2",
+                    params![to, sid],
+                )?;
+            }
+        }
+    }
+    Ok(tx.execute("DELETE FROM session_nodes WHERE session_key = ?1", [key])?)
+}
+
 /// Write an archive file into the sessions directory (temp, fsync, link, dir fsync).
 fn publish(dir: &Path, a: &Archive) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -385,30 +418,7 @@ fn delete_entries(
     }
     let mut n = 0;
     for key in deleted {
-        // Windows of this key that survivors still reference move to a survivor.
-        let mut stmt = tx.prepare(
-            "SELECT w.session_id, (SELECT s.session_key FROM session_nodes s \
-             WHERE s.current_session_id = w.session_id AND s.session_key != w.session_key \
-             ORDER BY s.session_key LIMIT 1) FROM session_windows w WHERE w.session_key = ?1",
-        )?;
-        let moves = stmt
-            .query_map([key.as_str()], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, Option<String>>(1)?))
-            })?
-            .collect::<rusqlite::Result<Vec<_>>>()?;
-        drop(stmt);
-        for (sid, to) in moves {
-            if let Some(to) = to.filter(|t| !removed.contains(t)) {
-                tx.execute(
-                    "UPDATE session_windows SET session_key = ?1 WHERE session_id = ?2",
-                    params![to, sid],
-                )?;
-            }
-        }
-        n += tx.execute(
-            "DELETE FROM session_nodes WHERE session_key = ?1",
-            [key.as_str()],
-        )?;
+        n += delete_node(&tx, key)?;
     }
     tx.commit()?;
     for a in &archives {
@@ -673,10 +683,7 @@ fn enforce_budget(
             for id in ids.iter().filter(|id| !keep.contains(*id)) {
                 delete_window(&tx, id)?;
             }
-            tx.execute(
-                "DELETE FROM session_nodes WHERE session_key = ?1",
-                [key.as_str()],
-            )?;
+            delete_node(&tx, &key)?;
             tx.commit()?;
             report.removed_entries += 1;
             reclaim(conn)?;
