@@ -647,3 +647,104 @@ fn a_config_only_sqlite_era_releases_accept_is_still_refused_for_a_json_era_stor
     assert_eq!(code, 0, "{doc}");
     assert_eq!(doc["diskBudget"], Value::Null);
 }
+
+/// Grow a database with SQL: `n` historical windows (a window, its events, their identities
+/// and a watermark, copied from live sessions under new session ids and an old `updated_at`),
+/// as session resets leave them behind, which no entry references.
+pub fn add_historical_windows(db: &Path, n: usize) {
+    let conn = Connection::open(db).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = ON; BEGIN IMMEDIATE;")
+        .unwrap();
+    let cols = |t: &str| -> Vec<String> {
+        conn.prepare(&format!("PRAGMA table_info({t})"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let sources: Vec<String> = conn
+        .prepare("SELECT session_id FROM session_windows ORDER BY session_key LIMIT ?1 OFFSET 18")
+        .unwrap()
+        .query_map([n as i64], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (i, src) in sources.iter().enumerate() {
+        let id = format!("0000000{i}-aaaa-4bbb-8ccc-dddddddddddd");
+        let c = cols("session_windows");
+        let sel: Vec<String> = c
+            .iter()
+            .map(|x| match x.as_str() {
+                "session_id" => "?1".into(),
+                "updated_at" | "created_at" => format!("1400000000000 + {i}"),
+                _ => x.clone(),
+            })
+            .collect();
+        conn.execute(
+            &format!(
+                "INSERT INTO session_windows ({}) SELECT {} FROM session_windows WHERE session_id = ?2",
+                c.join(","),
+                sel.join(",")
+            ),
+            rusqlite::params![id, src],
+        )
+        .unwrap();
+        for t in ["transcript_events", "transcript_event_identities"] {
+            let c: Vec<String> = cols(t)
+                .into_iter()
+                .filter(|x| !(t == "transcript_events" && x == "event_utf8_bytes"))
+                .collect();
+            let sel: Vec<String> = c
+                .iter()
+                .map(|x| {
+                    if x == "session_id" {
+                        "?1".into()
+                    } else {
+                        x.clone()
+                    }
+                })
+                .collect();
+            conn.execute(
+                &format!(
+                    "INSERT INTO {t} ({}) SELECT {} FROM {t} WHERE session_id = ?2",
+                    c.join(","),
+                    sel.join(",")
+                ),
+                rusqlite::params![id, src],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO transcript_rewrite_watermarks (session_id, generation, updated_at) \
+             VALUES (?1, ?2, 1400000000000)",
+            rusqlite::params![id, format!("{i:032x}")],
+        )
+        .unwrap();
+    }
+    conn.execute_batch("COMMIT;").unwrap();
+}
+
+#[test]
+fn historical_windows_are_evicted_as_the_reference_evicts_them() {
+    let Some((a, b)) = demo_pair(SQLITE_LATEST, DEMO) else {
+        return;
+    };
+    for env in [&a, &b] {
+        add_historical_windows(&database(env), 3);
+    }
+    compare(
+        SQLITE_LATEST,
+        &a,
+        &b,
+        &["--dry-run", "--json"],
+        "historical windows",
+    );
+    compare(
+        SQLITE_LATEST,
+        &a,
+        &b,
+        &["--enforce", "--json"],
+        "historical windows",
+    );
+}

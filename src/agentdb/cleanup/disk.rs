@@ -169,7 +169,7 @@ pub fn inspect_budget(
     if over && !o.is_warn() && rules == Rules::V9 {
         would = has_published_archive(conn)?
             || !retained_archive_files(l).is_empty()
-            || !historical_windows(conn)?.is_empty()
+            || !historical_windows(conn, o, m)?.is_empty()
             || !evictable_entries(conn, o, m)?.is_empty();
     }
     Ok((Some(report), would))
@@ -205,26 +205,63 @@ pub fn retained_archive_files(l: &Layout) -> Vec<(PathBuf, f64, u64)> {
     v
 }
 
-/// `session_windows` that no node references, oldest first.
-pub fn historical_windows(conn: &Connection) -> Result<Vec<String>> {
-    let entries = super::load_entries(conn)?;
-    let mut referenced: std::collections::HashSet<String> = std::collections::HashSet::new();
-    {
-        let mut stmt = conn.prepare("SELECT current_session_id FROM session_nodes")?;
-        for id in stmt.query_map([], |r| r.get::<_, String>(0))? {
-            referenced.insert(id?);
+/// `readHistoricalSessionIds`: `session_windows` that nothing protects, oldest first. Protected
+/// are the current session and the entry session ids of every node, the windows of archived
+/// or pinned nodes (but not of cap-archived nodes the budget may evict), and with
+/// `preserveRecent` the windows of recent entries.
+pub fn historical_windows(conn: &Connection, o: &Options, m: &Settings) -> Result<Vec<String>> {
+    let keys: std::collections::HashSet<String> = o.active_key.iter().cloned().collect();
+    let p = plan::Preserve {
+        rules: Rules::V9,
+        keys: &keys,
+        recent_ms: m.preserve_recent_ms,
+        now_ms: crate::maintenance::now_ms(),
+    };
+    let recent = plan::Preserve {
+        keys: &std::collections::HashSet::new(),
+        ..p
+    };
+    let mut protected: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let nodes: Vec<(String, String, String, bool, bool)> = conn
+        .prepare(
+            "SELECT session_key, current_session_id, entry_json, archived_at IS NOT NULL, \
+             pinned_at IS NOT NULL FROM session_nodes",
+        )?
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })?
+        .collect::<rusqlite::Result<_>>()?;
+    let mut retained: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut recent_keys: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for (key, current, json, archived, pinned) in &nodes {
+        protected.insert(current.clone());
+        let entry = crate::jsjson::parse(json.as_bytes()).unwrap_or(Value::Null);
+        protected.extend(super::write::entry_session_ids(&entry));
+        if *archived || *pinned {
+            let evictable = !*pinned
+                && entry.get("archivedAt").is_some()
+                && entry.get("archiveReason").and_then(Value::as_str) == Some("active-session-cap")
+                && !p.non_archived(key, &entry);
+            if !evictable {
+                retained.insert(key.clone());
+            }
+        }
+        if m.preserve_recent_ms.is_some() && recent.is_recent(key, &entry) {
+            recent_keys.insert(key.clone());
         }
     }
-    for e in entries.values() {
-        referenced.extend(super::write::entry_session_ids(e));
-    }
-    let mut stmt =
-        conn.prepare("SELECT session_id FROM session_windows ORDER BY updated_at, session_id")?;
-    let v = stmt
-        .query_map([], |r| r.get::<_, String>(0))?
-        .collect::<rusqlite::Result<Vec<String>>>()?;
-    Ok(v.into_iter()
-        .filter(|id| !referenced.contains(id))
+    let windows: Vec<(String, String)> = conn
+        .prepare(
+            "SELECT session_id, session_key FROM session_windows ORDER BY updated_at, session_id",
+        )?
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(windows
+        .into_iter()
+        .filter(|(sid, key)| {
+            !protected.contains(sid) && !retained.contains(key) && !recent_keys.contains(key)
+        })
+        .map(|(sid, _)| sid)
         .collect())
 }
 

@@ -10,6 +10,7 @@
 //! `cmd::cleanup`); every database write here is one `BEGIN IMMEDIATE` transaction, and the
 //! database file is never replaced. Domain code: no terminal, no clap.
 
+pub mod budget;
 pub mod disk;
 pub mod plan;
 pub mod write;
@@ -226,6 +227,16 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
     let ctx = || t.db.display().to_string();
     let conn = crate::agentdb::open_read_only(&t.db).with_context(ctx)?;
     let schema = crate::agentdb::read_schema(&conn).with_context(ctx)?;
+    if !schema.has_table("session_nodes") {
+        return Err(anyhow::Error::new(crate::exit::Refusal::Unsafe(format!(
+            "{}: agent {:?} has moved to SQLite, but this database has no session tables \
+             (schema version {}); clawkeeper neither reads nor writes it, and the JSON-era \
+             sessions.json is no longer the live store",
+            t.db.display(),
+            t.agent_id,
+            schema.user_version
+        ))));
+    }
     let rules = Rules::for_schema(schema.user_version);
     let settings = Settings::resolve(&o.maintenance, rules);
     let before = load_entries(&conn).with_context(ctx)?;

@@ -253,6 +253,11 @@ pub struct Preserve<'a> {
 }
 
 impl Preserve<'_> {
+    /// `isRecentSessionMaintenanceEntry`.
+    pub fn is_recent(&self, key: &str, e: &Value) -> bool {
+        self.recent(key, e)
+    }
+
     fn recent(&self, key: &str, e: &Value) -> bool {
         let Some(ms) = self.recent_ms else {
             return false;

@@ -3,7 +3,7 @@
 //! (zstd level 3, in `session_transcript_archives` and published as a file) and the deletion
 //! of its windows and node (one transaction each), then the sweep and the disk budget.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io::Write as _;
 use std::path::Path;
 
@@ -16,7 +16,6 @@ use super::disk::{self, Layout};
 use super::plan::{self, ArchivePhase, Rules};
 use super::{Options, Preview, Summary, Target};
 use crate::fsutil::Confined;
-use crate::maintenance::budget::BudgetReport;
 use crate::store::Store;
 
 /// `collectSessionStateIdsForEntry` (without legacy compaction history).
@@ -42,11 +41,11 @@ pub fn entry_session_ids(e: &Value) -> Vec<String> {
     out
 }
 
-fn now_ms() -> i64 {
+pub(super) fn now_ms() -> i64 {
     crate::isotime::now_ms() as i64
 }
 
-fn begin(conn: &Connection) -> Result<rusqlite::Transaction<'_>> {
+pub(super) fn begin(conn: &Connection) -> Result<rusqlite::Transaction<'_>> {
     Ok(rusqlite::Transaction::new_unchecked(
         conn,
         rusqlite::TransactionBehavior::Immediate,
@@ -134,7 +133,7 @@ fn has_table(conn: &Connection, name: &str) -> Result<bool> {
 }
 
 /// One transcript archive, materialized.
-struct Archive {
+pub(super) struct Archive {
     session_id: String,
     session_key: String,
     generation: String,
@@ -161,7 +160,12 @@ fn hex(b: &[u8]) -> String {
 
 /// The transcript of `sid` as JSONL, zstd level 3 as Node's `createZstdCompress` writes it
 /// (no checksum, no content size); `None` when it has no rows or no generation.
-fn materialize(conn: &Connection, sid: &str, key: &str, rules: Rules) -> Result<Option<Archive>> {
+pub(super) fn materialize(
+    conn: &Connection,
+    sid: &str,
+    key: &str,
+    rules: Rules,
+) -> Result<Option<Archive>> {
     let rows: i64 = conn.query_row(
         "SELECT count(*) FROM transcript_events WHERE session_id = ?1",
         [sid],
@@ -216,7 +220,7 @@ fn materialize(conn: &Connection, sid: &str, key: &str, rules: Rules) -> Result<
 
 /// Delete the index rows and the window of `sid` (the window's delete cascades to its
 /// events, watermark and the other per-window tables).
-fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
+pub(super) fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
     let has = |t: &str| -> Result<bool> {
         Ok(tx
             .query_row(
@@ -252,7 +256,10 @@ fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
 }
 
 /// Session ids that surviving nodes still reference.
-fn referenced_ids(conn: &Connection, removed: &HashSet<&String>) -> Result<HashSet<String>> {
+pub(super) fn referenced_ids(
+    conn: &Connection,
+    removed: &HashSet<&String>,
+) -> Result<HashSet<String>> {
     let mut out = HashSet::new();
     let entries = super::load_entries(conn)?;
     for (k, e) in &entries {
@@ -293,7 +300,7 @@ fn referenced_ids(conn: &Connection, removed: &HashSet<&String>) -> Result<HashS
 /// `deleteSessionEntryRows`: the windows of `key` that a surviving node still references
 /// (its current session, or a session id of its entry; the first such node in key order)
 /// move to that node; then the node goes, and with it (by cascade) its other windows.
-fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
+pub(super) fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
     let windows: Vec<String> = tx
         .prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?
         .query_map([key], |r| r.get(0))?
@@ -323,8 +330,43 @@ fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
     Ok(tx.execute("DELETE FROM session_nodes WHERE session_key = ?1", [key])?)
 }
 
+/// Insert an archive row (unpublished).
+pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
+    tx.execute(
+        "INSERT INTO session_transcript_archives (session_id, generation, session_key, reason, \
+         encoding, archive_blob, archive_sha256, archive_name, created_at, published_at, \
+         publish_attempts) VALUES (?1, ?2, ?3, 'deleted', 'zstd', ?4, ?5, ?6, ?7, NULL, 0) \
+         ON CONFLICT DO NOTHING",
+        params![
+            a.session_id,
+            a.generation,
+            a.session_key,
+            a.blob,
+            a.sha256,
+            a.name,
+            a.created_at
+        ],
+    )?;
+    Ok(())
+}
+
+/// Publish an archive file and record it as published (its own transaction).
+pub(super) fn publish_and_record(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
+    publish(&l.archive_dir, a)?;
+    let t = now_ms();
+    let tx = begin(conn)?;
+    tx.execute(
+        "UPDATE session_transcript_archives SET published_at = ?1, publish_attempts = \
+         publish_attempts + 1, last_publish_attempt_at = ?1, last_publish_error = NULL \
+         WHERE session_id = ?2 AND generation = ?3",
+        params![t, a.session_id, a.generation],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
 /// Write an archive file into the sessions directory (temp, fsync, link, dir fsync).
-fn publish(dir: &Path, a: &Archive) -> Result<()> {
+pub(super) fn publish(dir: &Path, a: &Archive) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new().mode(0o700).create(dir)?;
@@ -397,21 +439,7 @@ fn delete_entries(
     }
     let tx = begin(conn)?;
     for a in &archives {
-        tx.execute(
-            "INSERT INTO session_transcript_archives (session_id, generation, session_key, reason, \
-             encoding, archive_blob, archive_sha256, archive_name, created_at, published_at, \
-             publish_attempts) VALUES (?1, ?2, ?3, 'deleted', 'zstd', ?4, ?5, ?6, ?7, NULL, 0) \
-             ON CONFLICT DO NOTHING",
-            params![
-                a.session_id,
-                a.generation,
-                a.session_key,
-                a.blob,
-                a.sha256,
-                a.name,
-                a.created_at
-            ],
-        )?;
+        insert_archive(&tx, a)?;
     }
     for (sid, _) in &plans {
         delete_window(&tx, sid)?;
@@ -422,16 +450,7 @@ fn delete_entries(
     }
     tx.commit()?;
     for a in &archives {
-        publish(&l.archive_dir, a)?;
-        let t = now_ms();
-        let tx = begin(conn)?;
-        tx.execute(
-            "UPDATE session_transcript_archives SET published_at = ?1, publish_attempts = \
-             publish_attempts + 1, last_publish_attempt_at = ?1, last_publish_error = NULL \
-             WHERE session_id = ?2 AND generation = ?3",
-            params![t, a.session_id, a.generation],
-        )?;
-        tx.commit()?;
+        publish_and_record(conn, l, a)?;
     }
     if n >= 64 {
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
@@ -500,7 +519,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             },
         }
     };
-    let disk_budget = enforce_budget(conn, &l, settings, o, rules)?;
+    let disk_budget = super::budget::enforce(conn, &l, settings, o, rules)?;
     let final_count = row_count(conn)?;
     let archived =
         (entry_plan.count(ArchivePhase::Dashboard) + entry_plan.count(ArchivePhase::Age)) as u64;
@@ -549,152 +568,4 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             Rules::V8 => lifecycle_count,
         }),
     })
-}
-
-/// `PRAGMA wal_checkpoint(TRUNCATE)`, then incremental vacuum in passes of at most 512 pages.
-fn reclaim(conn: &Connection) -> Result<()> {
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-    loop {
-        let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
-        if free <= 0 {
-            return Ok(());
-        }
-        let tx = begin(conn)?;
-        tx.query_row(
-            &format!("PRAGMA incremental_vacuum({})", free.min(512)),
-            [],
-            |_| Ok(()),
-        )
-        .optional()?;
-        tx.commit()?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
-        let after: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
-        if after >= free {
-            return Ok(());
-        }
-    }
-}
-
-/// `enforceSqliteSessionHistoryDiskBudget` (2026.9.x tiers: canonical archives, legacy
-/// archive files, cap-archived entries; historical windows are not evicted, see README).
-fn enforce_budget(
-    conn: &Connection,
-    l: &Layout,
-    m: &super::Settings,
-    o: &Options,
-    rules: Rules,
-) -> Result<Option<BudgetReport>> {
-    let (Some(max), Some(hw)) = (m.max_disk_bytes, m.high_water_bytes) else {
-        return Ok(None);
-    };
-    let before = disk::measure(l);
-    let mut report = BudgetReport {
-        total_bytes_before: before,
-        total_bytes_after: before,
-        removed_files: 0,
-        removed_entries: 0,
-        freed_bytes: 0,
-        max_bytes: max,
-        high_water_bytes: hw,
-        over_budget: before > max,
-    };
-    if before <= max || o.is_warn() {
-        return Ok(Some(report));
-    }
-    reclaim(conn)?;
-    let mut total = disk::measure(l);
-    // Canonical archives, oldest first.
-    let prune_archives = |conn: &Connection,
-                          total: &mut i64,
-                          report: &mut BudgetReport|
-     -> Result<()> {
-        while *total > hw {
-            let row: Option<(String, String, String)> = conn
-                .query_row(
-                    "SELECT session_id, generation, archive_name FROM session_transcript_archives \
-                     WHERE published_at IS NOT NULL ORDER BY created_at, session_id, generation LIMIT 1",
-                    [],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            let Some((sid, generation, name)) = row else {
-                break;
-            };
-            let file = l.archive_dir.join(&name);
-            match std::fs::remove_file(&file) {
-                Ok(()) => report.removed_files += 1,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => {
-                    return Err(e).with_context(|| format!("cannot remove {}", file.display()));
-                }
-            }
-            let tx = begin(conn)?;
-            tx.execute(
-                "DELETE FROM session_transcript_archives WHERE session_id = ?1 AND generation = ?2",
-                params![sid, generation],
-            )?;
-            tx.commit()?;
-            reclaim(conn)?;
-            *total = disk::measure(l);
-        }
-        if *total > hw {
-            let canonical: HashSet<String> = disk::canonical_names(conn)?.into_iter().collect();
-            for (path, _, _) in disk::retained_archive_files(l) {
-                if *total <= hw {
-                    break;
-                }
-                let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-                if name.as_ref().is_some_and(|n| canonical.contains(n)) {
-                    continue;
-                }
-                match std::fs::remove_file(&path) {
-                    Ok(()) => report.removed_files += 1,
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        return Err(e).with_context(|| format!("cannot remove {}", path.display()));
-                    }
-                }
-                *total = disk::measure(l);
-            }
-        }
-        Ok(())
-    };
-    prune_archives(conn, &mut total, &mut report)?;
-    if rules == Rules::V9 && total > hw {
-        let victims = disk::evictable_entries(conn, o, m)?;
-        let by_key: HashMap<String, Value> = victims.iter().cloned().collect();
-        for (key, _) in victims {
-            if total <= hw {
-                break;
-            }
-            let tx = begin(conn)?;
-            let mut ids = by_key.get(&key).map(entry_session_ids).unwrap_or_default();
-            let mut stmt =
-                tx.prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?;
-            for id in stmt.query_map([key.as_str()], |r| r.get::<_, String>(0))? {
-                let id = id?;
-                if !ids.contains(&id) {
-                    ids.push(id);
-                }
-            }
-            drop(stmt);
-            let removed: HashSet<&String> = std::iter::once(&key).collect();
-            let keep = referenced_ids(&tx, &removed)?;
-            for id in ids.iter().filter(|id| !keep.contains(*id)) {
-                delete_window(&tx, id)?;
-            }
-            delete_node(&tx, &key)?;
-            tx.commit()?;
-            report.removed_entries += 1;
-            reclaim(conn)?;
-            total = disk::measure(l);
-        }
-    }
-    if report.removed_entries > 0 {
-        conn.execute_batch("ANALYZE;")?;
-        total = disk::measure(l);
-    }
-    report.total_bytes_after = total;
-    report.freed_bytes = (before - total).max(0);
-    Ok(Some(report))
 }
