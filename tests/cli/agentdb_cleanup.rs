@@ -727,24 +727,15 @@ pub fn add_historical_windows(db: &Path, n: usize) {
 
 #[test]
 fn historical_windows_are_evicted_as_the_reference_evicts_them() {
-    let Some((a, b)) = demo_pair(SQLITE_LATEST, DEMO) else {
-        return;
-    };
-    for env in [&a, &b] {
-        add_historical_windows(&database(env), 3);
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        let Some((a, b)) = demo_pair(release, DEMO) else {
+            return;
+        };
+        for env in [&a, &b] {
+            add_historical_windows(&database(env), 3);
+        }
+        let what = "historical windows";
+        compare(release, &a, &b, &["--dry-run", "--json"], what);
+        compare(release, &a, &b, &["--enforce", "--json"], what);
     }
-    compare(
-        SQLITE_LATEST,
-        &a,
-        &b,
-        &["--dry-run", "--json"],
-        "historical windows",
-    );
-    compare(
-        SQLITE_LATEST,
-        &a,
-        &b,
-        &["--enforce", "--json"],
-        "historical windows",
-    );
 }

@@ -4,7 +4,7 @@
 //! high-water mark: published canonical archives (file and row), legacy archive files of the
 //! sessions directory, historical windows (archived first, like a deleted entry's
 //! transcript), then canonical archives again, then cap-archived entries (deleted without an
-//! archive). 2026.8.x has no historical-window cap-archive tiers here (see README).
+//! archive; 2026.8.x has no cap-archived entries to evict).
 
 use std::collections::HashSet;
 
@@ -175,7 +175,7 @@ pub fn enforce(
     }
     let (n, mut total) = prune_archives(conn, l, hw)?;
     report.removed_files += n;
-    if rules == Rules::V9 && total > hw {
+    if total > hw {
         for sid in disk::historical_windows(conn, o, m)? {
             if total <= hw {
                 break;
