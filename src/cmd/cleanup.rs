@@ -161,10 +161,6 @@ impl<'a> Run<'a> {
                     db.db.display()
                 ));
             }
-            if let Some(why) = cleanup_db::unsupported(self.args, &db.db) {
-                self.problems.add(Exit::Error, why);
-                continue;
-            }
             self.progress
                 .message(&format!("planning {}", db.db.display()));
             match dbc::preview(db, &self.db_opts) {

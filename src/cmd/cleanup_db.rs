@@ -2,7 +2,6 @@
 //! options, and the guarded apply of one database (as `vacuum` writes: refuse unknown schema
 //! versions, hold the guard, check before, clear the integrity record, write, check after).
 
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -63,6 +62,9 @@ pub fn options(args: &CleanupArgs, cfg: &Config) -> Result<dbc::Options> {
         mode,
         dry_run: args.mode.dry_run,
         active_key: plan.active_key.clone(),
+        fix_missing: plan.fix_missing,
+        fix_dm_scope: plan.fix_dm_scope,
+        dm_scope: cfg.dm_scope(),
     })
 }
 
@@ -107,15 +109,4 @@ pub fn apply_one(
         );
     }
     Ok(summary)
-}
-
-/// A `--fix-missing` / `--fix-dm-scope` run on a database is not supported yet.
-pub fn unsupported(args: &CleanupArgs, db: &Path) -> Option<String> {
-    (args.plan.fix_missing || args.plan.fix_dm_scope).then(|| {
-        format!(
-            "{}: --fix-missing and --fix-dm-scope are not supported on SQLite-era agent \
-             databases yet; run without them",
-            db.display()
-        )
-    })
 }

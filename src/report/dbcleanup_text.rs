@@ -357,8 +357,11 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         s.after_count,
         s.before_count as i64 - s.after_count as i64
     ));
-    line("Would prune missing transcripts: 0".into());
-    line("Would retire stale direct DM sessions: 0".into());
+    line(format!("Would prune missing transcripts: {}", s.missing));
+    line(format!(
+        "Would retire stale direct DM sessions: {}",
+        s.dm_scope_retired
+    ));
     line(format!(
         "Would prune stale model-run probes: {}",
         s.model_run_pruned

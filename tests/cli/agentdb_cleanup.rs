@@ -237,6 +237,22 @@ fn demo_matches_2026_8_2() {
 }
 
 #[test]
+fn fix_missing_and_fix_dm_scope_match_the_references() {
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        demo_run(
+            release,
+            DEMO,
+            &["--dry-run", "--fix-missing", "--fix-dm-scope"],
+        );
+        demo_run(
+            release,
+            DEMO_NO_BUDGET,
+            &["--enforce", "--json", "--fix-missing", "--fix-dm-scope"],
+        );
+    }
+}
+
+#[test]
 fn demo_matches_2026_9_5() {
     demo_run(SQLITE_MID, DEMO, &["--dry-run", "--json"]);
     demo_run(SQLITE_MID, DEMO_NO_BUDGET, &["--enforce", "--json"]);
@@ -436,6 +452,9 @@ fn generated_case(seed: u64) {
     let mut active: Vec<String> = Vec::new();
     if seed % 4 == 1 {
         active = vec!["--active-key".into(), "agent:main:explicit:e1".into()];
+    }
+    if seed % 5 == 3 {
+        active.extend(["--fix-missing".to_string(), "--fix-dm-scope".to_string()]);
     }
     let active: Vec<&str> = active.iter().map(String::as_str).collect();
     for args in [

@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::{Map, Value, json};
 
+use crate::agentdb::read;
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
 use crate::maintenance::budget::{BudgetReport, SweepReport};
 use crate::store::Store;
@@ -35,6 +36,10 @@ pub struct Options {
     pub mode: Value,
     pub dry_run: bool,
     pub active_key: Option<String>,
+    pub fix_missing: bool,
+    pub fix_dm_scope: bool,
+    /// `session.dmScope`.
+    pub dm_scope: String,
 }
 
 impl Options {
@@ -130,6 +135,8 @@ pub struct Summary {
     pub dry_run: bool,
     pub before_count: u64,
     pub after_count: u64,
+    pub missing: u64,
+    pub dm_scope_retired: u64,
     pub model_run_pruned: u64,
     pub archived: u64,
     pub cap_archived: u64,
@@ -151,8 +158,8 @@ impl Summary {
         m.insert("dryRun".into(), json!(self.dry_run));
         m.insert("beforeCount".into(), json!(self.before_count));
         m.insert("afterCount".into(), json!(self.after_count));
-        m.insert("missing".into(), json!(0));
-        m.insert("dmScopeRetired".into(), json!(0));
+        m.insert("missing".into(), json!(self.missing));
+        m.insert("dmScopeRetired".into(), json!(self.dm_scope_retired));
         m.insert("modelRunPruned".into(), json!(self.model_run_pruned));
         m.insert("archived".into(), json!(self.archived));
         if self.rules == Rules::V9 {
@@ -248,7 +255,7 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
         recent_ms: settings.preserve_recent_ms,
         now_ms: crate::maintenance::now_ms(),
     };
-    let entry_plan = plan::plan(&mut s, &settings, &p, crate::maintenance::now_ms);
+    let entry_plan = plan_all(&conn, t, o, rules, &settings, &p, &mut s);
     let layout = disk::Layout::new(t, rules);
     let excluded = disk::entry_artifacts(&before, entry_plan.deleted(), &layout.sessions_dir);
     let unreferenced = disk::sweep(&layout, &s, settings.prune_after_ms, &excluded, None)?;
@@ -265,12 +272,16 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
         dry_run: o.dry_run,
         before_count: before.len() as u64,
         after_count: s.len() as u64,
+        missing: entry_plan.missing.len() as u64,
+        dm_scope_retired: entry_plan.dm_scope.len() as u64,
         model_run_pruned: entry_plan.model_run.len() as u64,
         archived,
         cap_archived,
         pruned: entry_plan.stale.len() as u64,
         capped: entry_plan.capped.len() as u64,
-        would_mutate: !entry_plan.model_run.is_empty()
+        would_mutate: !entry_plan.missing.is_empty()
+            || !entry_plan.dm_scope.is_empty()
+            || !entry_plan.model_run.is_empty()
             || !entry_plan.archived.is_empty()
             || !entry_plan.stale.is_empty()
             || !entry_plan.capped.is_empty()
@@ -287,6 +298,51 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
         settings,
         schema,
     })
+}
+
+/// Whether the transcript of `session_id` has no message (`inspectConfirmedMessageFreeTranscript`):
+/// no rows count as none; a transcript that cannot be read is not confirmed.
+pub fn message_free(conn: &rusqlite::Connection, session_id: &str) -> bool {
+    use std::io::BufRead;
+    let found = read::with_transcript(conn, session_id, |r| {
+        let reader = std::io::BufReader::new(r);
+        for line in reader.split(b'\n') {
+            let line = line?;
+            if let Ok(v) = serde_json::from_slice::<Value>(&line)
+                && plan::is_message_record(&v)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    });
+    matches!(found, Ok(false))
+}
+
+/// The `--fix-missing` and `--fix-dm-scope` removals, then the entry plan, on `s`.
+pub fn plan_all(
+    conn: &rusqlite::Connection,
+    t: &Target,
+    o: &Options,
+    rules: Rules,
+    settings: &Settings,
+    p: &plan::Preserve<'_>,
+    s: &mut Store,
+) -> EntryPlan {
+    let missing = if o.fix_missing {
+        plan::fix_missing(s, rules, |sid| message_free(conn, sid))
+    } else {
+        Vec::new()
+    };
+    let dm_scope = if o.fix_dm_scope {
+        plan::retire_dm_scope(s, &o.dm_scope, &t.agent_id, o.active_key.as_deref())
+    } else {
+        Vec::new()
+    };
+    let mut entry_plan = plan::plan(s, settings, p, crate::maintenance::now_ms);
+    entry_plan.missing = missing;
+    entry_plan.dm_scope = dm_scope;
+    entry_plan
 }
 
 /// Where the database of a JSON-era store path is: `<sessions>/../agent/openclaw-agent.sqlite`,

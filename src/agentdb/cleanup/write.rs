@@ -353,6 +353,11 @@ pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
 /// Publish an archive file and record it as published (its own transaction).
 pub(super) fn publish_and_record(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
     publish(&l.archive_dir, a)?;
+    record_published(conn, a)
+}
+
+/// Record a publish attempt that succeeded.
+fn record_published(conn: &Connection, a: &Archive) -> Result<()> {
     let t = now_ms();
     let tx = begin(conn)?;
     tx.execute(
@@ -396,6 +401,7 @@ fn delete_entries(
     l: &Layout,
     before: &Store,
     deleted: &[&String],
+    removals: &HashSet<String>,
 ) -> Result<usize> {
     if deleted.is_empty() {
         return Ok(0);
@@ -434,11 +440,11 @@ fn delete_entries(
             continue;
         }
         if let Some(a) = materialize(conn, sid, window_key.as_deref().unwrap_or(key), l.rules)? {
-            archives.push(a);
+            archives.push((a, removals.contains(key)));
         }
     }
     let tx = begin(conn)?;
-    for a in &archives {
+    for (a, _) in &archives {
         insert_archive(&tx, a)?;
     }
     for (sid, _) in &plans {
@@ -449,8 +455,13 @@ fn delete_entries(
         n += delete_node(&tx, key)?;
     }
     tx.commit()?;
-    for a in &archives {
+    for (a, removal) in &archives {
         publish_and_record(conn, l, a)?;
+        // The archives of `--fix-*` removals are published once more by the reference's
+        // publish round after its lifecycle mutation (a second attempt on the same file).
+        if *removal {
+            record_published(conn, a)?;
+        }
     }
     if n >= 64 {
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
@@ -483,14 +494,20 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let warn = o.is_warn();
     let entry_plan = if warn {
         let mut copy = s.clone();
-        plan::plan(&mut copy, settings, &p, crate::maintenance::now_ms)
+        super::plan_all(conn, t, o, rules, settings, &p, &mut copy)
     } else {
-        plan::plan(&mut s, settings, &p, crate::maintenance::now_ms)
+        super::plan_all(conn, t, o, rules, settings, &p, &mut s)
     };
     if !warn {
         archive_in_place(conn, &s, &entry_plan.archived)?;
         let deleted: Vec<&String> = entry_plan.deleted().collect();
-        delete_entries(conn, &l, &before, &deleted)?;
+        let removals: HashSet<String> = entry_plan
+            .missing
+            .iter()
+            .chain(&entry_plan.dm_scope)
+            .cloned()
+            .collect();
+        delete_entries(conn, &l, &before, &deleted, &removals)?;
     }
     let lifecycle_count = row_count(conn)?;
     let unreferenced = if warn {
@@ -537,6 +554,8 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             Rules::V9 => final_count,
             Rules::V8 => lifecycle_count,
         },
+        missing: entry_plan.missing.len() as u64,
+        dm_scope_retired: entry_plan.dm_scope.len() as u64,
         model_run_pruned: if warn {
             0
         } else {
