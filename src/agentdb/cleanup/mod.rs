@@ -13,6 +13,7 @@
 pub mod budget;
 pub mod disk;
 pub mod plan;
+pub mod removals;
 pub mod write;
 
 use std::collections::HashSet;
@@ -309,7 +310,7 @@ pub fn message_free(conn: &rusqlite::Connection, session_id: &str) -> bool {
         for line in reader.split(b'\n') {
             let line = line?;
             if let Ok(v) = serde_json::from_slice::<Value>(&line)
-                && plan::is_message_record(&v)
+                && removals::is_message_record(&v)
             {
                 return Ok(true);
             }
@@ -330,12 +331,12 @@ pub fn plan_all(
     s: &mut Store,
 ) -> EntryPlan {
     let missing = if o.fix_missing {
-        plan::fix_missing(s, rules, |sid| message_free(conn, sid))
+        removals::fix_missing(s, rules, |sid| message_free(conn, sid))
     } else {
         Vec::new()
     };
     let dm_scope = if o.fix_dm_scope {
-        plan::retire_dm_scope(s, &o.dm_scope, &t.agent_id, o.active_key.as_deref())
+        removals::retire_dm_scope(s, &o.dm_scope, &t.agent_id, o.active_key.as_deref())
     } else {
         Vec::new()
     };

@@ -457,8 +457,6 @@ fn delete_entries(
     tx.commit()?;
     for (a, removal) in &archives {
         publish_and_record(conn, l, a)?;
-        // The archives of `--fix-*` removals are published once more by the reference's
-        // publish round after its lifecycle mutation (a second attempt on the same file).
         if *removal {
             record_published(conn, a)?;
         }
@@ -501,12 +499,18 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     if !warn {
         archive_in_place(conn, &s, &entry_plan.archived)?;
         let deleted: Vec<&String> = entry_plan.deleted().collect();
-        let removals: HashSet<String> = entry_plan
+        // The archives of `--fix-*` removals are published once more when the maintenance
+        // deletes entries too: its finalization publishes every pending archive first, then
+        // the removals' own publish round publishes theirs again.
+        let mut removals: HashSet<String> = entry_plan
             .missing
             .iter()
             .chain(&entry_plan.dm_scope)
             .cloned()
             .collect();
+        if deleted.iter().all(|k| removals.contains(*k)) {
+            removals.clear();
+        }
         delete_entries(conn, &l, &before, &deleted, &removals)?;
     }
     let lifecycle_count = row_count(conn)?;
