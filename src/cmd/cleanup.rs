@@ -1,10 +1,14 @@
 //! `clawkeeper cleanup`: resolve targets and maintenance settings, preview every store, then
 //! print the plan (`--dry-run`) or apply it, as `openclaw sessions cleanup` does.
 //!
-//! Safety on top of the reference: unparsable stores are refused (exit 3), stores of agents
-//! that moved to SQLite are never written (exit 3; a dry run still previews and says so on
-//! stderr), and `--max-delete` refuses (exit 5) a plan that removes too many entries. All
-//! refusals happen before anything is written.
+//! A target whose agent moved to SQLite (its database exists, or `--store` names a `.sqlite`)
+//! goes to the database cleanup instead (`cleanup_db`, `agentdb::cleanup`); its sessions.json,
+//! if one is left, is never written. Both kinds of target share one run, one report and one
+//! exit code.
+//!
+//! Safety on top of the reference: unparsable stores are refused (exit 3), and `--max-delete`
+//! refuses (exit 5) a plan that removes too many entries. All refusals happen before anything
+//! is written.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -489,8 +493,8 @@ fn options(args: &CleanupArgs, cfg: &Config, env: &Env) -> Result<(Options, Opti
     Ok((opts, max_delete))
 }
 
-/// Why `--enforce` refuses to write this store at all: it is a symlink, or its agent moved
-/// to SQLite.
+/// Why `--enforce` refuses to write this store at all: it is a symlink, or (a database that
+/// appeared after the targets were sorted) its agent moved to SQLite.
 fn refusal(t: &Target) -> Option<Refusal> {
     let is_link =
         std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());
