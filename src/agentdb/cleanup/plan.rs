@@ -440,3 +440,99 @@ pub fn plan(s: &mut Store, m: &Settings, p: &Preserve<'_>, now: impl Fn() -> f64
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn store(v: Value) -> Store {
+        match v {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        }
+    }
+
+    fn settings(max_entries: f64) -> Settings {
+        Settings {
+            prune_after_ms: 3650 * 86_400_000,
+            archive_dashboard_after_ms: Some(7 * 86_400_000),
+            max_entries,
+            model_run_prune_after_ms: 86_400_000,
+            preserve_recent_ms: None,
+            max_disk_bytes: None,
+            high_water_bytes: None,
+        }
+    }
+
+    #[test]
+    fn the_cap_takes_the_oldest_activity_and_on_ties_the_larger_key_first() {
+        // 2026.9.6 on `gen/timp`: victims zzz, t-c, t-b.
+        let t = 1_700_000_000_000i64;
+        let mut s = store(json!({
+            "agent:main:explicit:t-a": {"sessionId": "a", "updatedAt": t},
+            "agent:main:explicit:t-b": {"sessionId": "b", "updatedAt": t},
+            "agent:main:explicit:t-c": {"sessionId": "c", "updatedAt": t},
+            "agent:main:explicit:zzz": {"sessionId": "z", "updatedAt": t},
+            "agent:main:main": {"sessionId": "m", "updatedAt": t},
+        }));
+        let keys = HashSet::new();
+        let p = Preserve {
+            rules: Rules::V9,
+            keys: &keys,
+            recent_ms: None,
+            now_ms: t as f64 + 1000.0,
+        };
+        let plan = plan(&mut s, &settings(2.0), &p, || t as f64 + 1000.0);
+        assert_eq!(
+            plan.capped,
+            [
+                "agent:main:explicit:zzz",
+                "agent:main:explicit:t-c",
+                "agent:main:explicit:t-b"
+            ]
+        );
+        // Durable entries are archived in place, not deleted.
+        assert_eq!(plan.deleted().count(), 0);
+        assert_eq!(s.len(), 5);
+        assert_eq!(
+            s["agent:main:explicit:zzz"]["archiveReason"],
+            "active-session-cap"
+        );
+        assert_eq!(plan.action("agent:main:explicit:zzz"), "archive-cap");
+        assert_eq!(plan.action("agent:main:explicit:t-a"), "keep");
+    }
+
+    #[test]
+    fn synthetic_and_protected_keys() {
+        for k in [
+            "agent:main:subagent:x",
+            "agent:main:cron:job",
+            "agent:main:hook:webhook:w",
+            "agent:main:main:heartbeat",
+            "agent:main:acp:x",
+        ] {
+            assert!(is_synthetic(k), "{k}");
+            assert!(!is_protected(Rules::V9, k, &json!({})), "{k}");
+        }
+        let e = json!({});
+        for k in [
+            "agent:main:main",
+            "agent:main:telegram:direct:1",
+            "agent:main:direct:+1555",
+            "agent:main:whatsapp:default:direct:+1",
+            "agent:main:discord:channel:9",
+            "agent:main:slack:channel:c:thread:1.2",
+        ] {
+            assert!(is_protected(Rules::V9, k, &e), "{k}");
+        }
+        // 2026.8.x does not protect direct messages.
+        assert!(!is_protected(Rules::V8, "agent:main:telegram:direct:1", &e));
+        assert!(is_protected(Rules::V8, "agent:main:discord:channel:9", &e));
+        assert!(is_protected(
+            Rules::V9,
+            "agent:main:explicit:x",
+            &json!({"delivery": {"kind": "external"}})
+        ));
+    }
+}
