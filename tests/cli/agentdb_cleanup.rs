@@ -432,10 +432,10 @@ fn age_with_sql(db: &Path, seed: u64) {
 }
 
 /// Import a generated state dir with `release`'s doctor into a template.
-fn generated_template(release: Release, seed: u64) -> Option<(PathBuf, String)> {
+fn generated_template(release: Release, seed: u64) -> Option<(tempfile::TempDir, PathBuf, String)> {
     let oracle = oracle_path_of(release, "generated SQLite-era cleanup")?;
-    let dir = tempfile::tempdir().unwrap().keep();
-    let state = dir.join("state");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
     let config = generated_state(seed, &state);
     std::fs::write(state.join("openclaw.json"), &config).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
@@ -452,7 +452,7 @@ fn generated_template(release: Release, seed: u64) -> Option<(PathBuf, String)> 
     if seed.is_multiple_of(2) && release.version != SQLITE_FIRST.version {
         age_with_sql(&db, seed);
     }
-    Some((state, config))
+    Some((dir, state, config))
 }
 
 fn env_from(template: &Path, config: &str) -> TestEnv {
@@ -477,7 +477,7 @@ fn generated_case(seed: u64) {
     } else {
         SQLITE_LATEST
     };
-    let Some((template, config)) = generated_template(release, seed) else {
+    let Some((_dir, template, config)) = generated_template(release, seed) else {
         return;
     };
     let what = format!("seed {seed} config {config}");
