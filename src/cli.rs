@@ -42,6 +42,12 @@ pub enum Command {
     /// enforces the disk budget, in OpenClaw's order. With neither `--dry-run` nor `--enforce`
     /// it follows `session.maintenance.mode` from openclaw.json (default `enforce`).
     ///
+    /// An agent that moved to SQLite (`agents/<id>/agent/openclaw-agent.sqlite`, OpenClaw
+    /// 2026.8.1 and later) is cleaned in its database as that release's cleanup does it
+    /// (2026.9.x archives stale and capped entries in place; synthetic ones are deleted with
+    /// their transcripts archived as `sessions/<id>.jsonl.deleted.<ts>.<generation>.zst`),
+    /// under the gateway lifecycle lock, refusing live leases and unknown schema versions.
+    ///
     /// The command line is read as OpenClaw reads it: `--dry-run` with `--enforce` previews
     /// (mode `enforce`), a repeated option takes its last value, an option's value may start
     /// with `-`, and usage errors exit 1.

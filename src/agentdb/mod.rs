@@ -7,6 +7,7 @@
 //! the tables are there and never written. `space` measures where its bytes go, `guard` holds
 //! the locks and checks a writer needs, `vacuum` gives free space back.
 
+pub mod cleanup;
 pub mod guard;
 pub mod read;
 pub mod space;

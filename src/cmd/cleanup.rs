@@ -1,18 +1,24 @@
 //! `clawkeeper cleanup`: resolve targets and maintenance settings, preview every store, then
 //! print the plan (`--dry-run`) or apply it, as `openclaw sessions cleanup` does.
 //!
-//! Safety on top of the reference: unparsable stores are refused (exit 3), stores of agents
-//! that moved to SQLite are never written (exit 3; a dry run still previews and says so on
-//! stderr), and `--max-delete` refuses (exit 5) a plan that removes too many entries. All
-//! refusals happen before anything is written.
+//! A target whose agent moved to SQLite (its database exists, or `--store` names a `.sqlite`)
+//! goes to the database cleanup instead (`cleanup_db`, `agentdb::cleanup`); its sessions.json,
+//! if one is left, is never written. Both kinds of target share one run, one report and one
+//! exit code.
+//!
+//! Safety on top of the reference: unparsable stores are refused (exit 3), and `--max-delete`
+//! refuses (exit 5) a plan that removes too many entries. All refusals happen before anything
+//! is written.
 
 use std::io::Write as _;
 use std::path::Path;
 
 use anyhow::Result;
 
+use super::cleanup_db;
 use super::problems::Problems;
 use super::resolved;
+use crate::agentdb::cleanup as dbc;
 use crate::cli::CleanupArgs;
 use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
@@ -23,13 +29,14 @@ use crate::maintenance::predict::{self, Prediction};
 use crate::maintenance::run::{self, Options, Preview};
 use crate::maintenance::summary::Summary;
 use crate::progress::{self, Progress};
-use crate::report::{cleanup_text, text};
+use crate::report::{cleanup_text, dbcleanup_text, text};
 use crate::store;
 use crate::targets::{self, Target};
 
 pub fn run(args: &CleanupArgs) -> Result<Exit> {
     let mut run = Run::new(args)?;
     let previews = run.plan();
+    run.plan_databases();
     if args.mode.dry_run {
         run.preview(previews)
     } else {
@@ -53,6 +60,13 @@ struct Run<'a> {
     json_on_command_line: bool,
     progress: Progress,
     problems: Problems,
+    env: crate::config::Env,
+    /// Each target's agent database, when its agent moved to SQLite (the target then goes to
+    /// the SQLite-era cleanup).
+    dbs: Vec<Option<dbc::Target>>,
+    db_opts: dbc::Options,
+    /// The plans of the database targets, by target index.
+    db_previews: Vec<(usize, dbc::Preview)>,
 }
 
 impl<'a> Run<'a> {
@@ -60,6 +74,8 @@ impl<'a> Run<'a> {
         let mut problems = Problems::default();
         let (cfg, env, targets) = super::resolve_targets(&args.target, &mut problems)?;
         let (opts, max_delete) = options(args, &cfg, &env)?;
+        let db_opts = cleanup_db::options(args, &cfg)?;
+        let dbs: Vec<Option<dbc::Target>> = targets.iter().map(cleanup_db::db_target).collect();
         // Each sessions directory is resolved once, here: one reached through a symlink is
         // noted, and the apply works in (and only in) the directory it led to now.
         let dirs: Vec<std::path::PathBuf> = targets
@@ -92,6 +108,10 @@ impl<'a> Run<'a> {
                 progress::wanted(args.mode.json, args.mode.quiet),
             ),
             problems,
+            env,
+            dbs,
+            db_opts,
+            db_previews: Vec::new(),
         };
         for r in &run.resolved_dirs {
             run.note(r.note(!args.mode.dry_run));
@@ -112,6 +132,9 @@ impl<'a> Run<'a> {
     fn plan(&mut self) -> Vec<(usize, Preview)> {
         let mut previews = Vec::new();
         for (i, t) in self.targets.iter().enumerate() {
+            if self.dbs[i].is_some() {
+                continue;
+            }
             if let Some(refusal) = refusal(t) {
                 if !self.args.mode.dry_run {
                     self.problems.error(&refusal.into());
@@ -127,6 +150,36 @@ impl<'a> Run<'a> {
             }
         }
         previews
+    }
+
+    /// Plan every database target (read-only).
+    fn plan_databases(&mut self) {
+        for (i, t) in self.targets.iter().enumerate() {
+            let Some(db) = &self.dbs[i] else { continue };
+            if cleanup_db::half_migrated(t) {
+                self.note(format!(
+                    "{} and {} both exist (a migration to SQLite that did not finish): the \
+                     database is the live store and is the one cleaned; sessions.json is left \
+                     as it is",
+                    t.store_path.display(),
+                    db.db.display()
+                ));
+            }
+            self.progress
+                .message(&format!("planning {}", db.db.display()));
+            match dbc::preview(db, &self.db_opts) {
+                Ok(p) => {
+                    if let (true, Some(why)) = (self.args.mode.dry_run, p.schema.write_refusal()) {
+                        self.note(format!(
+                            "{}: {why}; --enforce would refuse this store",
+                            db.db.display()
+                        ));
+                    }
+                    self.db_previews.push((i, p))
+                }
+                Err(e) => self.problems.error(&e),
+            }
+        }
     }
 
     /// `--dry-run`: print the plans, and say what the apply would refuse or skip, so that a
@@ -158,14 +211,45 @@ impl<'a> Run<'a> {
         }
         let mut out = String::new();
         if self.args.mode.json {
-            let summaries = previews.iter().map(|(_, p)| &p.summary);
-            out = self.json(summaries, true);
+            let mut docs: Vec<(usize, serde_json::Value)> = previews
+                .iter()
+                .map(|(i, p)| {
+                    (
+                        *i,
+                        with_resolved(p.summary.to_json(), &p.summary, &self.resolved_dirs),
+                    )
+                })
+                .chain(
+                    self.db_previews
+                        .iter()
+                        .map(|(i, p)| (*i, p.summary.to_json())),
+                )
+                .collect();
+            docs.sort_by_key(|d| d.0);
+            out = json_doc(
+                &self.opts.mode,
+                true,
+                docs.into_iter().map(|d| d.1).collect(),
+            );
         } else {
-            for (n, (_, p)) in previews.iter().enumerate() {
+            let multi = previews.len() + self.db_previews.len() > 1;
+            let mut blocks: Vec<(usize, String)> = Vec::new();
+            for (i, p) in &previews {
+                let mut b = String::new();
+                cleanup_text::render_plan(&mut b, &self.cfg, p, multi);
+                blocks.push((*i, b));
+            }
+            for (i, p) in &self.db_previews {
+                let mut b = String::new();
+                dbcleanup_text::render_plan(&mut b, &self.cfg, p, multi);
+                blocks.push((*i, b));
+            }
+            blocks.sort_by_key(|b| b.0);
+            for (n, (_, b)) in blocks.iter().enumerate() {
                 if n > 0 {
                     out.push('\n');
                 }
-                cleanup_text::render_plan(&mut out, &self.cfg, p, previews.len() > 1);
+                out.push_str(b);
             }
             resolved::text(&mut out, &self.resolved_dirs, false);
         }
@@ -216,19 +300,96 @@ impl<'a> Run<'a> {
                 Err(e) => self.problems.error(&e),
             }
         }
+        let db_applied = self.apply_databases();
         self.progress.finish();
-        if applied.is_empty() && !self.problems.is_empty() {
+        if applied.is_empty() && db_applied.is_empty() && !self.problems.is_empty() {
             return Ok(self.problems.finish(Exit::Success));
         }
         let mut out = String::new();
         if self.args.mode.json {
-            out = self.json(applied.iter(), false);
-        } else {
+            if db_applied.is_empty() {
+                out = self.json(applied.iter(), false);
+            } else {
+                let mut docs: Vec<(String, serde_json::Value)> = applied
+                    .iter()
+                    .map(|s| {
+                        (
+                            s.agent_id.clone(),
+                            with_resolved(s.to_json(), s, &self.resolved_dirs),
+                        )
+                    })
+                    .collect();
+                docs.extend(
+                    db_applied
+                        .iter()
+                        .map(|(_, s)| (s.agent_id.clone(), s.to_json())),
+                );
+                let order = |agent: &str| self.targets.iter().position(|t| t.agent_id == agent);
+                docs.sort_by_key(|d| order(&d.0));
+                out = json_doc(
+                    &self.opts.mode,
+                    false,
+                    docs.into_iter().map(|d| d.1).collect(),
+                );
+            }
+        } else if db_applied.is_empty() {
             cleanup_text::render_applied(&mut out, &applied);
+            resolved::text(&mut out, &self.resolved_dirs, true);
+        } else {
+            let mut lines: Vec<(Option<usize>, dbcleanup_text::Applied)> = applied
+                .iter()
+                .map(|s| {
+                    (
+                        self.targets.iter().position(|t| t.agent_id == s.agent_id),
+                        dbcleanup_text::Applied {
+                            agent_id: s.agent_id.clone(),
+                            store_path: s.store_path.clone(),
+                            applied_count: s.applied_count.unwrap_or(0),
+                            removed_files: s.unreferenced.removed_files,
+                        },
+                    )
+                })
+                .collect();
+            lines.extend(db_applied.iter().map(|(i, s)| (Some(*i), s.into())));
+            lines.sort_by_key(|l| l.0);
+            let lines: Vec<dbcleanup_text::Applied> = lines.into_iter().map(|l| l.1).collect();
+            dbcleanup_text::render_applied(&mut out, &lines);
             resolved::text(&mut out, &self.resolved_dirs, true);
         }
         self.print(&out)?;
         Ok(self.problems.finish(Exit::Success))
+    }
+
+    /// Apply every planned database (guarded; see `cleanup_db::apply_one`).
+    fn apply_databases(&mut self) -> Vec<(usize, dbc::Summary)> {
+        let wait = self.args.mode.wait_lock.unwrap_or_default();
+        let previews = std::mem::take(&mut self.db_previews);
+        let mut out = Vec::new();
+        for (i, p) in &previews {
+            let Some(db) = self.dbs[*i].clone() else {
+                continue;
+            };
+            if let Some(limit) = &self.max_delete {
+                let predicted = Prediction {
+                    entries_before: p.summary.before_count,
+                    entries_removed: p.summary.before_count - p.summary.after_count,
+                    ..Default::default()
+                };
+                if let Some(over) = limit.exceeded_by(&db.db, &predicted) {
+                    self.problems.error(
+                        &Refusal::OverMaxDelete(format!("{over}; nothing was changed")).into(),
+                    );
+                    continue;
+                }
+            }
+            self.progress
+                .message(&format!("cleaning {}", db.db.display()));
+            match cleanup_db::apply_one(&db, &self.env, &self.db_opts, p, wait) {
+                Ok(s) => out.push((*i, s)),
+                Err(e) => self.problems.error(&e),
+            }
+        }
+        out
     }
 
     /// The stores that may be applied: a store whose plan removes a transcript that a live
@@ -332,8 +493,8 @@ fn options(args: &CleanupArgs, cfg: &Config, env: &Env) -> Result<(Options, Opti
     Ok((opts, max_delete))
 }
 
-/// Why `--enforce` refuses to write this store at all: it is a symlink, or its agent moved
-/// to SQLite.
+/// Why `--enforce` refuses to write this store at all: it is a symlink, or (a database that
+/// appeared after the targets were sorted) its agent moved to SQLite.
 fn refusal(t: &Target) -> Option<Refusal> {
     let is_link =
         std::fs::symlink_metadata(&t.store_path).is_ok_and(|m| m.file_type().is_symlink());

@@ -1,6 +1,7 @@
 //! One file per subcommand; this module holds the single dispatch `match`.
 
 mod cleanup;
+mod cleanup_db;
 pub mod compact;
 mod completions;
 mod inspect;
@@ -90,6 +91,19 @@ pub(crate) fn resolve_targets(
         TargetError::Conflict(m) => anyhow::Error::new(UsageError(m)),
         TargetError::UnknownAgent(m) => anyhow!(m),
     })?;
+    if let Some(problem) = &cfg.json_era_problem {
+        let json_era = targets.iter().any(|t| {
+            let has_db = crate::agentdb::is_database_path(&t.store_path)
+                || t.store_path
+                    .parent()
+                    .and_then(crate::agentdb::path_for_sessions_dir)
+                    .is_some_and(|db| std::fs::symlink_metadata(db).is_ok());
+            !has_db
+        });
+        if json_era {
+            anyhow::bail!("{problem}");
+        }
+    }
     missing_stores(&env, &targets, args.store.is_some(), problems);
     Ok((cfg, env, targets))
 }
@@ -112,6 +126,11 @@ pub(crate) fn missing_stores(
         .iter()
         .filter(|t| {
             !exists(&t.store_path)
+                && !t
+                    .store_path
+                    .parent()
+                    .and_then(crate::agentdb::path_for_sessions_dir)
+                    .is_some_and(|db| exists(&db))
                 && (explicit || !t.store_path.parent().is_some_and(|d| d.is_dir()))
                 // A SQLite-era agent keeps its sessions in its database.
                 && !crate::agentdb::exists(&crate::agentdb::for_store(&t.store_path))

@@ -102,6 +102,13 @@ impl Maintenance {
 
     /// Apply flag overrides as if they had been written into `session.maintenance`.
     pub fn with_overrides(m: Option<&Value>, o: &Overrides) -> Result<Maintenance, String> {
+        let obj = Maintenance::merged(m, o)?;
+        Ok(Maintenance::resolve(Some(&obj)))
+    }
+
+    /// `session.maintenance` with the overrides written into it (checked as
+    /// [`Maintenance::with_overrides`] checks them).
+    pub fn merged(m: Option<&Value>, o: &Overrides) -> Result<Value, String> {
         let mut obj = m.and_then(Value::as_object).cloned().unwrap_or_default();
         if let Some(p) = &o.prune_after {
             parse_duration_ms(p, "d").ok_or_else(|| {
@@ -143,7 +150,7 @@ impl Maintenance {
             })?;
             obj.insert("highWaterBytes".into(), Value::String(s.clone()));
         }
-        Ok(Maintenance::resolve(Some(&Value::Object(obj))))
+        Ok(Value::Object(obj))
     }
 }
 

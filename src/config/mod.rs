@@ -96,6 +96,9 @@ pub struct Config {
     pub root: Value,
     /// The file it came from, when one was read.
     pub source: Option<PathBuf>,
+    /// Why the JSON-era releases would refuse this config, when only the SQLite-era ones
+    /// accept it (for example `maxDiskBytes: false`): stores of the JSON era are refused.
+    pub json_era_problem: Option<String>,
 }
 
 impl Default for Config {
@@ -103,6 +106,7 @@ impl Default for Config {
         Config {
             root: Value::Object(Default::default()),
             source: None,
+            json_era_problem: None,
         }
     }
 }
@@ -143,22 +147,35 @@ impl Config {
             Value::Object(Default::default())
         };
         let problems = validate::problems(&root);
+        let mut json_era_problem = None;
         if !problems.is_empty() {
-            anyhow::bail!(
+            let message = format!(
                 "OpenClaw config {} is invalid: {}",
                 path.display(),
                 problems.join("; ")
             );
+            let sqlite = validate::problems_sqlite(&root);
+            if !sqlite.is_empty() {
+                anyhow::bail!(message);
+            }
+            // Valid for the SQLite-era releases only: fine for agents that moved to SQLite,
+            // refused for a JSON-era store (see `cmd::resolve_targets`).
+            json_era_problem = Some(message);
         }
         Ok(Config {
             root,
             source: Some(path),
+            json_era_problem,
         })
     }
 
     /// A config from an already-parsed value (tests, other commands).
     pub fn from_value(root: Value) -> Config {
-        Config { root, source: None }
+        Config {
+            root,
+            source: None,
+            json_era_problem: None,
+        }
     }
 
     /// `cfg.a.b.c` with JavaScript's optional chaining.

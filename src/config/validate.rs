@@ -58,6 +58,21 @@ fn logging_problems(root: &Value, out: &mut Vec<String>) {
 
 /// Problems in the config, as `path: message` lines (empty = valid).
 pub fn problems(root: &Value) -> Vec<String> {
+    problems_of(root, false)
+}
+
+/// [`problems`] against the schema of the SQLite-era releases (2026.9.x): `session.maintenance`
+/// also takes `archiveDashboardAfter`, `preserveRecent`, `coldStorage` and `maxDiskBytes:
+/// false`, and no longer `pruneDays` or `rotateBytes`.
+pub fn problems_sqlite(root: &Value) -> Vec<String> {
+    problems_of(root, true)
+}
+
+fn positive_duration(v: &Value) -> bool {
+    is_string_or_number(v) && parse_duration_ms(&stringified(v), "d").is_some_and(|d| d > 0)
+}
+
+fn problems_of(root: &Value, sqlite: bool) -> Vec<String> {
     let mut out = Vec::new();
     logging_problems(root, &mut out);
     let Some(session) = root.get("session") else {
@@ -92,26 +107,55 @@ pub fn problems(root: &Value) -> Vec<String> {
     };
     for (k, v) in m {
         let p = format!("session.maintenance.{k}");
-        let ok = match k.as_str() {
-            "mode" => matches!(v.as_str(), Some("enforce" | "warn")),
-            "pruneAfter" | "resetArchiveRetention" => {
-                (is_string_or_number(v) && parse_duration_ms(&stringified(v), "d").is_some())
-                    || (k == "resetArchiveRetention" && *v == Value::Bool(false))
+        let ok = if sqlite {
+            match k.as_str() {
+                "mode" => matches!(v.as_str(), Some("enforce" | "warn")),
+                "pruneAfter" => positive_duration(v),
+                "archiveDashboardAfter" => {
+                    positive_duration(v) || *v == Value::Bool(false) || v.as_f64() == Some(0.0)
+                }
+                "preserveRecent" | "resetArchiveRetention" => {
+                    positive_duration(v) || *v == Value::Bool(false)
+                }
+                "maxEntries" => positive_int(v),
+                "coldStorage" => v.is_object(),
+                "maxDiskBytes" => {
+                    *v == Value::Bool(false)
+                        || (is_string_or_number(v) && parse_byte_size(&stringified(v)).is_some())
+                }
+                "highWaterBytes" => {
+                    is_string_or_number(v) && parse_byte_size(&stringified(v)).is_some()
+                }
+                _ => {
+                    out.push(format!("session.maintenance: Unrecognized key: \"{k}\""));
+                    continue;
+                }
             }
-            "pruneDays" | "maxEntries" => positive_int(v),
-            "rotateBytes" => is_string_or_number(v),
-            "maxDiskBytes" | "highWaterBytes" => {
-                is_string_or_number(v) && parse_byte_size(&stringified(v)).is_some()
-            }
-            _ => {
-                out.push(format!("session.maintenance: Unrecognized key: \"{k}\""));
-                continue;
+        } else {
+            match k.as_str() {
+                "mode" => matches!(v.as_str(), Some("enforce" | "warn")),
+                "pruneAfter" | "resetArchiveRetention" => {
+                    (is_string_or_number(v) && parse_duration_ms(&stringified(v), "d").is_some())
+                        || (k == "resetArchiveRetention" && *v == Value::Bool(false))
+                }
+                "pruneDays" | "maxEntries" => positive_int(v),
+                "rotateBytes" => is_string_or_number(v),
+                "maxDiskBytes" | "highWaterBytes" => {
+                    is_string_or_number(v) && parse_byte_size(&stringified(v)).is_some()
+                }
+                _ => {
+                    out.push(format!("session.maintenance: Unrecognized key: \"{k}\""));
+                    continue;
+                }
             }
         };
         if !ok {
             let msg = match k.as_str() {
                 "mode" => "Invalid input (allowed: \"enforce\", \"warn\")",
-                "pruneAfter" | "resetArchiveRetention" => "invalid duration (use ms, s, m, h, d)",
+                "pruneAfter"
+                | "resetArchiveRetention"
+                | "archiveDashboardAfter"
+                | "preserveRecent" => "invalid duration (use ms, s, m, h, d)",
                 "maxDiskBytes" | "highWaterBytes" => "invalid size (use b, kb, mb, gb, tb)",
                 _ => "Invalid input",
             };

@@ -319,8 +319,8 @@ pub fn inspect_database(
     r.database = Some(db_facts(&conn, db, &schema, archived_entries).with_context(ctx)?);
     if hooks.cleanup.is_some() {
         r.notes.push(
-            "cleanup of SQLite-era agents is not built yet: no cleanup figure (clawkeeper \
-             cleanup refuses this agent)"
+            "the cleanup of this database is not predicted here yet: `clawkeeper cleanup \
+             --dry-run` previews it"
                 .into(),
         );
     }

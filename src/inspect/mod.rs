@@ -252,7 +252,7 @@ pub fn inspect_store(
     };
     if let Some(db) = &r.sqlite {
         r.notes.push(format!(
-            "this agent moved to SQLite ({}); this sessions.json is not the live store, and cleanup will not write it",
+            "this agent moved to SQLite ({}); this sessions.json is not the live store (cleanup cleans the database instead, and never writes this file)",
             db.display()
         ));
     }

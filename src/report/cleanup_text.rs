@@ -23,7 +23,7 @@ fn pad_end(s: &str, n: usize) -> String {
 }
 
 /// `String(v)` for a JSON value.
-fn js_string(v: &Value) -> String {
+pub(crate) fn js_string(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
@@ -44,7 +44,7 @@ fn js_string(v: &Value) -> String {
     }
 }
 
-fn truthy(v: Option<&Value>) -> Option<&Value> {
+pub(crate) fn truthy(v: Option<&Value>) -> Option<&Value> {
     v.filter(|v| crate::config::js_truthy(v))
 }
 
@@ -83,7 +83,7 @@ pub fn format_time_ago(ms: f64) -> String {
     format!("{}d ago", js_number(js_round(hours / 24.0)))
 }
 
-fn str_field<'a>(e: &'a Value, k: &str) -> Option<&'a str> {
+pub(crate) fn str_field<'a>(e: &'a Value, k: &str) -> Option<&'a str> {
     e.get(k).and_then(Value::as_str)
 }
 
@@ -120,6 +120,11 @@ fn primary(v: Option<&Value>) -> Option<String> {
 /// The Model column: the entry's override or runtime model, else the agent's or the
 /// configured default model, else `gpt-5.5`.
 fn display_model(cfg: &Config, key: &str, e: &Value) -> String {
+    display_model_or(cfg, key, e, "gpt-5.5")
+}
+
+/// [`display_model`] with another built-in default model.
+pub(crate) fn display_model_or(cfg: &Config, key: &str, e: &Value, fallback: &str) -> String {
     let agent = key
         .starts_with("agent:")
         .then(|| key.split(':').nth(1).unwrap_or(""));
@@ -132,7 +137,7 @@ fn display_model(cfg: &Config, key: &str, e: &Value) -> String {
     });
     let default = agent_model
         .or_else(|| primary(cfg.get(&["agents", "defaults", "model"])))
-        .unwrap_or_else(|| "gpt-5.5".into());
+        .unwrap_or_else(|| fallback.into());
     let provider = str_field(e, "providerOverride")
         .map(js_trim)
         .filter(|s| !s.is_empty());
@@ -187,7 +192,7 @@ fn flags_cell(e: &Value) -> String {
 }
 
 /// `sanitizeTerminalText`: escape CR/LF/TAB, drop other control characters and ANSI escapes.
-fn sanitize(s: &str) -> String {
+pub(crate) fn sanitize(s: &str) -> String {
     let s = strip_ansi(s)
         .replace('\r', "\\r")
         .replace('\n', "\\n")
@@ -273,7 +278,7 @@ fn weights(s: &str) -> (Vec<(u8, u32)>, Vec<bool>, Vec<bool>) {
 /// An approximation of `String.prototype.localeCompare` (ICU root collation): punctuation
 /// before digits before letters, letters compared without accents and case first, then
 /// unaccented before accented, then lowercase before uppercase.
-fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+pub(crate) fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
     let (wa, wb) = (weights(a), weights(b));
     wa.0.cmp(&wb.0)
         .then_with(|| wa.1.cmp(&wb.1))

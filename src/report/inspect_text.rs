@@ -180,7 +180,7 @@ fn render_reclaimable_of(
         let na = "not built for SQLite-era agents yet".to_string();
         let cleanup = match rc.cleanup {
             Some(n) => signed(n),
-            None => na.clone(),
+            None => "not predicted yet (see cleanup --dry-run)".to_string(),
         };
         t.add_row(vec!["cleanup --enforce".to_string(), cleanup]);
         for cmd in [

@@ -1,6 +1,7 @@
 //! Output of the subcommands: text and JSON renderings, no logic of their own.
 
 pub mod cleanup_text;
+pub mod dbcleanup_text;
 pub mod inspect_json;
 pub mod inspect_text;
 pub mod text;

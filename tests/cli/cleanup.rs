@@ -461,7 +461,7 @@ fn symlinks_and_escaping_session_files_never_touch_outside() {
 }
 
 #[test]
-fn sqlite_agents_are_refused_for_writes() {
+fn sqlite_agents_without_a_usable_database_are_refused() {
     let env = TestEnv::new();
     env.write_store(&format!(
         "{{\"agent:main:a\": {}}}",
@@ -476,10 +476,11 @@ fn sqlite_agents_are_refused_for_writes() {
     assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("SQLite"));
     assert_eq!(snapshot(&env), before);
+    // The database is the live store: one that is not an agent database is not previewed
+    // either (the SQLite-era cleanup itself is tested in agentdb_cleanup).
     let o = env.run(&["cleanup", "--dry-run", "--json"]);
-    assert_eq!(o.status.code(), Some(0));
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
     assert!(stderr(&o).contains("SQLite"));
-    assert!(stdout(&o).contains("\"pruned\": 1"));
     assert_eq!(snapshot(&env), before);
 }
 

@@ -3,6 +3,7 @@
 //! helpers, every other module one topic.
 
 mod agentdb;
+mod agentdb_cleanup;
 mod agentdb_inspect;
 mod agentdb_safety;
 mod cachettl;

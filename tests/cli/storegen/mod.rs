@@ -12,7 +12,7 @@ mod extras;
 mod keys;
 mod layout;
 mod store;
-mod transcript;
+pub mod transcript;
 
 use std::fs;
 use std::path::Path;

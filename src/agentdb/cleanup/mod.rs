@@ -1,0 +1,356 @@
+//! `openclaw sessions cleanup` on a SQLite-era agent database, as OpenClaw 2026.9.6 (schema
+//! 23, and 2026.9.5's schema 21) and 2026.8.2 (schema 19) do it: the entry plan on every
+//! `session_nodes` entry ([`plan`]), the unreferenced-artifact sweep of the sessions directory
+//! and the disk budget ([`disk`]), and, for `--enforce`, the writes ([`write`]): durable
+//! entries archived in place, synthetic ones deleted with their transcript archived as
+//! `sessions/<sid>.jsonl.deleted.<ts>.<generation>.zst` and in `session_transcript_archives`.
+//!
+//! The preview reads the database read-only and never writes. The apply is called by the
+//! command only after the guard is held and the database passed its check (see
+//! `cmd::cleanup`); every database write here is one `BEGIN IMMEDIATE` transaction, and the
+//! database file is never replaced. Domain code: no terminal, no clap.
+
+pub mod budget;
+pub mod disk;
+pub mod plan;
+pub mod removals;
+pub mod write;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde_json::{Map, Value, json};
+
+use crate::agentdb::read;
+use crate::config::grammar::{parse_byte_size, parse_duration_ms};
+use crate::maintenance::budget::{BudgetReport, SweepReport};
+use crate::store::Store;
+pub use plan::{EntryPlan, Rules, Settings};
+
+/// What to clean and how (the era-independent part of the command's options).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `session.maintenance` with the command-line overrides written into it.
+    pub maintenance: Value,
+    /// The effective mode (`enforce` with `--enforce`, else the configured one, verbatim).
+    pub mode: Value,
+    pub dry_run: bool,
+    pub active_key: Option<String>,
+    pub fix_missing: bool,
+    pub fix_dm_scope: bool,
+    /// `session.dmScope`.
+    pub dm_scope: String,
+}
+
+impl Options {
+    pub fn is_warn(&self) -> bool {
+        self.mode == Value::String("warn".into())
+    }
+}
+
+/// One database cleanup target.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub agent_id: String,
+    /// The path the user named (`--store`), or the JSON-era store path of the agent: the
+    /// sweep's stale-temp rule uses its file name, as the reference does.
+    pub store_path: PathBuf,
+    /// The database.
+    pub db: PathBuf,
+}
+
+fn stringified(v: Option<&Value>) -> Option<String> {
+    let s = match v? {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => crate::jsjson::js_number(n.as_f64()?),
+        Value::Bool(b) => b.to_string(),
+        _ => return None,
+    };
+    let t = s.trim().to_string();
+    (!t.is_empty()).then_some(t)
+}
+
+impl Settings {
+    /// `resolveMaintenanceConfigFromInput` of the release whose `rules` apply.
+    pub fn resolve(m: &Value, rules: Rules) -> Settings {
+        let get = |k: &str| m.as_object().and_then(|o| o.get(k));
+        const DAY: i64 = 86_400_000;
+        let prune_after_ms = stringified(get("pruneAfter"))
+            .and_then(|s| parse_duration_ms(&s, "d"))
+            .unwrap_or(30 * DAY);
+        let archive_dashboard_after_ms = match get("archiveDashboardAfter") {
+            Some(Value::Bool(false)) => None,
+            Some(v) if v.as_f64() == Some(0.0) => None,
+            raw => match stringified(raw) {
+                None => Some(7 * DAY),
+                Some(s) => match parse_duration_ms(&s, "d") {
+                    Some(p) if p > 0 => Some(p),
+                    Some(_) => None,
+                    None => Some(7 * DAY),
+                },
+            },
+        };
+        let preserve_recent_ms = match get("preserveRecent") {
+            None | Some(Value::Bool(false)) => None,
+            raw => parse_duration_ms(&stringified(raw).unwrap_or_default(), "d"),
+        };
+        let max_disk_bytes = match get("maxDiskBytes") {
+            Some(Value::Bool(false)) => None,
+            raw => match stringified(raw) {
+                None => Some(10_737_418_240),
+                Some(s) => parse_byte_size(&s).filter(|b| *b > 0),
+            },
+        };
+        let high_water_bytes = max_disk_bytes.map(|max| {
+            let default = ((max as f64 * 0.8).floor() as i64).min(max).max(1);
+            match stringified(get("highWaterBytes")).and_then(|s| parse_byte_size(&s)) {
+                Some(p) if p > 0 => p.min(max),
+                _ => default,
+            }
+        });
+        let max_entries = match get("maxEntries") {
+            None | Some(Value::Null) => rules.default_max_entries(),
+            Some(v) => v.as_f64().unwrap_or(rules.default_max_entries()),
+        };
+        Settings {
+            prune_after_ms,
+            archive_dashboard_after_ms,
+            max_entries,
+            model_run_prune_after_ms: DAY,
+            preserve_recent_ms,
+            max_disk_bytes,
+            high_water_bytes,
+        }
+    }
+}
+
+/// The per-store summary the reference prints with `--json`.
+#[derive(Debug, Clone)]
+pub struct Summary {
+    pub agent_id: String,
+    /// The database path, as the reference shows it.
+    pub store_path: String,
+    pub rules: Rules,
+    pub mode: Value,
+    pub dry_run: bool,
+    pub before_count: u64,
+    pub after_count: u64,
+    pub missing: u64,
+    pub dm_scope_retired: u64,
+    pub model_run_pruned: u64,
+    pub archived: u64,
+    pub cap_archived: u64,
+    pub pruned: u64,
+    pub capped: u64,
+    pub unreferenced: SweepReport,
+    pub disk_budget: Option<BudgetReport>,
+    pub would_mutate: bool,
+    pub applied_count: Option<u64>,
+}
+
+impl Summary {
+    /// The summary as a JSON object, keys in the reference's order.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("agentId".into(), json!(self.agent_id));
+        m.insert("storePath".into(), json!(self.store_path));
+        m.insert("mode".into(), self.mode.clone());
+        m.insert("dryRun".into(), json!(self.dry_run));
+        m.insert("beforeCount".into(), json!(self.before_count));
+        m.insert("afterCount".into(), json!(self.after_count));
+        m.insert("missing".into(), json!(self.missing));
+        m.insert("dmScopeRetired".into(), json!(self.dm_scope_retired));
+        m.insert("modelRunPruned".into(), json!(self.model_run_pruned));
+        m.insert("archived".into(), json!(self.archived));
+        if self.rules == Rules::V9 {
+            m.insert("capArchived".into(), json!(self.cap_archived));
+        }
+        m.insert("pruned".into(), json!(self.pruned));
+        m.insert("capped".into(), json!(self.capped));
+        let u = &self.unreferenced;
+        m.insert(
+            "unreferencedArtifacts".into(),
+            json!({"scannedFiles": u.scanned_files, "removedFiles": u.removed_files, "freedBytes": u.freed_bytes, "olderThanMs": u.older_than_ms}),
+        );
+        m.insert(
+            "diskBudget".into(),
+            match &self.disk_budget {
+                None => Value::Null,
+                Some(b) => json!({
+                    "totalBytesBefore": b.total_bytes_before,
+                    "totalBytesAfter": b.total_bytes_after,
+                    "removedFiles": b.removed_files,
+                    "removedEntries": b.removed_entries,
+                    "freedBytes": b.freed_bytes,
+                    "maxBytes": b.max_bytes,
+                    "highWaterBytes": b.high_water_bytes,
+                    "overBudget": b.over_budget,
+                }),
+            },
+        );
+        m.insert("wouldMutate".into(), json!(self.would_mutate));
+        if let Some(n) = self.applied_count {
+            m.insert("applied".into(), json!(true));
+            m.insert("appliedCount".into(), json!(n));
+        }
+        Value::Object(m)
+    }
+}
+
+/// The plan of one database, plus what the dry-run table needs.
+#[derive(Debug, Clone)]
+pub struct Preview {
+    pub summary: Summary,
+    /// Every entry before the plan, in the reference's listing order.
+    pub before: Store,
+    pub plan: EntryPlan,
+    pub settings: Settings,
+    pub schema: crate::agentdb::Schema,
+}
+
+/// Every `session_nodes` entry as the reference lists it (`entry_json` parsed), in key order.
+pub fn load_entries(conn: &rusqlite::Connection) -> Result<Store> {
+    let mut stmt =
+        conn.prepare("SELECT session_key, entry_json FROM session_nodes ORDER BY session_key")?;
+    let mut rows = stmt.query([])?;
+    let mut s = Store::new();
+    while let Some(r) = rows.next()? {
+        let key: String = r.get(0)?;
+        let json: String = r.get(1)?;
+        let v = crate::jsjson::parse(json.as_bytes())
+            .with_context(|| format!("session_nodes row {key:?}: entry_json does not parse"))?;
+        s.insert(key, v);
+    }
+    Ok(s)
+}
+
+/// The preserve set of a run: `--active-key`.
+fn preserve_keys(o: &Options) -> HashSet<String> {
+    o.active_key.iter().cloned().collect()
+}
+
+/// Plan one database without writing anything.
+pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
+    let ctx = || t.db.display().to_string();
+    let conn = crate::agentdb::open_read_only(&t.db).with_context(ctx)?;
+    let schema = crate::agentdb::read_schema(&conn).with_context(ctx)?;
+    if !schema.has_table("session_nodes") {
+        return Err(anyhow::Error::new(crate::exit::Refusal::Unsafe(format!(
+            "{}: agent {:?} has moved to SQLite, but this database has no session tables \
+             (schema version {}); clawkeeper neither reads nor writes it, and the JSON-era \
+             sessions.json is no longer the live store",
+            t.db.display(),
+            t.agent_id,
+            schema.user_version
+        ))));
+    }
+    let rules = Rules::for_schema(schema.user_version);
+    let settings = Settings::resolve(&o.maintenance, rules);
+    let before = load_entries(&conn).with_context(ctx)?;
+    let mut s = before.clone();
+    let keys = preserve_keys(o);
+    let p = plan::Preserve {
+        rules,
+        keys: &keys,
+        recent_ms: settings.preserve_recent_ms,
+        now_ms: crate::maintenance::now_ms(),
+    };
+    let entry_plan = plan_all(&conn, t, o, rules, &settings, &p, &mut s);
+    let layout = disk::Layout::new(t, rules);
+    let excluded = disk::entry_artifacts(&before, entry_plan.deleted(), &layout.sessions_dir);
+    let unreferenced = disk::sweep(&layout, &s, settings.prune_after_ms, &excluded, None)?;
+    let (disk_budget, budget_would_mutate) =
+        disk::inspect_budget(&conn, &layout, &settings, o, rules)?;
+    let archived = (entry_plan.count(plan::ArchivePhase::Dashboard)
+        + entry_plan.count(plan::ArchivePhase::Age)) as u64;
+    let cap_archived = entry_plan.count(plan::ArchivePhase::Cap) as u64;
+    let summary = Summary {
+        agent_id: t.agent_id.clone(),
+        store_path: t.db.display().to_string(),
+        rules,
+        mode: o.mode.clone(),
+        dry_run: o.dry_run,
+        before_count: before.len() as u64,
+        after_count: s.len() as u64,
+        missing: entry_plan.missing.len() as u64,
+        dm_scope_retired: entry_plan.dm_scope.len() as u64,
+        model_run_pruned: entry_plan.model_run.len() as u64,
+        archived,
+        cap_archived,
+        pruned: entry_plan.stale.len() as u64,
+        capped: entry_plan.capped.len() as u64,
+        would_mutate: !entry_plan.missing.is_empty()
+            || !entry_plan.dm_scope.is_empty()
+            || !entry_plan.model_run.is_empty()
+            || !entry_plan.archived.is_empty()
+            || !entry_plan.stale.is_empty()
+            || !entry_plan.capped.is_empty()
+            || unreferenced.removed_files > 0
+            || budget_would_mutate,
+        unreferenced,
+        disk_budget,
+        applied_count: None,
+    };
+    Ok(Preview {
+        summary,
+        before,
+        plan: entry_plan,
+        settings,
+        schema,
+    })
+}
+
+/// Whether the transcript of `session_id` has no message (`inspectConfirmedMessageFreeTranscript`):
+/// no rows count as none; a transcript that cannot be read is not confirmed.
+pub fn message_free(conn: &rusqlite::Connection, session_id: &str) -> bool {
+    use std::io::BufRead;
+    let found = read::with_transcript(conn, session_id, |r| {
+        let reader = std::io::BufReader::new(r);
+        for line in reader.split(b'\n') {
+            let line = line?;
+            if let Ok(v) = serde_json::from_slice::<Value>(&line)
+                && removals::is_message_record(&v)
+            {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    });
+    matches!(found, Ok(false))
+}
+
+/// The `--fix-missing` and `--fix-dm-scope` removals, then the entry plan, on `s`.
+pub fn plan_all(
+    conn: &rusqlite::Connection,
+    t: &Target,
+    o: &Options,
+    rules: Rules,
+    settings: &Settings,
+    p: &plan::Preserve<'_>,
+    s: &mut Store,
+) -> EntryPlan {
+    let missing = if o.fix_missing {
+        removals::fix_missing(s, rules, |sid| message_free(conn, sid))
+    } else {
+        Vec::new()
+    };
+    let dm_scope = if o.fix_dm_scope {
+        removals::retire_dm_scope(s, &o.dm_scope, &t.agent_id, o.active_key.as_deref())
+    } else {
+        Vec::new()
+    };
+    let mut entry_plan = plan::plan(s, settings, p, crate::maintenance::now_ms);
+    entry_plan.missing = missing;
+    entry_plan.dm_scope = dm_scope;
+    entry_plan
+}
+
+/// Where the database of a JSON-era store path is: `<sessions>/../agent/openclaw-agent.sqlite`,
+/// or the path itself when it names a database.
+pub fn database_for_store(store_path: &Path) -> Option<PathBuf> {
+    if crate::agentdb::is_database_path(store_path) {
+        return Some(store_path.to_path_buf());
+    }
+    crate::agentdb::path_for_sessions_dir(store_path.parent()?)
+}

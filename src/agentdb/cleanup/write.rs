@@ -1,0 +1,594 @@
+//! The writes of a SQLite-era cleanup, as the reference makes them: archive in place (one
+//! transaction for the whole entry plan), then per deleted entry the transcript archive
+//! (zstd level 3, in `session_transcript_archives` and published as a file) and the deletion
+//! of its windows and node (one transaction each), then the sweep and the disk budget.
+
+use std::collections::HashSet;
+use std::io::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::disk::{self, Layout};
+use super::plan::{self, ArchivePhase, Rules};
+use super::{Options, Preview, Summary, Target};
+use crate::fsutil::Confined;
+use crate::store::Store;
+
+/// `collectSessionStateIdsForEntry` (without legacy compaction history).
+pub fn entry_session_ids(e: &Value) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut add = |v: Option<&Value>| {
+        if let Some(s) = v
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            && !out.iter().any(|o| o == s)
+        {
+            out.push(s.to_string());
+        }
+    };
+    add(e.get("sessionId"));
+    add(e.get("previousSessionId"));
+    if let Some(Value::Array(ids)) = e.get("usageFamilySessionIds") {
+        for id in ids {
+            add(Some(id));
+        }
+    }
+    out
+}
+
+pub(super) fn now_ms() -> i64 {
+    crate::js::now_ms() as i64
+}
+
+pub(super) fn begin(conn: &Connection) -> Result<rusqlite::Transaction<'_>> {
+    Ok(rusqlite::Transaction::new_unchecked(
+        conn,
+        rusqlite::TransactionBehavior::Immediate,
+    )?)
+}
+
+/// `normalizeSessionEntryTimestamp`: a `delivery` of kind `none` when the entry has none and
+/// no legacy route fields.
+fn normalize_delivery(e: &mut Value) {
+    let Value::Object(m) = e else { return };
+    let legacy = [
+        "route",
+        "deliveryContext",
+        "origin",
+        "channel",
+        "lastChannel",
+        "lastTo",
+        "lastAccountId",
+        "lastThreadId",
+    ]
+    .iter()
+    .any(|k| m.contains_key(*k));
+    if !m.contains_key("delivery") && !legacy {
+        m.insert("delivery".into(), serde_json::json!({"kind": "none"}));
+    }
+}
+
+/// Archive the planned entries in place, in one transaction.
+fn archive_in_place(
+    conn: &Connection,
+    after: &Store,
+    archived: &[(String, ArchivePhase)],
+) -> Result<()> {
+    if archived.is_empty() {
+        return Ok(());
+    }
+    let tx = begin(conn)?;
+    for (key, _) in archived {
+        let Some(e) = after.get(key) else { continue };
+        let mut e = e.clone();
+        normalize_delivery(&mut e);
+        let json = crate::jsjson::to_string_compact(&e);
+        let archived_at = e
+            .get("archivedAt")
+            .and_then(Value::as_f64)
+            .map(|v| v as i64);
+        tx.execute(
+            "UPDATE session_nodes SET entry_json = ?1, archived_at = ?2 WHERE session_key = ?3",
+            params![json, archived_at, key],
+        )?;
+        tx.execute(
+            "UPDATE session_nodes SET entry_valid = 1 WHERE session_key = ?1",
+            [key],
+        )?;
+        if let Some(sid) = e.get("sessionId").and_then(Value::as_str)
+            && let Some(updated) = e.get("updatedAt").and_then(Value::as_f64)
+        {
+            tx.execute(
+                "UPDATE session_windows SET updated_at = ?1, \
+                 transcript_observed_at = coalesce(transcript_updated_at, ?1) \
+                 WHERE session_id = ?2 AND session_key = ?3",
+                params![updated as i64, sid, key],
+            )?;
+        }
+        if has_table(&tx, "session_canonical_validation_pending")? {
+            tx.execute(
+                "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
+                [key],
+            )?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+/// One transcript archive, materialized.
+pub(super) struct Archive {
+    session_id: String,
+    session_key: String,
+    generation: String,
+    blob: Vec<u8>,
+    sha256: String,
+    name: String,
+    created_at: i64,
+}
+
+/// `<sid>.jsonl.deleted.<stamp>.<generation>.zst` (a sid over 96 bytes: `session-<sha256>`).
+fn archive_name(sid: &str, created_at: i64, generation: &str) -> String {
+    let base = if sid.len() > 96 {
+        format!("session-{}", hex(&Sha256::digest(sid.as_bytes())))
+    } else {
+        sid.to_string()
+    };
+    let stamp = crate::isotime::format_iso_ms(created_at as u64).replace(':', "-");
+    format!("{base}.jsonl.deleted.{stamp}.{generation}.zst")
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The transcript of `sid` as JSONL, zstd level 3 as Node's `createZstdCompress` writes it
+/// (no checksum, no content size); `None` when it has no rows or no generation.
+pub(super) fn materialize(
+    conn: &Connection,
+    sid: &str,
+    key: &str,
+    rules: Rules,
+) -> Result<Option<Archive>> {
+    let rows: i64 = conn.query_row(
+        "SELECT count(*) FROM transcript_events WHERE session_id = ?1",
+        [sid],
+        |r| r.get(0),
+    )?;
+    if rows == 0 {
+        return Ok(None);
+    }
+    let generation: Option<String> = conn
+        .query_row(
+            "SELECT generation FROM transcript_rewrite_watermarks WHERE session_id = ?1",
+            [sid],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(generation) = generation else {
+        return Ok(None);
+    };
+    let blob = match rules {
+        // 2026.9.x streams through `zlib.createZstdCompress()`: no content size in the frame.
+        Rules::V9 => {
+            let mut enc = zstd::stream::Encoder::new(Vec::new(), 3)?;
+            enc.include_checksum(false)?;
+            enc.include_contentsize(false)?;
+            crate::agentdb::read::with_transcript(conn, sid, |r| {
+                std::io::copy(r, &mut enc)?;
+                Ok(())
+            })?;
+            enc.finish()?
+        }
+        // 2026.8.x compresses the whole transcript at once (`zstdCompressSync`).
+        Rules::V8 => {
+            let plain = crate::agentdb::read::with_transcript(conn, sid, |r| {
+                let mut v = Vec::new();
+                r.read_to_end(&mut v)?;
+                Ok(v)
+            })?;
+            zstd::bulk::compress(&plain, 3)?
+        }
+    };
+    let created_at = now_ms();
+    Ok(Some(Archive {
+        session_id: sid.to_string(),
+        session_key: key.to_string(),
+        sha256: hex(&Sha256::digest(&blob)),
+        name: archive_name(sid, created_at, &generation),
+        generation,
+        blob,
+        created_at,
+    }))
+}
+
+/// Delete the index rows and the window of `sid` (the window's delete cascades to its
+/// events, watermark and the other per-window tables).
+pub(super) fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
+    let has = |t: &str| -> Result<bool> {
+        Ok(tx
+            .query_row(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+                [t],
+                |_| Ok(()),
+            )
+            .optional()?
+            .is_some())
+    };
+    if has("session_transcript_fts_rows")? {
+        tx.execute(
+            "DELETE FROM session_transcript_fts_rows WHERE session_id = ?1",
+            [sid],
+        )?;
+    }
+    if has("session_transcript_fts")? {
+        tx.execute(
+            "DELETE FROM session_transcript_fts WHERE session_id = ?1",
+            [sid],
+        )?;
+    }
+    for t in [
+        "session_transcript_active_events",
+        "session_transcript_index_state",
+    ] {
+        if has(t)? {
+            tx.execute(&format!("DELETE FROM {t} WHERE session_id = ?1"), [sid])?;
+        }
+    }
+    tx.execute("DELETE FROM session_windows WHERE session_id = ?1", [sid])?;
+    Ok(())
+}
+
+/// Session ids that surviving nodes still reference.
+pub(super) fn referenced_ids(
+    conn: &Connection,
+    removed: &HashSet<&String>,
+) -> Result<HashSet<String>> {
+    let mut out = HashSet::new();
+    let entries = super::load_entries(conn)?;
+    for (k, e) in &entries {
+        if removed.contains(k) {
+            continue;
+        }
+        out.extend(entry_session_ids(e));
+    }
+    let mut stmt = conn.prepare(
+        "SELECT w.session_id, n.session_key, n.current_session_id FROM session_windows w \
+         JOIN session_nodes n ON n.session_key = w.session_key \
+         WHERE n.archived_at IS NOT NULL OR n.pinned_at IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (sid, key, current) = row?;
+        if !removed.contains(&key) {
+            out.insert(sid);
+            out.insert(current);
+        }
+    }
+    let mut stmt = conn.prepare("SELECT session_key, current_session_id FROM session_nodes")?;
+    for row in stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+        let (k, sid) = row?;
+        if !removed.contains(&k) {
+            out.insert(sid);
+        }
+    }
+    Ok(out)
+}
+
+/// `deleteSessionEntryRows`: the windows of `key` that a surviving node still references
+/// (its current session, or a session id of its entry; the first such node in key order)
+/// move to that node; then the node goes, and with it (by cascade) its other windows.
+pub(super) fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
+    let windows: Vec<String> = tx
+        .prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?
+        .query_map([key], |r| r.get(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    if !windows.is_empty() {
+        let survivors: Vec<(String, String, String)> = tx
+            .prepare(
+                "SELECT session_key, current_session_id, entry_json FROM session_nodes \
+                 WHERE session_key != ?1 ORDER BY session_key",
+            )?
+            .query_map([key], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+            .collect::<rusqlite::Result<_>>()?;
+        for sid in windows {
+            let owner = survivors.iter().find(|(_, current, json)| {
+                *current == sid
+                    || crate::jsjson::parse(json.as_bytes())
+                        .is_ok_and(|e| entry_session_ids(&e).contains(&sid))
+            });
+            if let Some((to, _, _)) = owner {
+                tx.execute(
+                    "UPDATE session_windows SET session_key = ?1 WHERE session_id = ?2",
+                    params![to, sid],
+                )?;
+            }
+        }
+    }
+    Ok(tx.execute("DELETE FROM session_nodes WHERE session_key = ?1", [key])?)
+}
+
+/// Insert an archive row (unpublished).
+pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
+    tx.execute(
+        "INSERT INTO session_transcript_archives (session_id, generation, session_key, reason, \
+         encoding, archive_blob, archive_sha256, archive_name, created_at, published_at, \
+         publish_attempts) VALUES (?1, ?2, ?3, 'deleted', 'zstd', ?4, ?5, ?6, ?7, NULL, 0) \
+         ON CONFLICT DO NOTHING",
+        params![
+            a.session_id,
+            a.generation,
+            a.session_key,
+            a.blob,
+            a.sha256,
+            a.name,
+            a.created_at
+        ],
+    )?;
+    Ok(())
+}
+
+/// Publish an archive file and record it as published (its own transaction).
+pub(super) fn publish_and_record(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
+    publish(&l.archive_dir, a)?;
+    record_published(conn, a)
+}
+
+/// Record a publish attempt that succeeded.
+fn record_published(conn: &Connection, a: &Archive) -> Result<()> {
+    let t = now_ms();
+    let tx = begin(conn)?;
+    tx.execute(
+        "UPDATE session_transcript_archives SET published_at = ?1, publish_attempts = \
+         publish_attempts + 1, last_publish_attempt_at = ?1, last_publish_error = NULL \
+         WHERE session_id = ?2 AND generation = ?3",
+        params![t, a.session_id, a.generation],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+/// Write an archive file into the sessions directory (temp, fsync, link, dir fsync).
+pub(super) fn publish(dir: &Path, a: &Archive) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    if !dir.is_dir() {
+        std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+    }
+    let target = dir.join(&a.name);
+    let tmp = dir.join(format!("{}.{}.tmp", a.name, std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .with_context(|| format!("cannot create {}", tmp.display()))?;
+    f.write_all(&a.blob)?;
+    f.sync_all()?;
+    drop(f);
+    let linked = std::fs::hard_link(&tmp, &target);
+    let _ = std::fs::remove_file(&tmp);
+    linked.with_context(|| format!("cannot publish {}", target.display()))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
+/// Delete the planned entries: archive each transcript no survivor references, delete its
+/// index rows and window and the node, publish the archive files.
+fn delete_entries(
+    conn: &Connection,
+    l: &Layout,
+    before: &Store,
+    deleted: &[&String],
+    removals: &HashSet<String>,
+) -> Result<usize> {
+    if deleted.is_empty() {
+        return Ok(0);
+    }
+    let removed: HashSet<&String> = deleted.iter().copied().collect();
+    let keep = referenced_ids(conn, &removed)?;
+    // Session ids per removed key, each id once (the first key that names it owns it).
+    let mut plans: Vec<(String, String)> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for key in deleted {
+        let mut ids = before.get(*key).map(entry_session_ids).unwrap_or_default();
+        let mut stmt =
+            conn.prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?;
+        for id in stmt.query_map([key.as_str()], |r| r.get::<_, String>(0))? {
+            let id = id?;
+            if !ids.contains(&id) {
+                ids.push(id);
+            }
+        }
+        for id in ids {
+            if !keep.contains(&id) && seen.insert(id.clone()) {
+                plans.push((id, (*key).clone()));
+            }
+        }
+    }
+    let mut archives = Vec::new();
+    for (sid, key) in &plans {
+        let window_key: Option<String> = conn
+            .query_row(
+                "SELECT session_key FROM session_windows WHERE session_id = ?1",
+                [sid],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if window_key.is_none() {
+            continue;
+        }
+        if let Some(a) = materialize(conn, sid, window_key.as_deref().unwrap_or(key), l.rules)? {
+            archives.push((a, removals.contains(key)));
+        }
+    }
+    let tx = begin(conn)?;
+    for (a, _) in &archives {
+        insert_archive(&tx, a)?;
+    }
+    for (sid, _) in &plans {
+        delete_window(&tx, sid)?;
+    }
+    let mut n = 0;
+    for key in deleted {
+        n += delete_node(&tx, key)?;
+    }
+    tx.commit()?;
+    for (a, removal) in &archives {
+        publish_and_record(conn, l, a)?;
+        if *removal {
+            record_published(conn, a)?;
+        }
+    }
+    if n >= 64 {
+        conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
+    }
+    Ok(n)
+}
+
+fn row_count(conn: &Connection) -> Result<u64> {
+    Ok(
+        conn.query_row("SELECT count(*) FROM session_nodes", [], |r| {
+            r.get::<_, i64>(0)
+        })? as u64,
+    )
+}
+
+/// Apply the cleanup to one database on `conn` (opened to write, guard held, checked).
+pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> Result<Summary> {
+    let rules = Rules::for_schema(planned.schema.user_version);
+    let settings = &planned.settings;
+    let l = Layout::new(t, rules);
+    let before = super::load_entries(conn)?;
+    let mut s = before.clone();
+    let keys: HashSet<String> = o.active_key.iter().cloned().collect();
+    let p = plan::Preserve {
+        rules,
+        keys: &keys,
+        recent_ms: settings.preserve_recent_ms,
+        now_ms: crate::maintenance::now_ms(),
+    };
+    let warn = o.is_warn();
+    let entry_plan = if warn {
+        let mut copy = s.clone();
+        super::plan_all(conn, t, o, rules, settings, &p, &mut copy)
+    } else {
+        super::plan_all(conn, t, o, rules, settings, &p, &mut s)
+    };
+    if !warn {
+        archive_in_place(conn, &s, &entry_plan.archived)?;
+        let deleted: Vec<&String> = entry_plan.deleted().collect();
+        // The archives of `--fix-*` removals are published once more when the maintenance
+        // deletes entries too: its finalization publishes every pending archive first, then
+        // the removals' own publish round publishes theirs again.
+        let mut removals: HashSet<String> = entry_plan
+            .missing
+            .iter()
+            .chain(&entry_plan.dm_scope)
+            .cloned()
+            .collect();
+        if deleted.iter().all(|k| removals.contains(*k)) {
+            removals.clear();
+        }
+        delete_entries(conn, &l, &before, &deleted, &removals)?;
+    }
+    let lifecycle_count = row_count(conn)?;
+    let unreferenced = if warn {
+        crate::maintenance::budget::SweepReport {
+            older_than_ms: settings.prune_after_ms.max(0),
+            ..Default::default()
+        }
+    } else {
+        let post = super::load_entries(conn)?;
+        let confined = if l.sessions_dir.is_dir() {
+            Some(Confined::new(&l.sessions_dir)?)
+        } else {
+            None
+        };
+        match confined {
+            Some(c) => disk::sweep(
+                &l,
+                &post,
+                settings.prune_after_ms,
+                &Default::default(),
+                Some(&c),
+            )?,
+            None => crate::maintenance::budget::SweepReport {
+                older_than_ms: settings.prune_after_ms.max(0),
+                ..Default::default()
+            },
+        }
+    };
+    let disk_budget = super::budget::enforce(conn, &l, settings, o, rules)?;
+    let final_count = row_count(conn)?;
+    let archived =
+        (entry_plan.count(ArchivePhase::Dashboard) + entry_plan.count(ArchivePhase::Age)) as u64;
+    let cap_archived = entry_plan.count(ArchivePhase::Cap) as u64;
+    let removed = entry_plan.deleted().count();
+    let b = disk_budget.as_ref();
+    Ok(Summary {
+        agent_id: t.agent_id.clone(),
+        store_path: t.db.display().to_string(),
+        rules,
+        mode: o.mode.clone(),
+        dry_run: false,
+        before_count: before.len() as u64,
+        after_count: match rules {
+            Rules::V9 => final_count,
+            Rules::V8 => lifecycle_count,
+        },
+        missing: entry_plan.missing.len() as u64,
+        dm_scope_retired: entry_plan.dm_scope.len() as u64,
+        model_run_pruned: if warn {
+            0
+        } else {
+            entry_plan.model_run.len() as u64
+        },
+        archived: if warn { 0 } else { archived },
+        cap_archived: if warn { 0 } else { cap_archived },
+        pruned: if warn {
+            0
+        } else {
+            entry_plan.stale.len() as u64
+        },
+        capped: if warn {
+            0
+        } else {
+            entry_plan.capped.len() as u64
+        },
+        would_mutate: (!warn && (removed > 0 || !entry_plan.archived.is_empty()))
+            || unreferenced.removed_files > 0
+            || b.is_some_and(|b| {
+                b.removed_entries > 0
+                    || b.removed_files > 0
+                    || b.total_bytes_after < b.total_bytes_before
+            }),
+        unreferenced,
+        disk_budget,
+        applied_count: Some(match rules {
+            Rules::V9 => final_count,
+            Rules::V8 => lifecycle_count,
+        }),
+    })
+}

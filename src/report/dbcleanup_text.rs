@@ -1,0 +1,536 @@
+//! The human output of `cleanup` on a SQLite-era agent database, line for line as
+//! `openclaw sessions cleanup` of 2026.9.x (and 2026.8.x) prints it when stdout is not a
+//! terminal: the dry-run plan (summary lines, the boxed action table of terminal-core's
+//! `renderTable` at its 120-column fallback width, the label summary) and the applied lines.
+
+use serde_json::Value;
+
+use super::cleanup_text::{format_time_ago, js_string, locale_cmp, sanitize, truthy};
+use crate::agentdb::cleanup::{Preview, Rules, Summary};
+use crate::config::Config;
+use crate::js::utf16_len;
+
+/// `getTerminalTableWidth()` when stdout is not a terminal.
+const TABLE_WIDTH: usize = 120;
+
+fn width(s: &str) -> usize {
+    s.chars().count()
+}
+
+/// terminal-core's `wrapLine` for plain text.
+fn wrap_line(text: &str, w: usize) -> Vec<String> {
+    if w == 0 {
+        return vec![text.to_string()];
+    }
+    let printable = !text.is_empty()
+        && text.bytes().all(|b| (b' '..=b'~').contains(&b))
+        && !text.starts_with(' ')
+        && !text.ends_with(' ');
+    if utf16_len(text) as usize <= w && printable {
+        return vec![text.to_string()];
+    }
+    let is_break = |c: &str| matches!(c, " " | "/" | "-" | "_" | ".");
+    let mut lines: Vec<String> = Vec::new();
+    let mut buf: Vec<String> = Vec::new();
+    let mut visible = 0usize;
+    let mut last_break: Option<usize> = None;
+    let mut has_char = false;
+    let mut line_has_output = false;
+    let mut skip_lf = false;
+    // `flushAt`: emit the buffer up to `at` (all of it for `None`).
+    let flush = |at: Option<usize>,
+                 buf: &mut Vec<String>,
+                 visible: &mut usize,
+                 last_break: &mut Option<usize>,
+                 lines: &mut Vec<String>,
+                 line_has_output: &mut bool| {
+        let whole = at.is_none_or(|a| a == 0);
+        let left: Vec<String> = if whole {
+            std::mem::take(buf)
+        } else {
+            buf.drain(..at.unwrap_or(0)).collect()
+        };
+        if *visible > 0 || !*line_has_output {
+            lines.push(left.concat().trim_end().to_string());
+            *line_has_output = true;
+        }
+        *visible = if whole {
+            0
+        } else {
+            buf.iter().map(|c| width(c)).sum()
+        };
+        *last_break = None;
+    };
+    for ch in text.chars() {
+        has_char = true;
+        let ch = if ch == '\t' { ' ' } else { ch };
+        if skip_lf && ch == '\n' {
+            skip_lf = false;
+            continue;
+        }
+        if ch == '\n' || ch == '\r' {
+            skip_lf = ch == '\r';
+            let n = buf.len();
+            flush(
+                Some(n),
+                &mut buf,
+                &mut visible,
+                &mut last_break,
+                &mut lines,
+                &mut line_has_output,
+            );
+            line_has_output = false;
+            continue;
+        }
+        let cw = 1;
+        if visible + cw > w && visible > 0 {
+            flush(
+                last_break,
+                &mut buf,
+                &mut visible,
+                &mut last_break,
+                &mut lines,
+                &mut line_has_output,
+            );
+            if visible + cw > w && visible > 0 {
+                flush(
+                    None,
+                    &mut buf,
+                    &mut visible,
+                    &mut last_break,
+                    &mut lines,
+                    &mut line_has_output,
+                );
+            }
+        }
+        if visible == 0 && ch == ' ' {
+            continue;
+        }
+        let s = ch.to_string();
+        let brk = is_break(&s);
+        buf.push(s);
+        visible += cw;
+        skip_lf = false;
+        if brk {
+            last_break = Some(buf.len());
+        }
+    }
+    if !has_char {
+        return vec![text.to_string()];
+    }
+    if visible > 0 {
+        let n = buf.len();
+        flush(
+            Some(n),
+            &mut buf,
+            &mut visible,
+            &mut last_break,
+            &mut lines,
+            &mut line_has_output,
+        );
+    }
+    if lines.is_empty() {
+        vec![String::new()]
+    } else {
+        lines
+    }
+}
+
+/// terminal-core's `renderTable` (unicode border, padding 1, no colours), `flex` columns
+/// marked.
+fn render_table(headers: &[(&str, bool)], rows: &[Vec<String>], max_width: usize) -> String {
+    let n = headers.len();
+    let mut widths: Vec<usize> = (0..n)
+        .map(|i| {
+            let cell = rows.iter().map(|r| width(&r[i])).max().unwrap_or(0);
+            (width(headers[i].0).max(cell) + 2).max(3)
+        })
+        .collect();
+    let min_w: Vec<usize> = headers.iter().map(|h| (width(h.0) + 2).max(3)).collect();
+    let total: usize = widths.iter().sum::<usize>() + n + 1;
+    if total > max_width {
+        let mut over = total - max_width;
+        let mut shrink = |idx: &[usize], widths: &mut Vec<usize>| {
+            while over > 0 {
+                let mut widest: Option<usize> = None;
+                for &i in idx {
+                    if widths[i] <= min_w[i] {
+                        continue;
+                    }
+                    if widest.is_none_or(|w| widths[i] > widths[w]) {
+                        widest = Some(i);
+                    }
+                }
+                let Some(i) = widest else { break };
+                widths[i] -= 1;
+                over -= 1;
+            }
+        };
+        let flex: Vec<usize> = (0..n).filter(|i| headers[*i].1).collect();
+        let rigid: Vec<usize> = (0..n).filter(|i| !headers[*i].1).collect();
+        shrink(&flex, &mut widths);
+        shrink(&rigid, &mut widths);
+    }
+    let sum: usize = widths.iter().sum::<usize>() + n + 1;
+    if sum < max_width {
+        let mut extra = max_width - sum;
+        let flex: Vec<usize> = (0..n).filter(|i| headers[*i].1).collect();
+        if !flex.is_empty() {
+            while extra > 0 {
+                let rounds = (extra / flex.len()).max(1);
+                for &i in &flex {
+                    let amount = rounds.min(extra);
+                    widths[i] += amount;
+                    extra -= amount;
+                    if extra == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    let hline = |l: &str, m: &str, r: &str| {
+        format!(
+            "{l}{}{r}",
+            widths
+                .iter()
+                .map(|w| "─".repeat(*w))
+                .collect::<Vec<_>>()
+                .join(m)
+        )
+    };
+    let mut lines = vec![hline("┌", "┬", "┐")];
+    let render_row = |cells: Vec<String>, lines: &mut Vec<String>| {
+        let wrapped: Vec<Vec<String>> = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| wrap_line(c, widths[i].saturating_sub(2).max(1)))
+            .collect();
+        let height = wrapped.iter().map(Vec::len).max().unwrap_or(1);
+        for li in 0..height {
+            let parts: Vec<String> = wrapped
+                .iter()
+                .enumerate()
+                .map(|(i, w)| {
+                    let cw = widths[i].saturating_sub(2).max(1);
+                    let t = w.get(li).cloned().unwrap_or_default();
+                    let t: String = if width(&t) > cw {
+                        t.chars().take(cw).collect()
+                    } else {
+                        t
+                    };
+                    let pad = cw.saturating_sub(width(&t));
+                    format!(" {t}{} ", " ".repeat(pad))
+                })
+                .collect();
+            lines.push(format!("│{}│", parts.join("│")));
+        }
+    };
+    render_row(
+        headers.iter().map(|h| h.0.to_string()).collect(),
+        &mut lines,
+    );
+    lines.push(hline("├", "┼", "┤"));
+    for r in rows {
+        render_row(r.clone(), &mut lines);
+    }
+    lines.push(hline("└", "┴", "┘"));
+    lines.join("\n")
+}
+
+/// `truncateSessionKey(sanitizeTerminalText(key))`.
+fn key_cell(key: &str) -> String {
+    let k = sanitize(key);
+    let g: Vec<char> = k.chars().collect();
+    if g.len() <= 26 {
+        return k;
+    }
+    let head: String = g[..16].iter().collect();
+    let tail: String = g[g.len() - 6..].iter().collect();
+    format!("{head}...{tail}")
+}
+
+fn actor(a: &Value) -> Option<String> {
+    let t = |k: &str| {
+        a.get(k)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+    };
+    t("label")
+        .or_else(|| t("id"))
+        .or_else(|| a.get("type").map(js_string))
+}
+
+/// `formatSessionFlagsCell`.
+fn flags_cell(e: &Value) -> String {
+    let mut parts = Vec::new();
+    for (field, prefix) in [
+        ("thinkingLevel", "think:"),
+        ("verboseLevel", "verbose:"),
+        ("traceLevel", "trace:"),
+        ("reasoningLevel", "reasoning:"),
+        ("elevatedLevel", "elev:"),
+        ("responseUsage", "usage:"),
+        ("groupActivation", "activation:"),
+    ] {
+        if let Some(v) = truthy(e.get(field)) {
+            parts.push(format!("{prefix}{}", js_string(v)));
+        }
+    }
+    if truthy(e.get("systemSent")).is_some() {
+        parts.push("system".into());
+    }
+    if truthy(e.get("abortedLastRun")).is_some() {
+        parts.push("aborted".into());
+    }
+    let visibility = match e.get("visibility") {
+        None | Some(Value::Null) => Some(Value::String("shared".into())),
+        v => v.cloned(),
+    };
+    if let Some(v) = truthy(visibility.as_ref()) {
+        parts.push(format!("visibility:{}", js_string(v)));
+    }
+    let owner = e
+        .pointer("/owner/actor")
+        .filter(|v| !v.is_null())
+        .or_else(|| e.get("createdActor").filter(|v| !v.is_null()));
+    if let Some(o) = owner.and_then(actor) {
+        parts.push(format!("owner:{o}"));
+    }
+    if let Some(Value::Array(ps)) = e.get("participants") {
+        let shown: Vec<String> = ps
+            .iter()
+            .take(4)
+            .map(|p| {
+                p.get("label")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_string)
+                    .unwrap_or_else(|| {
+                        format!(
+                            "{}:{}",
+                            p.pointer("/identity/type")
+                                .map(js_string)
+                                .unwrap_or_default(),
+                            p.pointer("/identity/id").map(js_string).unwrap_or_default()
+                        )
+                    })
+            })
+            .collect();
+        if !shown.is_empty() {
+            let count = e
+                .get("participantCount")
+                .and_then(Value::as_f64)
+                .unwrap_or(shown.len() as f64);
+            let more = (count - shown.len() as f64).max(0.0);
+            let tail = if more > 0.0 {
+                format!(",+{}", crate::jsjson::js_number(more))
+            } else {
+                String::new()
+            };
+            parts.push(format!("participants:{}{tail}", shown.join(",")));
+        }
+    }
+    if let Some(v) = truthy(e.get("sessionId")) {
+        parts.push(format!("id:{}", js_string(v)));
+    }
+    sanitize(&parts.join(" "))
+}
+
+/// The dry-run plan for one database.
+pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
+    let s = &p.summary;
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
+    if show_agent {
+        line(format!("Agent: {}", s.agent_id));
+    }
+    line(format!("Session store: {}", s.store_path));
+    line(format!("Maintenance mode: {}", js_string(&s.mode)));
+    line(format!(
+        "Entries: {} -> {} (remove {})",
+        s.before_count,
+        s.after_count,
+        s.before_count as i64 - s.after_count as i64
+    ));
+    line(format!("Would prune missing transcripts: {}", s.missing));
+    line(format!(
+        "Would retire stale direct DM sessions: {}",
+        s.dm_scope_retired
+    ));
+    line(format!(
+        "Would prune stale model-run probes: {}",
+        s.model_run_pruned
+    ));
+    match s.rules {
+        Rules::V9 => {
+            line(format!("Would archive inactive sessions: {}", s.archived));
+            line(format!("Would archive cap overflow: {}", s.cap_archived));
+        }
+        Rules::V8 => line(format!(
+            "Would archive inactive dashboard sessions: {}",
+            s.archived
+        )),
+    }
+    line(format!("Would prune stale: {}", s.pruned));
+    line(format!("Would cap overflow: {}", s.capped));
+    if s.unreferenced.scanned_files > 0 {
+        line(format!(
+            "Would prune unreferenced artifacts: {}",
+            s.unreferenced.removed_files
+        ));
+    }
+    if let Some(b) = &s.disk_budget {
+        line(format!(
+            "Would enforce disk budget: {} -> {} bytes (files {}, entries {})",
+            b.total_bytes_before, b.total_bytes_after, b.removed_files, b.removed_entries
+        ));
+    }
+    if p.before.is_empty() {
+        return;
+    }
+    line(String::new());
+    line("Planned session actions:".into());
+    let fallback = match s.rules {
+        Rules::V9 => "gpt-6-astra",
+        Rules::V8 => "gpt-5.6-sol",
+    };
+    let updated = |e: &Value| e.get("updatedAt").and_then(Value::as_f64);
+    let mut rows: Vec<(&String, &Value)> = p.before.iter().collect();
+    rows.sort_by(|a, b| {
+        let (x, y) = (updated(b.1).unwrap_or(0.0), updated(a.1).unwrap_or(0.0));
+        x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let now = crate::maintenance::now_ms();
+    let mut cells = Vec::new();
+    let mut labels: Vec<(String, u64, u64)> = Vec::new();
+    for (key, e) in &rows {
+        let action = p.plan.action(key);
+        let age = match updated(e).filter(|u| *u != 0.0 && !u.is_nan()) {
+            Some(u) => format_time_ago(now - u),
+            None => "unknown".into(),
+        };
+        let model = super::cleanup_text::display_model_or(cfg, key, e, fallback);
+        cells.push(vec![
+            action.to_string(),
+            key_cell(key),
+            age,
+            sanitize(&model),
+            flags_cell(e),
+        ]);
+        let label = match e.get("label") {
+            Some(Value::String(l)) => sanitize(l.trim()),
+            _ => String::new(),
+        };
+        let label = if label.is_empty() {
+            "(unlabeled)".to_string()
+        } else {
+            label
+        };
+        let kept = action == "keep" || action.starts_with("archive-");
+        match labels.iter_mut().find(|l| l.0 == label) {
+            Some(l) => {
+                if kept {
+                    l.1 += 1
+                } else {
+                    l.2 += 1
+                }
+            }
+            None => labels.push((label, u64::from(kept), u64::from(!kept))),
+        }
+    }
+    let table = render_table(
+        &[
+            ("Action", false),
+            ("Key", false),
+            ("Age", false),
+            ("Model", false),
+            ("Flags", true),
+        ],
+        &cells,
+        TABLE_WIDTH,
+    );
+    line(table.trim_end().to_string());
+    labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
+    let pad = labels.iter().map(|l| width(&l.0)).max().unwrap_or(0);
+    line(String::new());
+    line("Summary by Label:".into());
+    for (label, kept, pruned) in &labels {
+        let fill = pad.saturating_sub(width(label));
+        line(format!(
+            "{label}{}  {kept} kept, {pruned} pruned",
+            " ".repeat(fill)
+        ));
+    }
+    let (k, pr) = labels
+        .iter()
+        .fold((0, 0), |acc, l| (acc.0 + l.1, acc.1 + l.2));
+    line(format!("Total: {k} kept, {pr} pruned"));
+}
+
+/// One applied store, as the applied text names it.
+pub struct Applied {
+    pub agent_id: String,
+    pub store_path: String,
+    pub applied_count: u64,
+    pub removed_files: u64,
+}
+
+impl From<&Summary> for Applied {
+    fn from(s: &Summary) -> Applied {
+        Applied {
+            agent_id: s.agent_id.clone(),
+            store_path: s.store_path.clone(),
+            applied_count: s.applied_count.unwrap_or(0),
+            removed_files: s.unreferenced.removed_files,
+        }
+    }
+}
+
+/// The applied summaries (`renderAppliedSummaries`).
+pub fn render_applied(out: &mut String, summaries: &[Applied]) {
+    for (i, s) in summaries.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        if summaries.len() > 1 {
+            out.push_str(&format!("Agent: {}\n", s.agent_id));
+        }
+        out.push_str(&format!("Session store: {}\n", s.store_path));
+        out.push_str(&format!(
+            "Applied maintenance. Current entries: {}\n",
+            s.applied_count
+        ));
+        if s.removed_files > 0 {
+            out.push_str(&format!(
+                "Pruned unreferenced artifacts: {}\n",
+                s.removed_files
+            ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wraps_at_break_characters() {
+        assert_eq!(
+            wrap_line(
+                "visibility:shared id:7b1d8e3f-0a2b-4c4d-9e6f-8a9b0c1d2e3f",
+                38
+            ),
+            vec![
+                "visibility:shared id:7b1d8e3f-0a2b-",
+                "4c4d-9e6f-8a9b0c1d2e3f"
+            ]
+        );
+        assert_eq!(wrap_line("keep", 10), vec!["keep"]);
+    }
+}

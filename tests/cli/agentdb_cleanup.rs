@@ -1,0 +1,792 @@
+//! `cleanup` on SQLite-era agent databases against the reference releases (2026.9.6, 2026.9.5,
+//! 2026.8.2) on copies of the same database: the dry-run document and text byte for byte
+//! (paths normalised), and for `--enforce` the document (apart from the disk-budget byte
+//! figures, see README) and the database content afterwards, table by table and row by row
+//! (timestamps of the run normalised; the zstd archive blobs compared by SHA-256 of their
+//! bytes), with the files of `sessions/`.
+//!
+//! The databases are the demo imported by each release's own doctor, and generated JSON-era
+//! stores imported the same way, then aged with SQL (`CLAWKEEPER_DBCLEANUP_CASES`, default 8).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use rusqlite::Connection;
+use serde_json::{Value, json};
+
+use crate::agentdb::{database, imported};
+use crate::storegen::{self, Rng};
+use crate::util::{
+    Release, SQLITE_FIRST, SQLITE_LATEST, SQLITE_MID, TestEnv, copy_dir, hermetic, oracle_path_of,
+    stderr, stdout,
+};
+
+/// Run the reference's `sessions cleanup` in `env`.
+pub fn reference(release: Release, env: &TestEnv, args: &[&str]) -> Output {
+    let mut cmd = Command::new(release.wrapper());
+    hermetic(&mut cmd);
+    cmd.arg("sessions")
+        .arg("cleanup")
+        .args(args)
+        .current_dir(env.work())
+        .env("OPENCLAW_STATE_DIR", env.state())
+        .env("OPENCLAW_CONFIG_PATH", env.config_path())
+        .env("HOME", env.home());
+    cmd.output().unwrap()
+}
+
+fn ours(env: &TestEnv, args: &[&str]) -> Output {
+    let mut all = vec!["cleanup"];
+    all.extend_from_slice(args);
+    env.run(&all)
+}
+
+fn normalized(text: &str, env: &TestEnv) -> String {
+    text.replace(&env.root().display().to_string(), "ROOT")
+}
+
+/// The database and `sessions/` of `env` as sorted lines: every row of every table but the
+/// FTS shadow tables and statistics, with values at or after `since` (ms) shown as `NOW`,
+/// archive-name stamps as `STAMP` and blobs by SHA-256; the files with size, hash and mode.
+pub fn dump(env: &TestEnv, since: i64) -> Vec<String> {
+    let db = database(env);
+    let conn =
+        Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let stamp = regex::Regex::new(r"\.deleted\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d{3}Z\.").unwrap();
+    let archived = regex::Regex::new(r#""archivedAt":(\d{13})"#).unwrap();
+    let norm_text = |s: &str| {
+        let s = stamp.replace_all(s, ".deleted.STAMP.").into_owned();
+        archived
+            .replace_all(&s, |c: &regex::Captures| {
+                let v: i64 = c[1].parse().unwrap();
+                if v >= since {
+                    "\"archivedAt\":NOW".to_string()
+                } else {
+                    c[0].to_string()
+                }
+            })
+            .into_owned()
+    };
+    let mut out = Vec::new();
+    let tables: Vec<String> = conn
+        .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for t in tables {
+        if (t.contains("_fts") && t != "session_transcript_fts_rows") || t.starts_with("sqlite_") {
+            continue;
+        }
+        let mut stmt = conn.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = stmt.column_count();
+        let mut rows = stmt.query([]).unwrap();
+        while let Some(r) = rows.next().unwrap() {
+            let cells: Vec<String> = (0..n)
+                .map(|i| match r.get_ref(i).unwrap() {
+                    rusqlite::types::ValueRef::Null => "null".into(),
+                    rusqlite::types::ValueRef::Integer(v) => {
+                        if v >= since && v < since + 3_600_000 {
+                            "NOW".into()
+                        } else {
+                            v.to_string()
+                        }
+                    }
+                    rusqlite::types::ValueRef::Real(v) => v.to_string(),
+                    rusqlite::types::ValueRef::Text(s) => norm_text(&String::from_utf8_lossy(s)),
+                    rusqlite::types::ValueRef::Blob(b) => {
+                        format!("blob:{}", storegen::sha256_hex(b))
+                    }
+                })
+                .collect();
+            out.push(format!("{t}: {}", cells.join(" | ")));
+        }
+    }
+    let fts: i64 = conn
+        .query_row("SELECT count(*) FROM session_transcript_fts", [], |r| {
+            r.get(0)
+        })
+        .unwrap_or(-1);
+    out.push(format!("fts rows: {fts}"));
+    let sessions = env.state().join("agents/main/sessions");
+    if let Ok(rd) = std::fs::read_dir(&sessions) {
+        for e in rd.flatten() {
+            let meta = e.metadata().unwrap();
+            if !meta.is_file() {
+                continue;
+            }
+            use std::os::unix::fs::PermissionsExt;
+            let bytes = std::fs::read(e.path()).unwrap();
+            out.push(format!(
+                "file {} {} {} {:o}",
+                norm_text(&e.file_name().to_string_lossy()),
+                bytes.len(),
+                storegen::sha256_hex(&bytes),
+                meta.permissions().mode() & 0o7777
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The document without the disk-budget byte figures of an applied run, which depend on the
+/// WAL the runtime's own statements leave (see README, known differences).
+fn without_budget_bytes(mut v: Value) -> Value {
+    if let Some(b) = v.get_mut("diskBudget").and_then(Value::as_object_mut) {
+        for k in ["totalBytesBefore", "totalBytesAfter", "freedBytes"] {
+            b.remove(k);
+        }
+    }
+    v
+}
+
+/// Two lines of a text report are the same, or two rows of the action table whose Age cells
+/// (which depend on when each program ran) differ by one rounding step.
+fn same_row(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let (ca, cb): (Vec<&str>, Vec<&str>) = (a.split('│').collect(), b.split('│').collect());
+    if ca.len() != 7 || ca.len() != cb.len() {
+        return false;
+    }
+    let age = |s: &str| -> Option<(i64, char)> {
+        let t = s.trim();
+        if t == "just now" {
+            return Some((0, 'm'));
+        }
+        let t = t.strip_suffix(" ago")?;
+        let unit = t.chars().last()?;
+        Some((t[..t.len() - 1].parse().ok()?, unit))
+    };
+    (0..7).all(|i| {
+        ca[i] == cb[i]
+            || (i == 3
+                && match (age(ca[i]), age(cb[i])) {
+                    (Some((x, u)), Some((y, v))) => u == v && (x - y).abs() <= 1,
+                    _ => false,
+                })
+    })
+}
+
+/// The first differing line of two dumps, with context.
+#[track_caller]
+fn same_lines(what: &str, want: &[String], got: &[String]) {
+    if want == got {
+        return;
+    }
+    let missing: Vec<&String> = want.iter().filter(|l| !got.contains(l)).take(8).collect();
+    let extra: Vec<&String> = got.iter().filter(|l| !want.contains(l)).take(8).collect();
+    if missing.is_empty() && extra.is_empty() {
+        panic!("{what}: the same lines in another order or number:\n{want:#?}\n{got:#?}");
+    }
+    panic!("{what}: the reference has\n{missing:#?}\nclawkeeper has\n{extra:#?}");
+}
+
+/// One comparison: `make` builds two identical envs; the reference runs on the first,
+/// clawkeeper on the second, with `args`.
+pub fn compare(release: Release, a: &TestEnv, b: &TestEnv, args: &[&str], what: &str) {
+    let db_a = database(a).display().to_string();
+    let db_b = database(b).display().to_string();
+    let mut args_a: Vec<&str> = vec!["--store", &db_a];
+    args_a.extend_from_slice(args);
+    let mut args_b: Vec<&str> = vec!["--store", &db_b];
+    args_b.extend_from_slice(args);
+    let since = storegen::now_ms() - 1000;
+    let want = reference(release, a, &args_a);
+    let got = ours(b, &args_b);
+    let what = format!("{} {what} {args:?}", release.version);
+    assert_eq!(
+        want.status.code(),
+        got.status.code(),
+        "{what}: exit codes; reference stderr: {}\nclawkeeper stderr: {}",
+        stderr(&want),
+        stderr(&got)
+    );
+    let (w, g) = (normalized(&stdout(&want), a), normalized(&stdout(&got), b));
+    let json = args.contains(&"--json");
+    let enforce = !args.contains(&"--dry-run");
+    if json && enforce {
+        let wv: Value = serde_json::from_str(&w).unwrap_or_else(|_| panic!("{what}: {w}"));
+        let gv: Value = serde_json::from_str(&g).unwrap_or_else(|_| panic!("{what}: {g}"));
+        assert_eq!(without_budget_bytes(wv), without_budget_bytes(gv), "{what}");
+    } else {
+        let (wl, gl): (Vec<String>, Vec<String>) = (
+            w.lines().map(str::to_string).collect(),
+            g.lines().map(str::to_string).collect(),
+        );
+        let close = wl.len() == gl.len() && wl.iter().zip(&gl).all(|(a, b)| same_row(a, b));
+        if !close {
+            same_lines(&what, &wl, &gl);
+        }
+    }
+    if enforce {
+        same_lines(&what, &dump(a, since), &dump(b, since));
+    }
+}
+
+/// Two copies of the demo imported by `release`, with `config`.
+fn demo_pair(release: Release, config: &str) -> Option<(TestEnv, TestEnv)> {
+    let a = imported(release)?;
+    let b = imported(release)?;
+    a.write_config(config);
+    b.write_config(config);
+    Some((a, b))
+}
+
+const DEMO: &str = r#"{session:{dmScope:"main",maintenance:{mode:"enforce",pruneAfter:"3650d",resetArchiveRetention:"3650d",maxEntries:12,maxDiskBytes:"60kb",highWaterBytes:"40kb"}}}"#;
+const DEMO_NO_BUDGET: &str =
+    r#"{session:{maintenance:{pruneAfter:"3650d",maxEntries:12,maxDiskBytes:false}}}"#;
+
+fn demo_run(release: Release, config: &str, args: &[&str]) {
+    let Some((a, b)) = demo_pair(release, config) else {
+        return;
+    };
+    compare(release, &a, &b, args, "demo");
+}
+
+#[test]
+fn demo_dry_run_matches_2026_9_6() {
+    demo_run(SQLITE_LATEST, DEMO, &["--dry-run", "--json"]);
+    demo_run(SQLITE_LATEST, DEMO, &["--dry-run"]);
+    demo_run(SQLITE_LATEST, "{}", &["--dry-run", "--json"]);
+}
+
+#[test]
+fn demo_enforce_matches_2026_9_6() {
+    demo_run(SQLITE_LATEST, DEMO, &["--enforce", "--json"]);
+    // Without a budget the archives stay: their bytes are compared too.
+    demo_run(SQLITE_LATEST, DEMO_NO_BUDGET, &["--enforce"]);
+}
+
+#[test]
+fn demo_matches_2026_8_2() {
+    demo_run(SQLITE_FIRST, DEMO, &["--dry-run", "--json"]);
+    demo_run(SQLITE_FIRST, DEMO, &["--dry-run"]);
+    demo_run(SQLITE_FIRST, DEMO_NO_BUDGET, &["--enforce", "--json"]);
+}
+
+#[test]
+fn fix_missing_and_fix_dm_scope_match_the_references() {
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        demo_run(
+            release,
+            DEMO,
+            &["--dry-run", "--fix-missing", "--fix-dm-scope"],
+        );
+        demo_run(
+            release,
+            DEMO_NO_BUDGET,
+            &["--enforce", "--json", "--fix-missing", "--fix-dm-scope"],
+        );
+    }
+}
+
+#[test]
+fn demo_matches_2026_9_5() {
+    demo_run(SQLITE_MID, DEMO, &["--dry-run", "--json"]);
+    demo_run(SQLITE_MID, DEMO_NO_BUDGET, &["--enforce", "--json"]);
+}
+
+/// A generated JSON-era state dir: one agent with entries of every kind the rules tell
+/// apart, transcripts for each, ages spread from minutes to years.
+fn generated_state(seed: u64, dir: &Path) -> String {
+    let mut rng = Rng::new(seed);
+    let now = storegen::now_ms();
+    let sessions = dir.join("agents/main/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    const DAY: i64 = 86_400_000;
+    let kinds: &[&str] = &[
+        "explicit:e{}",
+        "dashboard:d{}",
+        "explicit:model-run-{uuid}",
+        "subagent:{uuid}",
+        "cron:job{}",
+        "cron:job{}:run:{uuid}",
+        "hook:webhook:w{}",
+        "acp:{uuid}",
+        "main:heartbeat",
+        "telegram:direct:{}",
+        "signal:direct:+1555000{}",
+        "direct:+1555111{}",
+        "discord:channel:{}",
+        "slack:channel:c0{}:thread:{}.0001",
+        "telegram:group:-100{}:topic:{}",
+        "whatsapp:default:direct:+1777{}",
+    ];
+    let labels = ["ops", "Ana", "research", "ops", "Bob"];
+    let mut store = serde_json::Map::new();
+    let n = rng.range(8, 30);
+    let mut ids: Vec<String> = Vec::new();
+    let mut add = |key: String, rng: &mut Rng, store: &mut serde_json::Map<String, Value>| {
+        if store.contains_key(&key) {
+            return;
+        }
+        let share = !ids.is_empty() && rng.chance(0.05);
+        let sid = if share {
+            rng.pick(&ids).clone()
+        } else {
+            rng.uuid()
+        };
+        let age = rng.log_uniform(60_000, 4000 * DAY);
+        let updated = now - age;
+        let mut e = json!({"sessionId": sid, "updatedAt": updated});
+        let m = e.as_object_mut().unwrap();
+        if rng.chance(0.2) {
+            m.insert(
+                "lastInteractionAt".into(),
+                json!(updated + rng.range(0, age / 2)),
+            );
+        }
+        if rng.chance(0.5) {
+            m.insert("label".into(), json!(rng.pick(&labels)));
+        }
+        if rng.chance(0.1) {
+            m.insert("pinnedAt".into(), json!(updated - DAY));
+        }
+        if rng.chance(0.05) {
+            m.insert("spawnedBy".into(), json!("agent:main:main"));
+        }
+        if rng.chance(0.05) {
+            m.insert("modelSelectionLocked".into(), json!(true));
+        }
+        if rng.chance(0.05) {
+            m.insert("status".into(), json!("running"));
+        }
+        if rng.chance(0.05) {
+            m.insert("chatType".into(), json!("group"));
+        }
+        if rng.chance(0.1) {
+            m.insert("model".into(), json!("claude-sonnet-4-5"));
+        }
+        if !share {
+            let shape = storegen::transcript::Shape::random(rng);
+            let text = storegen::transcript::transcript(rng, &sid, updated - 3_600_000, shape);
+            std::fs::write(sessions.join(format!("{sid}.jsonl")), text).unwrap();
+            ids.push(sid);
+        }
+        store.insert(key, e);
+    };
+    add("agent:main:main".into(), &mut rng, &mut store);
+    for i in 0..n {
+        let kind = *rng.pick(kinds);
+        let mut key = format!("agent:main:{kind}");
+        while key.contains("{uuid}") {
+            let u = rng.uuid();
+            key = key.replacen("{uuid}", &u, 1);
+        }
+        while key.contains("{}") {
+            key = key.replacen("{}", &i.to_string(), 1);
+        }
+        add(key, &mut rng, &mut store);
+    }
+    std::fs::write(
+        sessions.join("sessions.json"),
+        serde_json::to_string_pretty(&Value::Object(store)).unwrap(),
+    )
+    .unwrap();
+    // A random maintenance config, in the keys both eras know.
+    let prune = *rng.pick(&["\"3650d\"", "\"30d\"", "\"10d\"", "\"1d\""]);
+    let mut parts = vec![format!("pruneAfter:{prune}")];
+    if rng.chance(0.8) {
+        parts.push(format!("maxEntries:{}", rng.pick(&[3, 5, 8, 12, 50])));
+    }
+    match rng.below(4) {
+        0 => parts.push("maxDiskBytes:false".into()),
+        1 => parts.push("maxDiskBytes:\"60kb\"".into()),
+        2 => parts.push("maxDiskBytes:\"300kb\",highWaterBytes:\"200kb\"".into()),
+        _ => {}
+    }
+    match rng.below(3) {
+        0 => parts.push("archiveDashboardAfter:false".into()),
+        1 => parts.push("archiveDashboardAfter:\"1d\"".into()),
+        _ => {}
+    }
+    if rng.chance(0.3) {
+        parts.push("preserveRecent:\"2d\"".into());
+    }
+    format!("{{session:{{maintenance:{{{}}}}}}}", parts.join(","))
+}
+
+/// Age an imported database with SQL the way a long-running runtime leaves it: some entries
+/// moved back in time, in `entry_json` and its `updated_at` projection alike.
+fn age_with_sql(db: &Path, seed: u64) {
+    let conn = Connection::open(db).unwrap();
+    let shift = (seed % 5 + 1) as i64 * 9 * 86_400_000;
+    conn.execute_batch(&format!(
+        "BEGIN IMMEDIATE;
+         CREATE TEMP TABLE valid AS SELECT session_key, entry_valid FROM session_nodes;
+         UPDATE session_nodes SET
+           entry_json = json_set(entry_json, '$.updatedAt', json_extract(entry_json, '$.updatedAt') - {shift}),
+           updated_at = updated_at - {shift}
+         WHERE (rowid % 3) = {} AND json_extract(entry_json, '$.updatedAt') IS NOT NULL;
+         UPDATE session_nodes SET entry_valid = (SELECT v.entry_valid FROM valid v WHERE v.session_key = session_nodes.session_key);
+         DELETE FROM session_canonical_validation_pending
+           WHERE session_key IN (SELECT session_key FROM valid);
+         COMMIT;",
+        seed % 3
+    ))
+    .unwrap();
+}
+
+/// Import a generated state dir with `release`'s doctor into a template.
+fn generated_template(release: Release, seed: u64) -> Option<(tempfile::TempDir, PathBuf, String)> {
+    let oracle = oracle_path_of(release, "generated SQLite-era cleanup")?;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let config = generated_state(seed, &state);
+    std::fs::write(state.join("openclaw.json"), &config).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
+    let mut cmd = Command::new(script);
+    hermetic(&mut cmd);
+    let out = cmd.arg(&oracle).arg(&state).output().unwrap();
+    assert!(
+        out.status.success(),
+        "seed {seed}: import with {}: {}",
+        release.version,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let db = state.join("agents/main/agent/openclaw-agent.sqlite");
+    if seed.is_multiple_of(2) && release.version != SQLITE_FIRST.version {
+        age_with_sql(&db, seed);
+    }
+    Some((dir, state, config))
+}
+
+fn env_from(template: &Path, config: &str) -> TestEnv {
+    let env = TestEnv::new();
+    std::fs::remove_dir_all(env.state()).unwrap();
+    copy_dir(template, &env.state());
+    env.write_config(config);
+    env
+}
+
+fn case_count() -> u64 {
+    std::env::var("CLAWKEEPER_DBCLEANUP_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(8)
+}
+
+fn generated_case(seed: u64) {
+    // Every third case runs against 2026.8.2 (schema 19), the others against 2026.9.6.
+    let release = if seed % 3 == 2 {
+        SQLITE_FIRST
+    } else {
+        SQLITE_LATEST
+    };
+    let Some((_dir, template, config)) = generated_template(release, seed) else {
+        return;
+    };
+    let what = format!("seed {seed} config {config}");
+    let mut active: Vec<String> = Vec::new();
+    if seed % 4 == 1 {
+        active = vec!["--active-key".into(), "agent:main:explicit:e1".into()];
+    }
+    if seed % 5 == 3 {
+        active.extend(["--fix-missing".to_string(), "--fix-dm-scope".to_string()]);
+    }
+    let active: Vec<&str> = active.iter().map(String::as_str).collect();
+    for args in [
+        &["--dry-run", "--json"][..],
+        &["--dry-run"][..],
+        &["--enforce", "--json"][..],
+    ] {
+        let (a, b) = (env_from(&template, &config), env_from(&template, &config));
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend_from_slice(&active);
+        compare(release, &a, &b, &all, &what);
+    }
+}
+
+#[test]
+fn generated_cases_match_the_references() {
+    if let Some(seed) = std::env::var("CLAWKEEPER_DBCLEANUP_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return generated_case(seed);
+    }
+    let n = case_count();
+    // Two workers: the references run single-threaded, and the machine has two cores.
+    std::thread::scope(|sc| {
+        let workers: Vec<_> = (0..2u64)
+            .map(|w| {
+                sc.spawn(move || {
+                    for seed in (0..n).filter(|s| s % 2 == w) {
+                        generated_case(7000 + seed);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+/// The demo imported by 2026.9.6 with the demo config (a plan that archives, deletes and
+/// evicts).
+fn demo_env() -> Option<TestEnv> {
+    let env = imported(SQLITE_LATEST)?;
+    env.write_config(DEMO);
+    Some(env)
+}
+
+/// What a refused cleanup must leave as it was: every row and every file.
+fn snapshot(env: &TestEnv) -> Vec<String> {
+    dump(env, i64::MAX / 2)
+}
+
+#[track_caller]
+fn refused(env: &TestEnv, code: i32, needle: &str) {
+    let before = snapshot(env);
+    let out = ours(env, &["--enforce"]);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains(needle), "{}", stderr(&out));
+    same_lines("a refused cleanup", &before, &snapshot(env));
+}
+
+/// The gateway lifecycle lock file of a state dir, as the runtime names it.
+fn lifecycle_lock(state: &Path) -> PathBuf {
+    let identity = std::fs::canonicalize(state.join("state/openclaw.sqlite")).unwrap();
+    let hash = storegen::sha256_hex(identity.as_os_str().as_encoded_bytes());
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    PathBuf::from(format!(
+        "/tmp/openclaw-state-locks-{uid}/gateway-lifecycle.{}.lock.sqlite",
+        &hash[..8]
+    ))
+}
+
+#[test]
+fn cleanup_waits_for_the_gateway_lifecycle_lock_and_writes_nothing_while_it_is_held() {
+    let Some(env) = demo_env() else { return };
+    let lock = lifecycle_lock(&env.state());
+    std::fs::create_dir_all(lock.parent().unwrap()).unwrap();
+    let holder = Connection::open(&lock).unwrap();
+    holder.execute_batch("BEGIN EXCLUSIVE").unwrap();
+    refused(&env, 4, "lifecycle");
+    holder.execute_batch("ROLLBACK").unwrap();
+    drop(holder);
+    let out = ours(&env, &["--enforce"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn cleanup_refuses_a_database_with_a_live_lease() {
+    let Some(env) = demo_env() else { return };
+    let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
+    let conn = Connection::open(env.state().join("state/openclaw.sqlite")).unwrap();
+    conn.execute(
+        "INSERT INTO agent_database_leases (lease_id, agent_id, path, owner_pid, owner_start_time, opened_at) \
+         VALUES ('test-lease', 'main', ?1, ?2, NULL, 0)",
+        rusqlite::params![database(&env).display().to_string(), holder.id()],
+    )
+    .unwrap();
+    drop(conn);
+    refused(
+        &env,
+        4,
+        &format!("process {} has the database open", holder.id()),
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+}
+
+#[test]
+fn cleanup_previews_an_unknown_schema_version_and_never_writes_it() {
+    let Some(env) = demo_env() else { return };
+    let db = database(&env);
+    Connection::open(&db)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    let out = ours(&env, &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("version 99") && stderr(&out).contains("--enforce would refuse"),
+        "{}",
+        stderr(&out)
+    );
+    refused(&env, 3, "version 99");
+}
+
+#[test]
+fn cleanup_refuses_a_database_that_fails_its_check() {
+    let Some(env) = demo_env() else { return };
+    let db = database(&env);
+    {
+        let conn = Connection::open(&db).unwrap();
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+            .unwrap();
+        let root: i64 = conn
+            .query_row(
+                "SELECT rootpage FROM sqlite_schema WHERE name = 'idx_agent_session_nodes_updated_at'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        drop(conn);
+        let mut bytes = std::fs::read(&db).unwrap();
+        let at = (root as usize - 1) * 4096;
+        bytes[at] = 0x0d;
+        bytes[at + 3] = 0xff;
+        std::fs::write(&db, &bytes).unwrap();
+    }
+    let before = std::fs::read(&db).unwrap();
+    let out = ours(&env, &["--enforce"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("fails its check before any write"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read(&db).unwrap(),
+        before,
+        "the database is untouched"
+    );
+}
+
+#[test]
+fn a_half_finished_migration_cleans_the_database_and_leaves_sessions_json() {
+    let Some(env) = demo_env() else { return };
+    let legacy = env.store_path();
+    std::fs::write(
+        &legacy,
+        r#"{"agent:main:old":{"sessionId":"x","updatedAt":1}}"#,
+    )
+    .unwrap();
+    let (code, doc) = env.run_json(&["cleanup", "--dry-run"]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["storePath"], database(&env).display().to_string());
+    assert_eq!(doc["beforeCount"], 22);
+    let out = env.run(&["cleanup", "--enforce"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("both exist")
+            && stderr(&out).contains("the database is the live store"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&legacy).unwrap(),
+        r#"{"agent:main:old":{"sessionId":"x","updatedAt":1}}"#
+    );
+}
+
+#[test]
+fn a_config_only_sqlite_era_releases_accept_is_still_refused_for_a_json_era_store() {
+    let env = TestEnv::new();
+    env.write_store("{}");
+    env.write_config(r#"{session:{maintenance:{maxDiskBytes:false}}}"#);
+    let out = env.run(&["cleanup", "--dry-run"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("maxDiskBytes"), "{}", stderr(&out));
+    let Some(db) = demo_env() else { return };
+    db.write_config(r#"{session:{maintenance:{maxDiskBytes:false}}}"#);
+    let (code, doc) = db.run_json(&["cleanup", "--dry-run"]);
+    assert_eq!(code, 0, "{doc}");
+    assert_eq!(doc["diskBudget"], Value::Null);
+}
+
+/// Grow a database with SQL: `n` historical windows (a window, its events, their identities
+/// and a watermark, copied from live sessions under new session ids and an old `updated_at`),
+/// as session resets leave them behind, which no entry references.
+pub fn add_historical_windows(db: &Path, n: usize) {
+    let conn = Connection::open(db).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = ON; BEGIN IMMEDIATE;")
+        .unwrap();
+    let cols = |t: &str| -> Vec<String> {
+        conn.prepare(&format!("PRAGMA table_info({t})"))
+            .unwrap()
+            .query_map([], |r| r.get::<_, String>(1))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let sources: Vec<String> = conn
+        .prepare("SELECT session_id FROM session_windows ORDER BY session_key LIMIT ?1 OFFSET 18")
+        .unwrap()
+        .query_map([n as i64], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    for (i, src) in sources.iter().enumerate() {
+        let id = format!("0000000{i}-aaaa-4bbb-8ccc-dddddddddddd");
+        let c = cols("session_windows");
+        let sel: Vec<String> = c
+            .iter()
+            .map(|x| match x.as_str() {
+                "session_id" => "?1".into(),
+                "updated_at" | "created_at" => format!("1400000000000 + {i}"),
+                _ => x.clone(),
+            })
+            .collect();
+        conn.execute(
+            &format!(
+                "INSERT INTO session_windows ({}) SELECT {} FROM session_windows WHERE session_id = ?2",
+                c.join(","),
+                sel.join(",")
+            ),
+            rusqlite::params![id, src],
+        )
+        .unwrap();
+        for t in ["transcript_events", "transcript_event_identities"] {
+            let c: Vec<String> = cols(t)
+                .into_iter()
+                .filter(|x| !(t == "transcript_events" && x == "event_utf8_bytes"))
+                .collect();
+            let sel: Vec<String> = c
+                .iter()
+                .map(|x| {
+                    if x == "session_id" {
+                        "?1".into()
+                    } else {
+                        x.clone()
+                    }
+                })
+                .collect();
+            conn.execute(
+                &format!(
+                    "INSERT INTO {t} ({}) SELECT {} FROM {t} WHERE session_id = ?2",
+                    c.join(","),
+                    sel.join(",")
+                ),
+                rusqlite::params![id, src],
+            )
+            .unwrap();
+        }
+        conn.execute(
+            "INSERT INTO transcript_rewrite_watermarks (session_id, generation, updated_at) \
+             VALUES (?1, ?2, 1400000000000)",
+            rusqlite::params![id, format!("{i:032x}")],
+        )
+        .unwrap();
+    }
+    conn.execute_batch("COMMIT;").unwrap();
+}
+
+#[test]
+fn historical_windows_are_evicted_as_the_reference_evicts_them() {
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        let Some((a, b)) = demo_pair(release, DEMO) else {
+            return;
+        };
+        for env in [&a, &b] {
+            add_historical_windows(&database(env), 3);
+        }
+        let what = "historical windows";
+        compare(release, &a, &b, &["--dry-run", "--json"], what);
+        compare(release, &a, &b, &["--enforce", "--json"], what);
+    }
+}
