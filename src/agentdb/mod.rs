@@ -267,13 +267,20 @@ fn not_writable(db: &Path) -> Option<String> {
 }
 
 /// `PRAGMA quick_check` and `PRAGMA foreign_key_check`: `Ok(())` when both are clean, else
-/// the first problems they name.
+/// the first problems they name. Every b-tree page, index and the free list are checked; the
+/// FTS5 index's agreement with its content is the runtime's to keep (see below).
 pub fn check(conn: &Connection) -> Result<std::result::Result<(), String>> {
     let quick: Vec<String> = conn
         .prepare("PRAGMA quick_check")?
         .query_map([], |r| r.get(0))?
-        .collect::<rusqlite::Result<_>>()?;
-    if quick != ["ok"] {
+        .collect::<rusqlite::Result<Vec<String>>>()?
+        .into_iter()
+        // The FTS5 index's own consistency with its content (`fts5: checksum mismatch`) is a
+        // projection the runtime rebuilds itself (`needs_rebuild`), and it is transiently off
+        // while a runtime writer is between its row and its index: not damage of the file.
+        .filter(|line| !line.starts_with("fts5:"))
+        .collect();
+    if !quick.is_empty() && quick != ["ok"] {
         let first: Vec<&str> = quick.iter().take(3).map(String::as_str).collect();
         return Ok(Err(format!("quick_check: {}", first.join("; "))));
     }
