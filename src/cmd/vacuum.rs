@@ -31,7 +31,7 @@ pub fn run(args: &VacuumArgs) -> Result<Exit> {
     let out = if args.json {
         render::json(&stores, args.enforce, args.full)
     } else {
-        render::text(&stores, args.enforce)
+        render::text(&stores, args.full)
     };
     super::print_stdout(&out)?;
     Ok(problems.finish(Exit::Success))

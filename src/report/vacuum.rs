@@ -131,7 +131,9 @@ pub fn json(stores: &[StoreVacuum], enforce: bool, full: bool) -> String {
     s
 }
 
-pub fn text(stores: &[StoreVacuum], enforce: bool) -> String {
+/// The human report. A preview's figures are exact for `incremental_vacuum` and an upper
+/// bound for a full `VACUUM` (which also packs half-empty pages).
+pub fn text(stores: &[StoreVacuum], full: bool) -> String {
     let mut out = String::new();
     for (i, s) in stores.iter().enumerate() {
         if i > 0 {
@@ -154,16 +156,20 @@ pub fn text(stores: &[StoreVacuum], enforce: bool) -> String {
             continue;
         }
         if let Some(b) = &s.before {
-            let arrow = if enforce { "→" } else { "→ about" };
+            let after = |n: u64| match s.status {
+                Status::WouldVacuum if full => format!(" → at most {}", size(n)),
+                Status::WouldVacuum | Status::Vacuumed => format!(" → {}", size(n)),
+                _ => String::new(),
+            };
             out.push_str(&format!(
-                "  database  {} {arrow} {}\n",
+                "  database  {}{}\n",
                 size(b.db_bytes),
-                size(s.db_bytes_after)
+                after(s.db_bytes_after)
             ));
             out.push_str(&format!(
-                "  WAL       {} {arrow} {}\n",
+                "  WAL       {}{}\n",
                 size(b.wal_bytes),
-                size(s.wal_bytes_after)
+                after(s.wal_bytes_after)
             ));
             out.push_str(&format!(
                 "  free      {} pages ({}) of {} ({} a page, auto_vacuum {})\n",
