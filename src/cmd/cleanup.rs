@@ -74,7 +74,7 @@ impl<'a> Run<'a> {
         let mut problems = Problems::default();
         let (cfg, env, targets) = super::resolve_targets(&args.target, &mut problems)?;
         let (opts, max_delete) = options(args, &cfg, &env)?;
-        let db_opts = cleanup_db::options(args, &cfg)?;
+        let db_opts = cleanup_db::options(&args.plan, args.mode.enforce, args.mode.dry_run, &cfg)?;
         let dbs: Vec<Option<dbc::Target>> = targets.iter().map(cleanup_db::db_target).collect();
         // Each sessions directory is resolved once, here: one reached through a symlink is
         // noted, and the apply works in (and only in) the directory it led to now.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 
 use crate::agentdb::{self, cleanup as dbc, guard};
-use crate::cli::CleanupArgs;
+use crate::cli::CleanupPlanArgs;
 use crate::config::{Config, Env};
 use crate::exit::Refusal;
 use crate::targets::{self, Target};
@@ -36,10 +36,15 @@ pub fn half_migrated(t: &Target) -> bool {
     !agentdb::is_database_path(&t.store_path) && t.store_path.is_file()
 }
 
-/// The options of a database cleanup.
-pub fn options(args: &CleanupArgs, cfg: &Config) -> Result<dbc::Options> {
+/// The options of a database cleanup: `plan`'s flags, with the configured mode unless
+/// `enforce` (`inspect` predicts with `enforce` and `dry_run` off).
+pub fn options(
+    plan: &CleanupPlanArgs,
+    enforce: bool,
+    dry_run: bool,
+    cfg: &Config,
+) -> Result<dbc::Options> {
     use crate::config::maintenance::{Maintenance, Overrides};
-    let plan = &args.plan;
     let overrides = Overrides {
         prune_after: plan.prune_after.clone(),
         max_entries: plan.max_entries,
@@ -49,7 +54,7 @@ pub fn options(args: &CleanupArgs, cfg: &Config) -> Result<dbc::Options> {
     };
     let maintenance = Maintenance::merged(cfg.get(&["session", "maintenance"]), &overrides)
         .map_err(|m| anyhow::anyhow!(m))?;
-    let mode = if args.mode.enforce {
+    let mode = if enforce {
         serde_json::Value::String("enforce".into())
     } else {
         match maintenance.get("mode") {
@@ -60,7 +65,7 @@ pub fn options(args: &CleanupArgs, cfg: &Config) -> Result<dbc::Options> {
     Ok(dbc::Options {
         maintenance,
         mode,
-        dry_run: args.mode.dry_run,
+        dry_run,
         active_key: plan.active_key.clone(),
         fix_missing: plan.fix_missing,
         fix_dm_scope: plan.fix_dm_scope,

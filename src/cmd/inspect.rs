@@ -85,23 +85,39 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     resolved::announce(&resolved_dirs, false, args.quiet);
     let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
     let now_ms = crate::maintenance::now_ms();
-    let reports = with_hooks(args, cleanup.as_ref(), &progress, |hooks| {
-        let mut reports: Vec<StoreReport> = Vec::new();
-        for t in &targets {
-            // A store that cannot be read is reported on stderr; the others are inspected.
-            let db = crate::agentdb::for_store(&t.store_path);
-            let report = if crate::agentdb::exists(&db) {
-                inspect::database::inspect_database(&t.agent_id, &db, &filters, hooks, now_ms)
-            } else {
-                inspect::inspect_store(&t.agent_id, &t.store_path, &filters, hooks, now_ms)
-            };
-            match report {
-                Ok(r) => reports.push(r),
-                Err(e) => problems.error(&e),
+    let cleanup_db = if args.no_cleanup {
+        None
+    } else {
+        Some(super::cleanup_db::options(&args.plan, true, false, &cfg)?)
+    };
+    let reports = with_hooks(
+        args,
+        cleanup.as_ref(),
+        cleanup_db.as_ref(),
+        &progress,
+        |hooks| {
+            let mut reports: Vec<StoreReport> = Vec::new();
+            for t in &targets {
+                // A store that cannot be read is reported on stderr; the others are inspected.
+                let db = crate::agentdb::for_store(&t.store_path);
+                let report = if crate::agentdb::exists(&db) {
+                    let target = crate::agentdb::cleanup::Target {
+                        agent_id: t.agent_id.clone(),
+                        store_path: t.store_path.clone(),
+                        db: std::path::absolute(&db).unwrap_or(db),
+                    };
+                    inspect::database::inspect_database(&target, &filters, hooks, now_ms)
+                } else {
+                    inspect::inspect_store(&t.agent_id, &t.store_path, &filters, hooks, now_ms)
+                };
+                match report {
+                    Ok(r) => reports.push(r),
+                    Err(e) => problems.error(&e),
+                }
             }
-        }
-        Ok(reports)
-    })?;
+            Ok(reports)
+        },
+    )?;
     progress.finish();
     if let Some(sel) = &filters.session
         && !reports.iter().any(|r| r.session_matched)
@@ -173,7 +189,7 @@ fn run_transcript(args: &InspectArgs, file: &Path) -> Result<Exit> {
     let resolved_dirs = resolved::collect([dir]);
     resolved::announce(&resolved_dirs, false, args.quiet);
     let progress = Progress::bytes(0, "inspect", progress::wanted(args.json, args.quiet));
-    let report = with_hooks(args, None, &progress, |hooks| {
+    let report = with_hooks(args, None, None, &progress, |hooks| {
         inspect::single::inspect_transcript(file, hooks)
     })?;
     progress.finish();
@@ -195,6 +211,7 @@ fn run_transcript(args: &InspectArgs, file: &Path) -> Result<Exit> {
 fn with_hooks<T>(
     args: &InspectArgs,
     cleanup: Option<&Options>,
+    cleanup_db: Option<&crate::agentdb::cleanup::Options>,
     progress: &Progress,
     f: impl FnOnce(&Hooks) -> Result<T>,
 ) -> Result<T> {
@@ -229,6 +246,7 @@ fn with_hooks<T>(
         counter: estimator.counter(),
         context_tokens: &context_tokens,
         cleanup,
+        cleanup_db,
         progress: &tick,
     };
     f(&hooks)

@@ -22,6 +22,7 @@ use serde_json::Value;
 use super::{
     FileStat, Filters, Hooks, SessionRow, StoreReport, TranscriptFacts, passes_before_scan, scan,
 };
+use crate::agentdb::cleanup as dbc;
 use crate::agentdb::{self, read, space, vacuum};
 use crate::keys;
 use crate::layout::{self, FileKind};
@@ -189,12 +190,12 @@ fn analyse(conn: &Connection, session_id: &str, hooks: &Hooks) -> Result<Transcr
 
 /// Inspect one agent database.
 pub fn inspect_database(
-    agent_id: &str,
-    db: &Path,
+    target: &dbc::Target,
     filters: &Filters,
     hooks: &Hooks,
     now_ms: f64,
 ) -> Result<StoreReport> {
+    let (agent_id, db) = (target.agent_id.as_str(), target.db.as_path());
     let ctx = || db.display().to_string();
     let conn = agentdb::open_read_only(db).with_context(ctx)?;
     let schema = agentdb::read_schema(&conn).with_context(ctx)?;
@@ -317,12 +318,8 @@ pub fn inspect_database(
     }
     r.sessions = rows;
     r.database = Some(db_facts(&conn, db, &schema, archived_entries).with_context(ctx)?);
-    if hooks.cleanup.is_some() {
-        r.notes.push(
-            "the cleanup of this database is not predicted here yet: `clawkeeper cleanup \
-             --dry-run` previews it"
-                .into(),
-        );
+    if let Some(opts) = hooks.cleanup_db {
+        r.reclaimable.cleanup = predict_cleanup(target, opts, &mut r);
     }
     r.notes.push(
         "strip-images, prune-noreply, prune-cache-ttl and compact do not edit SQLite-era \
@@ -330,6 +327,30 @@ pub fn inspect_database(
             .into(),
     );
     Ok(r)
+}
+
+/// The drop of the agent's disk bytes under `cleanup --enforce`, from the real apply on a
+/// scratch copy (`agentdb::cleanup::predict`); `None` with a note when it was not predicted.
+fn predict_cleanup(t: &dbc::Target, opts: &dbc::Options, r: &mut StoreReport) -> Option<i64> {
+    match dbc::predict::predict(t, opts) {
+        Ok(dbc::predict::Outcome::Predicted(p)) => {
+            for (path, why) in p.unreadable {
+                if !r.damage.unreadable.iter().any(|(q, _)| q == &path) {
+                    r.damage.unreadable.push((path, why));
+                }
+            }
+            Some(p.disk_before as i64 - p.disk_after as i64)
+        }
+        Ok(dbc::predict::Outcome::Skipped(why)) => {
+            r.notes
+                .push(format!("cleanup --enforce is not predicted: {why}"));
+            None
+        }
+        Err(e) => {
+            r.notes.push(format!("cleanup --enforce would stop: {e:#}"));
+            Some(0)
+        }
+    }
 }
 
 fn db_facts(

@@ -95,6 +95,8 @@ pub struct Hooks<'a> {
     pub context_tokens: &'a (dyn Fn(&Index, &Tree) -> Result<u64, String> + Sync),
     /// `cleanup` settings (mode forced to enforce), or `None` to skip that prediction.
     pub cleanup: Option<&'a run::Options>,
+    /// The same for SQLite-era agents (`None` with `cleanup`).
+    pub cleanup_db: Option<&'a crate::agentdb::cleanup::Options>,
     /// Told the bytes of transcripts a store will read, then the bytes of each one done.
     pub progress: &'a (dyn Fn(Tick) + Sync),
 }

@@ -236,8 +236,8 @@ fn demo_pair(release: Release, config: &str) -> Option<(TestEnv, TestEnv)> {
     Some((a, b))
 }
 
-const DEMO: &str = r#"{session:{dmScope:"main",maintenance:{mode:"enforce",pruneAfter:"3650d",resetArchiveRetention:"3650d",maxEntries:12,maxDiskBytes:"60kb",highWaterBytes:"40kb"}}}"#;
-const DEMO_NO_BUDGET: &str =
+pub const DEMO: &str = r#"{session:{dmScope:"main",maintenance:{mode:"enforce",pruneAfter:"3650d",resetArchiveRetention:"3650d",maxEntries:12,maxDiskBytes:"60kb",highWaterBytes:"40kb"}}}"#;
+pub const DEMO_NO_BUDGET: &str =
     r#"{session:{maintenance:{pruneAfter:"3650d",maxEntries:12,maxDiskBytes:false}}}"#;
 
 fn demo_run(release: Release, config: &str, args: &[&str]) {
@@ -432,7 +432,10 @@ fn age_with_sql(db: &Path, seed: u64) {
 }
 
 /// Import a generated state dir with `release`'s doctor into a template.
-fn generated_template(release: Release, seed: u64) -> Option<(tempfile::TempDir, PathBuf, String)> {
+pub fn generated_template(
+    release: Release,
+    seed: u64,
+) -> Option<(tempfile::TempDir, PathBuf, String)> {
     let oracle = oracle_path_of(release, "generated SQLite-era cleanup")?;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -455,7 +458,7 @@ fn generated_template(release: Release, seed: u64) -> Option<(tempfile::TempDir,
     Some((dir, state, config))
 }
 
-fn env_from(template: &Path, config: &str) -> TestEnv {
+pub fn env_from(template: &Path, config: &str) -> TestEnv {
     let env = TestEnv::new();
     std::fs::remove_dir_all(env.state()).unwrap();
     copy_dir(template, &env.state());
@@ -463,7 +466,7 @@ fn env_from(template: &Path, config: &str) -> TestEnv {
     env
 }
 
-fn case_count() -> u64 {
+pub fn case_count() -> u64 {
     std::env::var("CLAWKEEPER_DBCLEANUP_CASES")
         .ok()
         .and_then(|v| v.parse().ok())

@@ -312,3 +312,109 @@ fn compressed_rows_are_read_as_their_text() {
         plain["stores"][0]["database"]["transcriptEventBytes"]
     );
 }
+
+/// `diskBytes` and `reclaimable.cleanup` of the only store.
+fn disk_and_cleanup(env: &TestEnv, args: &[&str]) -> (i64, Value) {
+    let mut all = vec!["inspect"];
+    all.extend_from_slice(args);
+    let (code, doc) = env.run_json(&all);
+    assert_eq!(code, 0, "{doc}");
+    let store = &doc["stores"][0];
+    (
+        store["diskBytes"].as_i64().unwrap(),
+        store["reclaimable"]["cleanup"].clone(),
+    )
+}
+
+/// `inspect` predicts the cleanup of a database by running it on a scratch copy: the figure is
+/// the drop of `diskBytes` that `cleanup --enforce` then causes, and the prediction leaves the
+/// agent as it was.
+fn cleanup_figure_is_what_enforce_frees(env: &TestEnv, what: &str) {
+    let agent = env.state().join("agents/main");
+    let untouched = crate::util::snapshot(&agent, &|p| p.ends_with("-shm"));
+    let (before, predicted) = disk_and_cleanup(env, &[]);
+    let now = crate::util::snapshot(&agent, &|p| p.ends_with("-shm"));
+    let changed: Vec<&String> = untouched
+        .keys()
+        .chain(now.keys())
+        .filter(|k| untouched.get(*k) != now.get(*k))
+        .collect();
+    let size = |s: Option<&crate::util::Snap>| match s {
+        Some(crate::util::Snap::File { content, .. }) => Some(content.len()),
+        _ => None,
+    };
+    let changed: Vec<(&String, Option<usize>, Option<usize>)> = changed
+        .into_iter()
+        .map(|k| (k, size(untouched.get(k)), size(now.get(k))))
+        // Every SQLite reader makes an empty `-wal` when there is none (and owns it as the
+        // database's owner when run as root): that is not a change of content.
+        .filter(|(k, before, after)| {
+            !(k.ends_with("-wal") && before.is_none() && *after == Some(0))
+        })
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "{what}: inspect changed (path, bytes before, bytes after) {changed:?}"
+    );
+    let out = env.run(&["cleanup", "--enforce"]);
+    assert!(out.status.success(), "{what}: {}", stderr(&out));
+    let (after, _) = disk_and_cleanup(env, &["--no-cleanup"]);
+    assert_eq!(
+        predicted,
+        Value::from(before - after),
+        "{what}: diskBytes {before} → {after}"
+    );
+}
+
+#[test]
+fn the_cleanup_figure_is_what_cleanup_enforce_frees_on_the_demo() {
+    use crate::agentdb_cleanup::{DEMO, DEMO_NO_BUDGET};
+    for release in SQLITE_RELEASES {
+        for config in [DEMO, DEMO_NO_BUDGET] {
+            let Some(env) = imported(release) else { return };
+            env.write_config(config);
+            cleanup_figure_is_what_enforce_frees(&env, &format!("{} {config}", release.version));
+        }
+    }
+}
+
+#[test]
+fn the_cleanup_figure_is_what_cleanup_enforce_frees_on_generated_databases() {
+    use crate::agentdb_cleanup::{case_count, env_from, generated_template};
+    use crate::util::{SQLITE_FIRST, SQLITE_LATEST};
+    for seed in 0..case_count().div_ceil(2) {
+        let release = if seed % 2 == 1 {
+            SQLITE_FIRST
+        } else {
+            SQLITE_LATEST
+        };
+        let Some((_dir, template, config)) = generated_template(release, 7300 + seed) else {
+            return;
+        };
+        let env = env_from(&template, &config);
+        cleanup_figure_is_what_enforce_frees(
+            &env,
+            &format!("seed {} ({}) {config}", 7300 + seed, release.version),
+        );
+    }
+}
+
+#[test]
+fn without_a_usable_temp_directory_the_cleanup_figure_is_null_with_a_note() {
+    let Some(env) = imported(SQLITE_LATEST) else {
+        return;
+    };
+    env.write_config(crate::agentdb_cleanup::DEMO);
+    let missing = env.home().join("no-such-tmp");
+    let (code, doc) = env.run_json_with_env(&["inspect"], &[("TMPDIR", missing.to_str().unwrap())]);
+    assert_eq!(code, 0, "{doc}");
+    let store = &doc["stores"][0];
+    assert_eq!(store["reclaimable"]["cleanup"], Value::Null, "{doc}");
+    let notes = store["notes"].to_string();
+    assert!(
+        notes.contains("cleanup --enforce is not predicted") && notes.contains("no-such-tmp"),
+        "{notes}"
+    );
+    // The other figures are still there.
+    assert!(store["reclaimable"]["vacuum"].is_number(), "{doc}");
+}

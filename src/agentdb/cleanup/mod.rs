@@ -13,6 +13,7 @@
 pub mod budget;
 pub mod disk;
 pub mod plan;
+pub mod predict;
 pub mod removals;
 pub mod write;
 

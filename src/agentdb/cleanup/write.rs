@@ -137,7 +137,10 @@ pub(super) struct Archive {
     session_id: String,
     session_key: String,
     generation: String,
+    /// Empty once [`Archive::in_row`].
     blob: Vec<u8>,
+    /// The bytes are those of the archive row named [`Archive::name`].
+    in_row: bool,
     sha256: String,
     name: String,
     created_at: i64,
@@ -212,6 +215,7 @@ pub(super) fn materialize(
         session_key: key.to_string(),
         sha256: hex(&Sha256::digest(&blob)),
         name: archive_name(sid, created_at, &generation),
+        in_row: false,
         generation,
         blob,
         created_at,
@@ -331,8 +335,8 @@ pub(super) fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
 }
 
 /// Insert an archive row (unpublished).
-pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
-    tx.execute(
+pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<bool> {
+    let inserted = tx.execute(
         "INSERT INTO session_transcript_archives (session_id, generation, session_key, reason, \
          encoding, archive_blob, archive_sha256, archive_name, created_at, published_at, \
          publish_attempts) VALUES (?1, ?2, ?3, 'deleted', 'zstd', ?4, ?5, ?6, ?7, NULL, 0) \
@@ -347,12 +351,29 @@ pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
             a.created_at
         ],
     )?;
-    Ok(())
+    Ok(inserted == 1)
+}
+
+/// After its row is written, an archive's bytes are read back from it when it is published:
+/// a run that deletes many transcripts holds one archive in memory at a time, not all of them.
+fn stored(mut a: Archive) -> Archive {
+    a.blob = Vec::new();
+    a.in_row = true;
+    a
 }
 
 /// Publish an archive file and record it as published (its own transaction).
 pub(super) fn publish_and_record(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
-    publish(&l.archive_dir, a)?;
+    if a.in_row {
+        let blob: Vec<u8> = conn.query_row(
+            "SELECT archive_blob FROM session_transcript_archives WHERE archive_name = ?1",
+            [&a.name],
+            |r| r.get(0),
+        )?;
+        publish(&l.archive_dir, &a.name, &blob)?;
+    } else {
+        publish(&l.archive_dir, &a.name, &a.blob)?;
+    }
     record_published(conn, a)
 }
 
@@ -371,20 +392,20 @@ fn record_published(conn: &Connection, a: &Archive) -> Result<()> {
 }
 
 /// Write an archive file into the sessions directory (temp, fsync, link, dir fsync).
-pub(super) fn publish(dir: &Path, a: &Archive) -> Result<()> {
+pub(super) fn publish(dir: &Path, name: &str, blob: &[u8]) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
     if !dir.is_dir() {
         std::fs::DirBuilder::new().mode(0o700).create(dir)?;
     }
-    let target = dir.join(&a.name);
-    let tmp = dir.join(format!("{}.{}.tmp", a.name, std::process::id()));
+    let target = dir.join(name);
+    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&tmp)
         .with_context(|| format!("cannot create {}", tmp.display()))?;
-    f.write_all(&a.blob)?;
+    f.write_all(blob)?;
     f.sync_all()?;
     drop(f);
     let linked = std::fs::hard_link(&tmp, &target);
@@ -428,8 +449,9 @@ fn delete_entries(
         }
     }
     let mut archives = Vec::new();
+    let tx = begin(conn)?;
     for (sid, key) in &plans {
-        let window_key: Option<String> = conn
+        let window_key: Option<String> = tx
             .query_row(
                 "SELECT session_key FROM session_windows WHERE session_id = ?1",
                 [sid],
@@ -439,13 +461,14 @@ fn delete_entries(
         if window_key.is_none() {
             continue;
         }
-        if let Some(a) = materialize(conn, sid, window_key.as_deref().unwrap_or(key), l.rules)? {
+        if let Some(a) = materialize(&tx, sid, window_key.as_deref().unwrap_or(key), l.rules)? {
+            let a = if insert_archive(&tx, &a)? {
+                stored(a)
+            } else {
+                a
+            };
             archives.push((a, removals.contains(key)));
         }
-    }
-    let tx = begin(conn)?;
-    for (a, _) in &archives {
-        insert_archive(&tx, a)?;
     }
     for (sid, _) in &plans {
         delete_window(&tx, sid)?;
