@@ -73,16 +73,12 @@ fn normalize_delivery(e: &mut Value) {
     }
 }
 
-/// Archive the planned entries in place, in one transaction.
+/// Archive the planned entries in place (in the caller's transaction).
 fn archive_in_place(
-    conn: &Connection,
+    tx: &Connection,
     after: &Store,
     archived: &[(String, ArchivePhase)],
 ) -> Result<()> {
-    if archived.is_empty() {
-        return Ok(());
-    }
-    let tx = begin(conn)?;
     for (key, _) in archived {
         let Some(e) = after.get(key) else { continue };
         let mut e = e.clone();
@@ -110,14 +106,13 @@ fn archive_in_place(
                 params![updated as i64, sid, key],
             )?;
         }
-        if has_table(&tx, "session_canonical_validation_pending")? {
+        if has_table(tx, "session_canonical_validation_pending")? {
             tx.execute(
                 "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
                 [key],
             )?;
         }
     }
-    tx.commit()?;
     Ok(())
 }
 
@@ -370,51 +365,154 @@ fn record_published(conn: &Connection, a: &Archive) -> Result<()> {
     Ok(())
 }
 
-/// Write an archive file into the sessions directory (temp, fsync, link, dir fsync).
+/// An archive name that stays in the archive directory: one plain file name.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
+}
+
+/// Whether `file` is a temp file [`publish`] left for `name` (`<name>.<pid>.tmp`) when it
+/// was killed before it removed it.
+fn is_own_temp(file: &str, name: &str) -> bool {
+    file.strip_prefix(name)
+        .and_then(|r| r.strip_prefix('.'))
+        .and_then(|r| r.strip_suffix(".tmp"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Write an archive file into the sessions directory (temp, fsync, link, dir fsync), as
+/// `publishEncodedSessionTranscriptArchive` does: a file already there with the archive's
+/// bytes is the archive published before (by a run killed before it recorded it); one with
+/// other bytes is a collision and stays as it is. The file is read back and compared.
 pub(super) fn publish(dir: &Path, a: &Archive) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    anyhow::ensure!(
+        plain_name(&a.name),
+        "archive name {:?} is not a file name in {}; not published",
+        a.name,
+        dir.display()
+    );
+    anyhow::ensure!(
+        hex(&Sha256::digest(&a.blob)) == a.sha256,
+        "the archive {} does not match its SHA-256; not published",
+        a.name
+    );
     if !dir.is_dir() {
         std::fs::DirBuilder::new().mode(0o700).create(dir)?;
     }
     let target = dir.join(&a.name);
-    let tmp = dir.join(format!("{}.{}.tmp", a.name, std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("cannot create {}", tmp.display()))?;
-    f.write_all(&a.blob)?;
-    f.sync_all()?;
-    drop(f);
-    let linked = std::fs::hard_link(&tmp, &target);
-    let _ = std::fs::remove_file(&tmp);
-    linked.with_context(|| format!("cannot publish {}", target.display()))?;
+    let same = |p: &Path| -> Result<bool> {
+        match std::fs::symlink_metadata(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+            Ok(m) if !m.is_file() => {
+                anyhow::bail!("{} exists and is not a file; not published", p.display())
+            }
+            Ok(_) => {
+                let bytes =
+                    std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+                anyhow::ensure!(
+                    hex(&Sha256::digest(&bytes)) == a.sha256,
+                    "{} exists with other content; not published",
+                    p.display()
+                );
+                Ok(true)
+            }
+        }
+    };
+    if !same(&target)? {
+        let tmp = dir.join(format!("{}.{}.tmp", a.name, std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(&a.blob)?;
+        f.sync_all()?;
+        drop(f);
+        let linked = std::fs::hard_link(&tmp, &target);
+        let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = linked
+            && e.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            return Err(e).with_context(|| format!("cannot publish {}", target.display()));
+        }
+        anyhow::ensure!(same(&target)?, "{} vanished", target.display());
+    }
+    // Temp files of this archive that a killed run left behind.
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let n = e.file_name();
+            if is_own_temp(&n.to_string_lossy(), &a.name)
+                && e.file_type().is_ok_and(|t| t.is_file())
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 
-/// Delete the planned entries: archive each transcript no survivor references, delete its
-/// index rows and window and the node, publish the archive files.
+/// The archive rows not published yet (`published_at` null), oldest first: the runtime's
+/// publish round after a deletion publishes them with its own, and so does a cleanup here,
+/// which also finishes the publication of a run killed after its rows committed.
+fn pending_archives(conn: &Connection) -> Result<Vec<Archive>> {
+    if !has_table(conn, "session_transcript_archives")? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT session_id, generation, session_key, archive_blob, archive_sha256, \
+         archive_name, created_at FROM session_transcript_archives WHERE published_at IS NULL \
+         ORDER BY created_at, session_id, generation",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(Archive {
+            session_id: r.get(0)?,
+            generation: r.get(1)?,
+            session_key: r.get(2)?,
+            blob: r.get(3)?,
+            sha256: r.get(4)?,
+            name: r.get(5)?,
+            created_at: r.get(6)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Publish every pending archive and record it.
+fn publish_pending(conn: &Connection, l: &Layout) -> Result<Vec<Archive>> {
+    let pending = pending_archives(conn)?;
+    for a in &pending {
+        publish_and_record(conn, l, a)?;
+    }
+    Ok(pending)
+}
+
+/// Delete the planned entries (in the caller's transaction): archive each transcript no
+/// survivor references into `session_transcript_archives` (unpublished), delete its index
+/// rows and window and the node. Returns the entries deleted and the archives written, each
+/// with whether a `--fix-*` removal owns it.
 fn delete_entries(
-    conn: &Connection,
+    tx: &Connection,
     l: &Layout,
     before: &Store,
     deleted: &[&String],
     removals: &HashSet<String>,
-) -> Result<usize> {
+) -> Result<(usize, Vec<(Archive, bool)>)> {
     if deleted.is_empty() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let removed: HashSet<&String> = deleted.iter().copied().collect();
-    let keep = referenced_ids(conn, &removed)?;
+    let keep = referenced_ids(tx, &removed)?;
     // Session ids per removed key, each id once (the first key that names it owns it).
     let mut plans: Vec<(String, String)> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     for key in deleted {
         let mut ids = before.get(*key).map(entry_session_ids).unwrap_or_default();
         let mut stmt =
-            conn.prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?;
+            tx.prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?;
         for id in stmt.query_map([key.as_str()], |r| r.get::<_, String>(0))? {
             let id = id?;
             if !ids.contains(&id) {
@@ -429,34 +527,63 @@ fn delete_entries(
     }
     let mut archives = Vec::new();
     for (sid, key) in &plans {
-        let window_key: Option<String> = conn
+        let window_key: Option<String> = tx
             .query_row(
                 "SELECT session_key FROM session_windows WHERE session_id = ?1",
                 [sid],
                 |r| r.get(0),
             )
             .optional()?;
-        if window_key.is_none() {
+        let Some(window_key) = window_key else {
             continue;
-        }
-        if let Some(a) = materialize(conn, sid, window_key.as_deref().unwrap_or(key), l.rules)? {
+        };
+        if let Some(a) = materialize(tx, sid, &window_key, l.rules)? {
             archives.push((a, removals.contains(key)));
         }
     }
-    let tx = begin(conn)?;
     for (a, _) in &archives {
-        insert_archive(&tx, a)?;
+        insert_archive(tx, a)?;
     }
     for (sid, _) in &plans {
-        delete_window(&tx, sid)?;
+        delete_window(tx, sid)?;
     }
     let mut n = 0;
     for key in deleted {
-        n += delete_node(&tx, key)?;
+        n += delete_node(tx, key)?;
     }
-    tx.commit()?;
+    Ok((n, archives))
+}
+
+/// The entry writes of the plan in one transaction (entries archived in place, entries
+/// deleted with their transcripts archived as rows), so that a run killed at any moment
+/// leaves every entry as it was or every entry as planned; then the archive files are
+/// published (every pending one, from the rows that committed).
+fn write_entries(
+    conn: &Connection,
+    l: &Layout,
+    before: &Store,
+    after: &Store,
+    plan: &plan::EntryPlan,
+) -> Result<()> {
+    let deleted: Vec<&String> = plan.deleted().collect();
+    // The archives of `--fix-*` removals are published once more when the maintenance
+    // deletes entries too: its finalization publishes every pending archive first, then
+    // the removals' own publish round publishes theirs again.
+    let mut removals: HashSet<String> =
+        plan.missing.iter().chain(&plan.dm_scope).cloned().collect();
+    if deleted.iter().all(|k| removals.contains(*k)) {
+        removals.clear();
+    }
+    let mut n = 0;
+    let mut archives = Vec::new();
+    if !plan.archived.is_empty() || !deleted.is_empty() {
+        let tx = begin(conn)?;
+        archive_in_place(&tx, after, &plan.archived)?;
+        (n, archives) = delete_entries(&tx, l, before, &deleted, &removals)?;
+        tx.commit()?;
+    }
+    publish_pending(conn, l)?;
     for (a, removal) in &archives {
-        publish_and_record(conn, l, a)?;
         if *removal {
             record_published(conn, a)?;
         }
@@ -464,7 +591,7 @@ fn delete_entries(
     if n >= 64 {
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
     }
-    Ok(n)
+    Ok(())
 }
 
 fn row_count(conn: &Connection) -> Result<u64> {
@@ -497,21 +624,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         super::plan_all(conn, t, o, rules, settings, &p, &mut s)
     };
     if !warn {
-        archive_in_place(conn, &s, &entry_plan.archived)?;
-        let deleted: Vec<&String> = entry_plan.deleted().collect();
-        // The archives of `--fix-*` removals are published once more when the maintenance
-        // deletes entries too: its finalization publishes every pending archive first, then
-        // the removals' own publish round publishes theirs again.
-        let mut removals: HashSet<String> = entry_plan
-            .missing
-            .iter()
-            .chain(&entry_plan.dm_scope)
-            .cloned()
-            .collect();
-        if deleted.iter().all(|k| removals.contains(*k)) {
-            removals.clear();
-        }
-        delete_entries(conn, &l, &before, &deleted, &removals)?;
+        write_entries(conn, &l, &before, &s, &entry_plan)?;
     }
     let lifecycle_count = row_count(conn)?;
     let unreferenced = if warn {
