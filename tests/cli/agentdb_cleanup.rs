@@ -173,7 +173,7 @@ fn same_row(a: &str, b: &str) -> bool {
 
 /// The first differing line of two dumps, with context.
 #[track_caller]
-fn same_lines(what: &str, want: &[String], got: &[String]) {
+pub fn same_lines(what: &str, want: &[String], got: &[String]) {
     if want == got {
         return;
     }
@@ -236,7 +236,7 @@ fn demo_pair(release: Release, config: &str) -> Option<(TestEnv, TestEnv)> {
     Some((a, b))
 }
 
-const DEMO: &str = r#"{session:{dmScope:"main",maintenance:{mode:"enforce",pruneAfter:"3650d",resetArchiveRetention:"3650d",maxEntries:12,maxDiskBytes:"60kb",highWaterBytes:"40kb"}}}"#;
+pub const DEMO: &str = r#"{session:{dmScope:"main",maintenance:{mode:"enforce",pruneAfter:"3650d",resetArchiveRetention:"3650d",maxEntries:12,maxDiskBytes:"60kb",highWaterBytes:"40kb"}}}"#;
 const DEMO_NO_BUDGET: &str =
     r#"{session:{maintenance:{pruneAfter:"3650d",maxEntries:12,maxDiskBytes:false}}}"#;
 
@@ -714,8 +714,12 @@ pub fn add_historical_windows(db: &Path, n: usize) {
             .collect::<Result<_, _>>()
             .unwrap()
     };
+    // The 19th window on (in key order) of the demo; the last `n` of a smaller database.
     let sources: Vec<String> = conn
-        .prepare("SELECT session_id FROM session_windows ORDER BY session_key LIMIT ?1 OFFSET 18")
+        .prepare(
+            "SELECT session_id FROM session_windows ORDER BY session_key LIMIT ?1 \
+             OFFSET max(0, min(18, (SELECT count(*) FROM session_windows) - ?1))",
+        )
         .unwrap()
         .query_map([n as i64], |r| r.get(0))
         .unwrap()

@@ -554,17 +554,18 @@ fn delete_entries(
     Ok((n, archives))
 }
 
-/// The entry writes of the plan in one transaction (entries archived in place, entries
-/// deleted with their transcripts archived as rows), so that a run killed at any moment
-/// leaves every entry as it was or every entry as planned; then the archive files are
-/// published (every pending one, from the rows that committed).
+/// The entry writes of the plan, in the caller's transaction (the one the entries were read
+/// and planned in): entries archived in place, entries deleted with their transcripts
+/// archived as rows. A run killed at any moment leaves every entry as it was or every entry
+/// as planned. Returns the entries deleted and the archives written, each with whether a
+/// `--fix-*` removal owns it.
 fn write_entries(
-    conn: &Connection,
+    tx: &Connection,
     l: &Layout,
     before: &Store,
     after: &Store,
     plan: &plan::EntryPlan,
-) -> Result<()> {
+) -> Result<(usize, Vec<(Archive, bool)>)> {
     let deleted: Vec<&String> = plan.deleted().collect();
     // The archives of `--fix-*` removals are published once more when the maintenance
     // deletes entries too: its finalization publishes every pending archive first, then
@@ -574,21 +575,25 @@ fn write_entries(
     if deleted.iter().all(|k| removals.contains(*k)) {
         removals.clear();
     }
-    let mut n = 0;
-    let mut archives = Vec::new();
-    if !plan.archived.is_empty() || !deleted.is_empty() {
-        let tx = begin(conn)?;
-        archive_in_place(&tx, after, &plan.archived)?;
-        (n, archives) = delete_entries(&tx, l, before, &deleted, &removals)?;
-        tx.commit()?;
-    }
+    archive_in_place(tx, after, &plan.archived)?;
+    delete_entries(tx, l, before, &deleted, &removals)
+}
+
+/// After the entry writes committed: publish the archive files (every pending one, from the
+/// rows that committed, a killed run's too), and `ANALYZE` after many deletions.
+fn publish_entries(
+    conn: &Connection,
+    l: &Layout,
+    deleted: usize,
+    archives: &[(Archive, bool)],
+) -> Result<()> {
     publish_pending(conn, l)?;
-    for (a, removal) in &archives {
+    for (a, removal) in archives {
         if *removal {
             record_published(conn, a)?;
         }
     }
-    if n >= 64 {
+    if deleted >= 64 {
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
     }
     Ok(())
@@ -607,7 +612,12 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let rules = Rules::for_schema(planned.schema.user_version);
     let settings = &planned.settings;
     let l = Layout::new(t, rules);
-    let before = super::load_entries(conn)?;
+    let warn = o.is_warn();
+    // An applied plan reads, plans and writes the entries in one write transaction: what it
+    // writes is what it planned, whatever another connection wrote before it began.
+    let tx = if warn { None } else { Some(begin(conn)?) };
+    let db: &Connection = tx.as_deref().unwrap_or(conn);
+    let before = super::load_entries(db)?;
     let mut s = before.clone();
     let keys: HashSet<String> = o.active_key.iter().cloned().collect();
     let p = plan::Preserve {
@@ -616,15 +626,16 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         recent_ms: settings.preserve_recent_ms,
         now_ms: crate::maintenance::now_ms(),
     };
-    let warn = o.is_warn();
     let entry_plan = if warn {
         let mut copy = s.clone();
-        super::plan_all(conn, t, o, rules, settings, &p, &mut copy)
+        super::plan_all(db, t, o, rules, settings, &p, &mut copy)
     } else {
-        super::plan_all(conn, t, o, rules, settings, &p, &mut s)
+        super::plan_all(db, t, o, rules, settings, &p, &mut s)
     };
-    if !warn {
-        write_entries(conn, &l, &before, &s, &entry_plan)?;
+    if let Some(tx) = tx {
+        let (deleted, archives) = write_entries(&tx, &l, &before, &s, &entry_plan)?;
+        tx.commit()?;
+        publish_entries(conn, &l, deleted, &archives)?;
     }
     let lifecycle_count = row_count(conn)?;
     let unreferenced = if warn {
