@@ -109,6 +109,12 @@ impl Script {
         stdin.flush().unwrap();
     }
 
+    /// SIGKILL, as a crashed gateway: what it wrote stays as it left it.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
     fn close_stdin(&mut self) {
         self.stdin.take();
     }
@@ -368,10 +374,16 @@ pub fn events(db: &Path) -> i64 {
 
 /// The writer: the runtime's own append, in a loop, on `env`'s session [`KEY`].
 pub fn writer(env: &TestEnv, wait_go: bool) -> Option<Script> {
+    writer_pausing(env, wait_go, 20)
+}
+
+/// [`writer`] with `pause_ms` between appends.
+fn writer_pausing(env: &TestEnv, wait_go: bool, pause_ms: u32) -> Option<Script> {
     let oracle = oracle_path_of(RELEASE, "runtime writer")?;
     let state = env.state();
+    let pause = pause_ms.to_string();
     let mut args: Vec<&OsStr> = vec![os(&state), OsStr::new("main"), OsStr::new(KEY)];
-    args.push(OsStr::new("20"));
+    args.push(OsStr::new(&pause));
     if wait_go {
         args.push(OsStr::new("--wait-go"));
     }
@@ -527,6 +539,67 @@ fn a_runtime_writer_that_starts_during_the_vacuum_loses_nothing() {
     assert_eq!(code, 0, "{doc}");
     assert_eq!(len(&wal(&db)), 0);
     assert_eq!(integrity(&db), "ok");
+    loads_with_appended(&env, &before, n);
+}
+
+/// The preview's prediction on a WAL the runtime itself grew: its appends while a reader of
+/// this test held a snapshot (so no checkpoint could pass it), as a gateway's WAL grows under
+/// a long read, then the runtime killed (a clean exit would checkpoint the WAL away). The
+/// prediction is what the vacuum leaves, byte for byte.
+#[test]
+fn the_prediction_holds_on_a_wal_the_runtime_grew() {
+    let Some(Setup {
+        env,
+        db,
+        before,
+        events: events_before,
+    }) = setup(0)
+    else {
+        return;
+    };
+    let reader = Connection::open(&db).unwrap();
+    reader
+        .execute_batch("BEGIN; SELECT count(*) FROM transcript_events;")
+        .unwrap();
+    let Some(writer) = writer_pausing(&env, false, 1) else {
+        return;
+    };
+    let ready = writer.next("the first append");
+    assert_eq!(ready["ready"], true, "{ready}");
+    std::thread::sleep(Duration::from_secs(3));
+    writer.kill();
+    reader.execute_batch("COMMIT;").unwrap();
+    drop(reader);
+    let n = (events(&db) - events_before) as u64;
+    assert!(n > 0);
+    let grown = len(&wal(&db));
+    assert!(
+        grown > 1 << 20,
+        "the runtime grew the WAL to {grown} bytes only"
+    );
+
+    let (code, preview) = env.run_json(&["vacuum"]);
+    assert_eq!(code, 0, "{preview}");
+    let store = &preview["stores"][0];
+    assert_eq!(store["status"], "would-vacuum", "{preview}");
+    assert_eq!(store["before"]["walBytes"], grown, "{preview}");
+    assert_eq!(len(&wal(&db)), grown, "a preview must not checkpoint");
+    let (code, doc) = env.run_json(&["vacuum", "--enforce"]);
+    assert_eq!(code, 0, "{doc}");
+    let store = &doc["stores"][0];
+    assert_eq!(store["status"], "vacuumed", "{doc}");
+    assert_eq!(len(&wal(&db)), 0, "the WAL is emptied");
+    assert_eq!(
+        len(&db),
+        preview["stores"][0]["after"]["dbBytes"].as_u64().unwrap(),
+        "the prediction is what the vacuum left: {preview}\n{doc}"
+    );
+    assert_eq!(
+        doc["reclaimedBytes"], preview["reclaimedBytes"],
+        "{preview}\n{doc}"
+    );
+    assert_eq!(integrity(&db), "ok");
+    assert_eq!(events(&db), events_before + n as i64, "no row lost");
     loads_with_appended(&env, &before, n);
 }
 
