@@ -716,3 +716,71 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         }),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive(name: &str, blob: &[u8]) -> Archive {
+        Archive {
+            session_id: "s".into(),
+            session_key: "k".into(),
+            generation: "g".into(),
+            blob: blob.to_vec(),
+            sha256: hex(&Sha256::digest(blob)),
+            name: name.into(),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn only_plain_names_and_own_temp_files() {
+        for bad in ["", ".", "..", "a/b", "../x.zst", "x\0y"] {
+            assert!(!plain_name(bad), "{bad:?}");
+        }
+        assert!(plain_name(
+            "s.jsonl.deleted.2026-11-25T17-19-37.376Z.abc.zst"
+        ));
+        let name = "s.jsonl.deleted.stamp.g.zst";
+        assert!(is_own_temp(&format!("{name}.4242.tmp"), name));
+        for other in [
+            format!("{name}.tmp"),
+            format!("{name}.1f2e-uuid.tmp"),
+            format!("{name}.4242.tmp.x"),
+            "other.4242.tmp".to_string(),
+            name.to_string(),
+        ] {
+            assert!(!is_own_temp(&other, name), "{other}");
+        }
+    }
+
+    #[test]
+    fn publishing_is_idempotent_and_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = archive("a.zst", b"archive bytes");
+        // A temp file a killed run left, and one of another writer (a uuid, not ours).
+        std::fs::write(dir.path().join("a.zst.77.tmp"), b"part").unwrap();
+        std::fs::write(dir.path().join("a.zst.0f-uuid.tmp"), b"part").unwrap();
+        publish(dir.path(), &a).unwrap();
+        publish(dir.path(), &a).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("a.zst")).unwrap(),
+            b"archive bytes"
+        );
+        assert!(!dir.path().join("a.zst.77.tmp").exists());
+        assert!(dir.path().join("a.zst.0f-uuid.tmp").exists());
+        // Other bytes under the name: a collision, the file kept.
+        let b = archive("a.zst", b"other bytes");
+        let err = publish(dir.path(), &b).unwrap_err().to_string();
+        assert!(err.contains("exists with other content"), "{err}");
+        assert_eq!(
+            std::fs::read(dir.path().join("a.zst")).unwrap(),
+            b"archive bytes"
+        );
+        // A blob that does not match its SHA-256 is never written.
+        let mut c = archive("c.zst", b"c");
+        c.blob = b"changed".to_vec();
+        assert!(publish(dir.path(), &c).is_err());
+        assert!(!dir.path().join("c.zst").exists());
+    }
+}
