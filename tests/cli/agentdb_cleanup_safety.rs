@@ -811,3 +811,45 @@ fn a_rerun_publishes_pending_archives_and_refuses_hostile_ones() {
     refused(&env, sid, "does not match its SHA-256");
     assert!(!sessions(&env).join(name).exists());
 }
+
+/// Another connection holding a read snapshot (a runtime's long read) keeps the budget's
+/// checkpoints from completing: the budget stops there, as the runtime defers it, after the
+/// entry writes; nothing is lost, and once the reader is gone a rerun ends where an
+/// undisturbed run does.
+#[test]
+fn a_held_snapshot_defers_the_budget_and_a_rerun_finishes_it() {
+    let Some(template) = demo_workload(SQLITE_LATEST) else {
+        return;
+    };
+    let (undisturbed, _) = cleaned(&copy_of(&template));
+    let env = copy_of(&template);
+    let db = database(&env);
+    let reader = Connection::open(&db).unwrap();
+    reader
+        .execute_batch("BEGIN; SELECT count(*) FROM transcript_events;")
+        .unwrap();
+    let since = now_ms() - 1000;
+    let (code, doc) = env.run_json(&["cleanup", "--enforce", "--json"]);
+    assert_eq!(code, 0, "{doc}");
+    let budget = &doc["diskBudget"];
+    assert_eq!(budget["overBudget"], true, "{doc}");
+    assert_eq!(
+        budget["removedFiles"], 0,
+        "deferred at its first checkpoint: {doc}"
+    );
+    assert_eq!(budget["removedEntries"], 0, "{doc}");
+    reader.execute_batch("COMMIT;").unwrap();
+    drop(reader);
+    assert_eq!(integrity(&db), "ok");
+    // The entry writes are done, their archives published.
+    let archives = archive_rows(&db);
+    assert!(!archives.is_empty());
+    for (name, sha, _, published) in archives.values() {
+        assert!(published, "{name}");
+        let bytes = std::fs::read(env.state().join("agents/main/sessions").join(name)).unwrap();
+        assert_eq!(&sha256_hex(&bytes), sha, "{name}");
+    }
+    let out = env.run(&["cleanup", "--enforce"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    same_lines("the rerun", &undisturbed, &dump(&env, since));
+}
