@@ -173,7 +173,7 @@ fn same_row(a: &str, b: &str) -> bool {
 
 /// The first differing line of two dumps, with context.
 #[track_caller]
-fn same_lines(what: &str, want: &[String], got: &[String]) {
+pub fn same_lines(what: &str, want: &[String], got: &[String]) {
     if want == got {
         return;
     }
@@ -717,8 +717,12 @@ pub fn add_historical_windows(db: &Path, n: usize) {
             .collect::<Result<_, _>>()
             .unwrap()
     };
+    // The 19th window on (in key order) of the demo; the last `n` of a smaller database.
     let sources: Vec<String> = conn
-        .prepare("SELECT session_id FROM session_windows ORDER BY session_key LIMIT ?1 OFFSET 18")
+        .prepare(
+            "SELECT session_id FROM session_windows ORDER BY session_key LIMIT ?1 \
+             OFFSET max(0, min(18, (SELECT count(*) FROM session_windows) - ?1))",
+        )
         .unwrap()
         .query_map([n as i64], |r| r.get(0))
         .unwrap()

@@ -26,10 +26,10 @@ use crate::util::{
 const RELEASE: Release = SQLITE_LATEST;
 
 /// The session the writer appends to.
-const KEY: &str = "agent:main:main";
+pub const KEY: &str = "agent:main:main";
 
 /// clawkeeper with `env`'s state dir, config and home, as [`TestEnv::run`] runs it, to spawn.
-fn clawkeeper(env: &TestEnv, args: &[&str]) -> Command {
+pub fn clawkeeper(env: &TestEnv, args: &[&str]) -> Command {
     let mut cmd = Command::new(clawkeeper_bin());
     hermetic(&mut cmd);
     cmd.args(args)
@@ -43,7 +43,7 @@ fn clawkeeper(env: &TestEnv, args: &[&str]) -> Command {
 /// A script of `tests/oracle/` run with the reference's own Node: its JSON lines on stdout
 /// are read by a thread, its stdin stays open until [`Script::close_stdin`] (the scripts stop
 /// when it closes), its stderr goes to a file quoted when something fails.
-struct Script {
+pub struct Script {
     name: &'static str,
     child: Child,
     stdin: Option<ChildStdin>,
@@ -52,7 +52,7 @@ struct Script {
 }
 
 impl Script {
-    fn spawn(oracle: &Path, name: &'static str, args: &[&OsStr]) -> Script {
+    pub fn spawn(oracle: &Path, name: &'static str, args: &[&OsStr]) -> Script {
         let script = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/oracle")
             .join(name);
@@ -91,7 +91,7 @@ impl Script {
 
     /// The next JSON line, waiting up to a minute.
     #[track_caller]
-    fn next(&self, what: &str) -> Value {
+    pub fn next(&self, what: &str) -> Value {
         match self.lines.recv_timeout(Duration::from_secs(60)) {
             Ok(line) => serde_json::from_str(&line)
                 .unwrap_or_else(|e| panic!("{}: {what}: not JSON ({e}): {line}", self.name)),
@@ -103,10 +103,16 @@ impl Script {
         }
     }
 
-    fn send_line(&mut self) {
+    pub fn send_line(&mut self) {
         let stdin = self.stdin.as_mut().unwrap();
         stdin.write_all(b"go\n").unwrap();
         stdin.flush().unwrap();
+    }
+
+    /// SIGKILL, as a crashed gateway: what it wrote stays as it left it.
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
     }
 
     fn close_stdin(&mut self) {
@@ -115,7 +121,7 @@ impl Script {
 
     /// Close stdin, wait for a clean exit, and return the last line.
     #[track_caller]
-    fn finish(mut self, what: &str) -> Value {
+    pub fn finish(mut self, what: &str) -> Value {
         self.close_stdin();
         let last = self.next(what);
         let status = self.child.wait().unwrap();
@@ -139,7 +145,7 @@ impl Drop for Script {
     }
 }
 
-fn os(p: &Path) -> &OsStr {
+pub fn os(p: &Path) -> &OsStr {
     p.as_os_str()
 }
 
@@ -153,7 +159,7 @@ fn files_of(db: &Path) -> (Vec<u8>, Vec<u8>) {
 
 /// The one line a failing run printed on stderr.
 #[track_caller]
-fn one_line(out: &std::process::Output) -> String {
+pub fn one_line(out: &std::process::Output) -> String {
     let err = stderr(out);
     assert_eq!(err.lines().count(), 1, "one line on stderr:\n{err}");
     err.trim_end().to_string()
@@ -174,6 +180,29 @@ fn jitter(i: u64) -> f64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^= z >> 31;
     (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// Where the `i`-th of `n` kills lands in a run that takes `span`: one kill in each `n`-th of
+/// the run (2 % to 98 %), each at its own fixed place in that part. Returns the delay and
+/// the fraction of the run.
+pub fn kill_delay(i: usize, n: usize, span: Duration) -> (Duration, f64) {
+    let frac = ((i as f64 + jitter(i as u64)) / n as f64).clamp(0.02, 0.98);
+    (span.mul_f64(frac), frac)
+}
+
+/// Spawn `cmd` (its output discarded), SIGKILL it after `delay`, and reap it: whether it was
+/// still running when the kill came.
+pub fn kill_after(mut cmd: Command, delay: Duration) -> bool {
+    let mut run = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(delay);
+    let running = run.try_wait().unwrap().is_none();
+    run.kill().unwrap(); // SIGKILL
+    run.wait().unwrap();
+    running
 }
 
 /// A fresh env holding a byte copy of the grown database and its WAL (no `-shm`: the first
@@ -222,22 +251,11 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
     let mut hit = 0;
     for i in 0..KILLS {
         let full = i % 2 == 1;
-        // Ten kills per mode, one in each tenth of its run (2 % to 98 %), each at its own
-        // fixed place in that tenth.
-        let slot = (i / 2) as f64;
-        let frac = ((slot + jitter(i as u64)) / 10.0).clamp(0.02, 0.98);
-        let delay = spans[full as usize].mul_f64(frac);
+        // Half the kills per mode, spread over its run.
+        let (delay, frac) = kill_delay(i / 2, KILLS / 2, spans[full as usize]);
         let env = grown_copy(&grown);
         let db = database(&env);
-        let mut run = clawkeeper(&env, &mode(full))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay);
-        let running = run.try_wait().unwrap().is_none();
-        run.kill().unwrap(); // SIGKILL
-        run.wait().unwrap();
+        let running = kill_after(clawkeeper(&env, &mode(full)), delay);
         hit += usize::from(running);
         let line = format!(
             "kill {i:2} {:>6} at {delay:>8.1?} ({:3.0} %): {}, WAL {} → {} bytes, database {} bytes",
@@ -289,7 +307,7 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
 /// The sessions as the runtime loads them now: every session but [`KEY`] as `before`, and
 /// [`KEY`] with exactly the writer's `n` messages after its old ones, in order.
 #[track_caller]
-fn loads_with_appended(env: &TestEnv, before: &Value, n: u64) {
+pub fn loads_with_appended(env: &TestEnv, before: &Value, n: u64) {
     let after = contexts(RELEASE, env);
     let (b, a) = (before.as_object().unwrap(), after.as_object().unwrap());
     assert_eq!(b.keys().collect::<Vec<_>>(), a.keys().collect::<Vec<_>>());
@@ -300,9 +318,16 @@ fn loads_with_appended(env: &TestEnv, before: &Value, n: u64) {
             a[key]["error"]
         );
     }
-    assert_eq!(a[KEY]["ok"], true, "{}", a[KEY]["error"]);
+    appended_in_order(&after, before, n);
+}
+
+/// [`KEY`] loads in `after` with its messages of `before`, then exactly the writer's `n`
+/// messages, each once, in order.
+#[track_caller]
+pub fn appended_in_order(after: &Value, before: &Value, n: u64) {
+    assert_eq!(after[KEY]["ok"], true, "{}", after[KEY]["error"]);
     let old = before[KEY]["messages"].as_array().unwrap();
-    let new = a[KEY]["messages"].as_array().unwrap();
+    let new = after[KEY]["messages"].as_array().unwrap();
     assert!(new.len() >= old.len(), "{KEY} lost messages");
     assert_eq!(
         &new[..old.len()],
@@ -320,16 +345,45 @@ fn loads_with_appended(env: &TestEnv, before: &Value, n: u64) {
     );
 }
 
-fn events(db: &Path) -> i64 {
+/// A database for a runtime-writer test: the demo imported by [`RELEASE`], every session as
+/// the runtime loads it, its transcript rows, and a WAL grown by `wal_bytes`.
+pub struct Setup {
+    pub env: TestEnv,
+    pub db: std::path::PathBuf,
+    pub before: Value,
+    pub events: i64,
+}
+
+pub fn setup(wal_bytes: u64) -> Option<Setup> {
+    let env = imported(RELEASE)?;
+    let db = database(&env);
+    let before = contexts(RELEASE, &env);
+    let events = events(&db);
+    grow_wal(&db, wal_bytes);
+    Some(Setup {
+        env,
+        db,
+        before,
+        events,
+    })
+}
+
+pub fn events(db: &Path) -> i64 {
     sql_i64(db, "SELECT count(*) FROM transcript_events")
 }
 
 /// The writer: the runtime's own append, in a loop, on `env`'s session [`KEY`].
-fn writer(env: &TestEnv, wait_go: bool) -> Option<Script> {
+pub fn writer(env: &TestEnv, wait_go: bool) -> Option<Script> {
+    writer_pausing(env, wait_go, 20)
+}
+
+/// [`writer`] with `pause_ms` between appends.
+fn writer_pausing(env: &TestEnv, wait_go: bool, pause_ms: u32) -> Option<Script> {
     let oracle = oracle_path_of(RELEASE, "runtime writer")?;
     let state = env.state();
+    let pause = pause_ms.to_string();
     let mut args: Vec<&OsStr> = vec![os(&state), OsStr::new("main"), OsStr::new(KEY)];
-    args.push(OsStr::new("20"));
+    args.push(OsStr::new(&pause));
     if wait_go {
         args.push(OsStr::new("--wait-go"));
     }
@@ -338,13 +392,15 @@ fn writer(env: &TestEnv, wait_go: bool) -> Option<Script> {
 
 #[test]
 fn a_runtime_writer_holding_its_lease_stops_the_vacuum_and_loses_nothing() {
-    let Some(env) = imported(RELEASE) else {
+    let Some(Setup {
+        env,
+        db,
+        before,
+        events: events_before,
+    }) = setup(4 << 20)
+    else {
         return;
     };
-    let db = database(&env);
-    let before = contexts(RELEASE, &env);
-    let events_before = events(&db);
-    grow_wal(&db, 4 << 20);
     let Some(writer) = writer(&env, false) else {
         return;
     };
@@ -408,13 +464,15 @@ fn a_runtime_writer_holding_its_lease_stops_the_vacuum_and_loses_nothing() {
 /// vacuum then reports, nothing is lost and the file is sound.
 #[test]
 fn a_runtime_writer_that_starts_during_the_vacuum_loses_nothing() {
-    let Some(env) = imported(RELEASE) else {
+    let Some(Setup {
+        env,
+        db,
+        before,
+        events: events_before,
+    }) = setup(48 << 20)
+    else {
         return;
     };
-    let db = database(&env);
-    let before = contexts(RELEASE, &env);
-    let events_before = events(&db);
-    grow_wal(&db, 48 << 20);
     let Some(mut writer) = writer(&env, true) else {
         return;
     };
@@ -481,6 +539,67 @@ fn a_runtime_writer_that_starts_during_the_vacuum_loses_nothing() {
     assert_eq!(code, 0, "{doc}");
     assert_eq!(len(&wal(&db)), 0);
     assert_eq!(integrity(&db), "ok");
+    loads_with_appended(&env, &before, n);
+}
+
+/// The preview's prediction on a WAL the runtime itself grew: its appends while a reader of
+/// this test held a snapshot (so no checkpoint could pass it), as a gateway's WAL grows under
+/// a long read, then the runtime killed (a clean exit would checkpoint the WAL away). The
+/// prediction is what the vacuum leaves, byte for byte.
+#[test]
+fn the_prediction_holds_on_a_wal_the_runtime_grew() {
+    let Some(Setup {
+        env,
+        db,
+        before,
+        events: events_before,
+    }) = setup(0)
+    else {
+        return;
+    };
+    let reader = Connection::open(&db).unwrap();
+    reader
+        .execute_batch("BEGIN; SELECT count(*) FROM transcript_events;")
+        .unwrap();
+    let Some(writer) = writer_pausing(&env, false, 1) else {
+        return;
+    };
+    let ready = writer.next("the first append");
+    assert_eq!(ready["ready"], true, "{ready}");
+    std::thread::sleep(Duration::from_secs(3));
+    writer.kill();
+    reader.execute_batch("COMMIT;").unwrap();
+    drop(reader);
+    let n = (events(&db) - events_before) as u64;
+    assert!(n > 0);
+    let grown = len(&wal(&db));
+    assert!(
+        grown > 1 << 20,
+        "the runtime grew the WAL to {grown} bytes only"
+    );
+
+    let (code, preview) = env.run_json(&["vacuum"]);
+    assert_eq!(code, 0, "{preview}");
+    let store = &preview["stores"][0];
+    assert_eq!(store["status"], "would-vacuum", "{preview}");
+    assert_eq!(store["before"]["walBytes"], grown, "{preview}");
+    assert_eq!(len(&wal(&db)), grown, "a preview must not checkpoint");
+    let (code, doc) = env.run_json(&["vacuum", "--enforce"]);
+    assert_eq!(code, 0, "{doc}");
+    let store = &doc["stores"][0];
+    assert_eq!(store["status"], "vacuumed", "{doc}");
+    assert_eq!(len(&wal(&db)), 0, "the WAL is emptied");
+    assert_eq!(
+        len(&db),
+        preview["stores"][0]["after"]["dbBytes"].as_u64().unwrap(),
+        "the prediction is what the vacuum left: {preview}\n{doc}"
+    );
+    assert_eq!(
+        doc["reclaimedBytes"], preview["reclaimedBytes"],
+        "{preview}\n{doc}"
+    );
+    assert_eq!(integrity(&db), "ok");
+    assert_eq!(events(&db), events_before + n as i64, "no row lost");
     loads_with_appended(&env, &before, n);
 }
 
@@ -596,7 +715,7 @@ fn the_runtime_cannot_take_the_lifecycle_lock_while_clawkeeper_holds_it() {
 
 /// A row of the runtime's integrity-verification record for the database, as the runtime
 /// writes it after a clean close (`clean_close` 1): a writer of the file must clear it first.
-fn add_integrity_record(env: &TestEnv) {
+pub fn add_integrity_record(env: &TestEnv) {
     Connection::open(env.state().join("state/openclaw-quarantine.sqlite"))
         .unwrap()
         .execute(
@@ -623,7 +742,7 @@ fn integrity_record(env: &TestEnv) -> Option<(i64, i64)> {
     .unwrap()
 }
 
-fn quarantine_rows(env: &TestEnv) -> i64 {
+pub fn quarantine_rows(env: &TestEnv) -> i64 {
     sql_i64(
         &env.state().join("state/openclaw-quarantine.sqlite"),
         "SELECT count(*) FROM agent_integrity_verifications",

@@ -4,6 +4,7 @@
 
 mod agentdb;
 mod agentdb_cleanup;
+mod agentdb_cleanup_safety;
 mod agentdb_inspect;
 mod agentdb_safety;
 mod cachettl;

@@ -7,6 +7,9 @@
 //                                 session-manager-* (one in 2026.7.1, more later, `.mjs` from
 //                                 2026.8); the one that exports the class is found by its shape
 //                                 (exits 2 when none)
+//   isolate(oracleDir, stateDir)  the environment the runtime captures when it loads, set
+//                                 before it loads: the state dir, and the oracle's own HOME,
+//                                 TMPDIR and (unless set) config; returns {oracle, stateDir, dist}
 import fs from "node:fs";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
@@ -40,4 +43,14 @@ export async function loadSessionManager(dist) {
   }
   console.error(`no SessionManager in the session-manager chunks under ${dist}`);
   process.exit(2);
+}
+
+export function isolate(oracleDir, stateDirArg) {
+  const stateDir = path.resolve(stateDirArg);
+  const oracle = path.resolve(oracleDir);
+  process.env.OPENCLAW_STATE_DIR = stateDir;
+  process.env.HOME = path.join(oracle, "home");
+  process.env.TMPDIR = path.join(oracle, "tmp");
+  process.env.OPENCLAW_CONFIG_PATH ??= path.join(oracle, "empty-config.json");
+  return { oracle, stateDir, dist: distDir(oracle) };
 }

@@ -11,21 +11,14 @@
 // (release(): rollback and close), prints {"released": true} and exits 0. When another
 // process holds the lock: {"held": false, "error"} and exit 1.
 import path from "node:path";
-import { distDir, loadFunction } from "./dist.mjs";
+import { isolate, loadFunction } from "./dist.mjs";
 
 const [oracleDir, stateDirArg, holdArg] = process.argv.slice(2);
 if (!oracleDir || !stateDirArg) {
   console.error("usage: hold-lifecycle-lock.mjs ORACLE_DIR STATE_DIR [HOLD_MS]");
   process.exit(2);
 }
-const stateDir = path.resolve(stateDirArg);
-const oracle = path.resolve(oracleDir);
-process.env.OPENCLAW_STATE_DIR = stateDir;
-process.env.HOME = path.join(oracle, "home");
-process.env.TMPDIR = path.join(oracle, "tmp");
-process.env.OPENCLAW_CONFIG_PATH ??= path.join(oracle, "empty-config.json");
-
-const dist = distDir(oracle);
+const { dist } = isolate(oracleDir, stateDirArg);
 const resolveGatewayLockPaths = await loadFunction(dist, "resolveGatewayLockPaths");
 const acquireGatewayLifecycleCoordinator = await loadFunction(dist, "acquireGatewayLifecycleCoordinator");
 const databasePath = path.join(resolveGatewayLockPaths(process.env).stateDir, "state", "openclaw.sqlite");

@@ -19,7 +19,7 @@
 // and retried with the same n; the test decides what a failure means.
 import path from "node:path";
 import { DatabaseSync } from "node:sqlite";
-import { distDir, loadFunction, loadSessionManager } from "./dist.mjs";
+import { isolate, loadFunction, loadSessionManager } from "./dist.mjs";
 
 const args = process.argv.slice(2);
 const waitGo = args.includes("--wait-go");
@@ -29,15 +29,8 @@ if (!oracleDir || !stateDirArg || !agentId || !sessionKey) {
   process.exit(2);
 }
 const pauseMs = Number(pauseArg ?? 20);
-// The same isolation as sqlite-session-context.mjs; the runtime captures these when it loads.
-const stateDir = path.resolve(stateDirArg);
-const oracle = path.resolve(oracleDir);
-process.env.OPENCLAW_STATE_DIR = stateDir;
-process.env.HOME = path.join(oracle, "home");
-process.env.TMPDIR = path.join(oracle, "tmp");
-process.env.OPENCLAW_CONFIG_PATH ??= path.join(oracle, "empty-config.json");
-
-const dist = distDir(oracle);
+// The same isolation as sqlite-session-context.mjs.
+const { stateDir, dist } = isolate(oracleDir, stateDirArg);
 const SessionManager = await loadSessionManager(dist);
 const loadSessionEntryReadOnly = await loadFunction(dist, "loadSessionEntryReadOnly");
 if (typeof SessionManager.appendMessageToTranscript !== "function") {

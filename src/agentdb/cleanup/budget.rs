@@ -18,13 +18,25 @@ use super::write::{self, begin, delete_node, delete_window, entry_session_ids, r
 use super::{Options, Settings};
 use crate::maintenance::budget::BudgetReport;
 
-/// `PRAGMA wal_checkpoint(TRUNCATE)`, then incremental vacuum in passes of at most 512 pages.
-fn reclaim(conn: &Connection) -> Result<()> {
-    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+/// `PRAGMA wal_checkpoint(TRUNCATE)`; false when another connection kept it from
+/// completing.
+fn checkpoint(conn: &Connection) -> Result<bool> {
+    let busy: i64 = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+    Ok(busy == 0)
+}
+
+/// `reclaimSqliteFreePages`: a checkpoint, then incremental vacuum in passes of at most 512
+/// pages, each followed by a checkpoint. False when a checkpoint could not complete (another
+/// connection, a runtime's, reads or writes the database): as the runtime defers its budget
+/// then, the budget stops there, and a later run finishes it.
+fn reclaim(conn: &Connection) -> Result<bool> {
+    if !checkpoint(conn)? {
+        return Ok(false);
+    }
     loop {
         let free: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
         if free <= 0 {
-            return Ok(());
+            return Ok(true);
         }
         let tx = begin(conn)?;
         tx.query_row(
@@ -34,10 +46,12 @@ fn reclaim(conn: &Connection) -> Result<()> {
         )
         .optional()?;
         tx.commit()?;
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        if !checkpoint(conn)? {
+            return Ok(false);
+        }
         let after: i64 = conn.query_row("PRAGMA freelist_count", [], |r| r.get(0))?;
         if after >= free {
-            return Ok(());
+            return Ok(true);
         }
     }
 }
@@ -50,11 +64,27 @@ fn remove_file(path: &std::path::Path) -> Result<bool> {
     }
 }
 
+/// What a budget pass left: files removed, the usage after, and whether it was deferred (a
+/// checkpoint that could not complete).
+struct Pass {
+    removed: u64,
+    total: i64,
+    deferred: bool,
+}
+
 /// `pruneAllSessionTranscriptArchivesToHighWater`: reclaim free pages, then remove published
-/// canonical archives and legacy archive files until usage is at `hw`. Returns the files
-/// removed and the usage after.
-fn prune_archives(conn: &Connection, l: &Layout, hw: i64) -> Result<(u64, i64)> {
-    reclaim(conn)?;
+/// canonical archives (the file, then the row, as the runtime does: a run killed between
+/// leaves a row whose file is gone, which the next pass removes) and legacy archive files
+/// until usage is at `hw`.
+fn prune_archives(conn: &Connection, l: &Layout, hw: i64) -> Result<Pass> {
+    let deferred = |removed, total| Pass {
+        removed,
+        total,
+        deferred: true,
+    };
+    if !reclaim(conn)? {
+        return Ok(deferred(0, disk::measure(l)));
+    }
     let mut total = disk::measure(l);
     let mut removed = 0;
     while total > hw {
@@ -78,7 +108,9 @@ fn prune_archives(conn: &Connection, l: &Layout, hw: i64) -> Result<(u64, i64)> 
             params![sid, generation],
         )?;
         tx.commit()?;
-        reclaim(conn)?;
+        if !reclaim(conn)? {
+            return Ok(deferred(removed, disk::measure(l)));
+        }
         total = disk::measure(l);
     }
     if total > hw {
@@ -97,7 +129,11 @@ fn prune_archives(conn: &Connection, l: &Layout, hw: i64) -> Result<(u64, i64)> 
             total = disk::measure(l);
         }
     }
-    Ok((removed, total))
+    Ok(Pass {
+        removed,
+        total,
+        deferred: false,
+    })
 }
 
 /// Archive a historical window's transcript and delete the window; false when it had
@@ -173,9 +209,15 @@ pub fn enforce(
     if before <= max || o.is_warn() {
         return Ok(Some(report));
     }
-    let (n, mut total) = prune_archives(conn, l, hw)?;
-    report.removed_files += n;
-    if total > hw {
+    let mut total = before;
+    let pass = |report: &mut BudgetReport, total: &mut i64| -> Result<bool> {
+        let p = prune_archives(conn, l, hw)?;
+        report.removed_files += p.removed;
+        *total = p.total;
+        Ok(!p.deferred)
+    };
+    let mut going = pass(&mut report, &mut total)?;
+    if going && total > hw {
         for sid in disk::historical_windows(conn, o, m)? {
             if total <= hw {
                 break;
@@ -187,26 +229,28 @@ pub fn enforce(
             report.removed_entries += 1;
             total = disk::measure(l);
             if total > hw {
-                let (n, t) = prune_archives(conn, l, hw)?;
-                report.removed_files += n;
-                total = t;
+                going = pass(&mut report, &mut total)?;
+                if !going {
+                    break;
+                }
             }
         }
     }
-    if total > hw {
-        let (n, t) = prune_archives(conn, l, hw)?;
-        report.removed_files += n;
-        total = t;
+    if going && total > hw {
+        going = pass(&mut report, &mut total)?;
     }
-    if rules == Rules::V9 && total > hw {
+    if going && rules == Rules::V9 && total > hw {
         for (key, entry) in disk::evictable_entries(conn, o, m)? {
             if total <= hw {
                 break;
             }
             evict_entry(conn, &key, &entry)?;
             report.removed_entries += 1;
-            reclaim(conn)?;
+            let complete = reclaim(conn)?;
             total = disk::measure(l);
+            if !complete {
+                break;
+            }
         }
     }
     if report.removed_entries > 0 {

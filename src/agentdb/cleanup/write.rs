@@ -73,16 +73,12 @@ fn normalize_delivery(e: &mut Value) {
     }
 }
 
-/// Archive the planned entries in place, in one transaction.
+/// Archive the planned entries in place (in the caller's transaction).
 fn archive_in_place(
-    conn: &Connection,
+    tx: &Connection,
     after: &Store,
     archived: &[(String, ArchivePhase)],
 ) -> Result<()> {
-    if archived.is_empty() {
-        return Ok(());
-    }
-    let tx = begin(conn)?;
     for (key, _) in archived {
         let Some(e) = after.get(key) else { continue };
         let mut e = e.clone();
@@ -110,14 +106,13 @@ fn archive_in_place(
                 params![updated as i64, sid, key],
             )?;
         }
-        if has_table(&tx, "session_canonical_validation_pending")? {
+        if has_table(tx, "session_canonical_validation_pending")? {
             tx.execute(
                 "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
                 [key],
             )?;
         }
     }
-    tx.commit()?;
     Ok(())
 }
 
@@ -137,10 +132,8 @@ pub(super) struct Archive {
     session_id: String,
     session_key: String,
     generation: String,
-    /// Empty once [`Archive::in_row`].
+    /// The zstd bytes; empty once the row holds them (they are read back to publish).
     blob: Vec<u8>,
-    /// The bytes are those of the archive row named [`Archive::name`].
-    in_row: bool,
     sha256: String,
     name: String,
     created_at: i64,
@@ -215,7 +208,6 @@ pub(super) fn materialize(
         session_key: key.to_string(),
         sha256: hex(&Sha256::digest(&blob)),
         name: archive_name(sid, created_at, &generation),
-        in_row: false,
         generation,
         blob,
         created_at,
@@ -335,8 +327,8 @@ pub(super) fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
 }
 
 /// Insert an archive row (unpublished).
-pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<bool> {
-    let inserted = tx.execute(
+pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
+    tx.execute(
         "INSERT INTO session_transcript_archives (session_id, generation, session_key, reason, \
          encoding, archive_blob, archive_sha256, archive_name, created_at, published_at, \
          publish_attempts) VALUES (?1, ?2, ?3, 'deleted', 'zstd', ?4, ?5, ?6, ?7, NULL, 0) \
@@ -351,29 +343,12 @@ pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<bool> {
             a.created_at
         ],
     )?;
-    Ok(inserted == 1)
-}
-
-/// After its row is written, an archive's bytes are read back from it when it is published:
-/// a run that deletes many transcripts holds one archive in memory at a time, not all of them.
-fn stored(mut a: Archive) -> Archive {
-    a.blob = Vec::new();
-    a.in_row = true;
-    a
+    Ok(())
 }
 
 /// Publish an archive file and record it as published (its own transaction).
 pub(super) fn publish_and_record(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
-    if a.in_row {
-        let blob: Vec<u8> = conn.query_row(
-            "SELECT archive_blob FROM session_transcript_archives WHERE archive_name = ?1",
-            [&a.name],
-            |r| r.get(0),
-        )?;
-        publish(&l.archive_dir, &a.name, &blob)?;
-    } else {
-        publish(&l.archive_dir, &a.name, &a.blob)?;
-    }
+    publish(&l.archive_dir, a)?;
     record_published(conn, a)
 }
 
@@ -391,51 +366,162 @@ fn record_published(conn: &Connection, a: &Archive) -> Result<()> {
     Ok(())
 }
 
-/// Write an archive file into the sessions directory (temp, fsync, link, dir fsync).
-pub(super) fn publish(dir: &Path, name: &str, blob: &[u8]) -> Result<()> {
+/// An archive name that stays in the archive directory: one plain file name.
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
+}
+
+/// Whether `file` is a temp file [`publish`] left for `name` (`<name>.<pid>.tmp`) when it
+/// was killed before it removed it.
+fn is_own_temp(file: &str, name: &str) -> bool {
+    file.strip_prefix(name)
+        .and_then(|r| r.strip_prefix('.'))
+        .and_then(|r| r.strip_suffix(".tmp"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Write an archive file into the sessions directory (temp, fsync, link, dir fsync), as
+/// `publishEncodedSessionTranscriptArchive` does: a file already there with the archive's
+/// bytes is the archive published before (by a run killed before it recorded it); one with
+/// other bytes is a collision and stays as it is. The file is read back and compared.
+pub(super) fn publish(dir: &Path, a: &Archive) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    anyhow::ensure!(
+        plain_name(&a.name),
+        "archive name {:?} is not a file name in {}; not published",
+        a.name,
+        dir.display()
+    );
+    anyhow::ensure!(
+        hex(&Sha256::digest(&a.blob)) == a.sha256,
+        "the archive {} does not match its SHA-256; not published",
+        a.name
+    );
     if !dir.is_dir() {
         std::fs::DirBuilder::new().mode(0o700).create(dir)?;
     }
-    let target = dir.join(name);
-    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .with_context(|| format!("cannot create {}", tmp.display()))?;
-    f.write_all(blob)?;
-    f.sync_all()?;
-    drop(f);
-    let linked = std::fs::hard_link(&tmp, &target);
-    let _ = std::fs::remove_file(&tmp);
-    linked.with_context(|| format!("cannot publish {}", target.display()))?;
+    let target = dir.join(&a.name);
+    let same = |p: &Path| -> Result<bool> {
+        match std::fs::symlink_metadata(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", p.display())),
+            Ok(m) if !m.is_file() => {
+                anyhow::bail!("{} exists and is not a file; not published", p.display())
+            }
+            Ok(_) => {
+                let bytes =
+                    std::fs::read(p).with_context(|| format!("cannot read {}", p.display()))?;
+                anyhow::ensure!(
+                    hex(&Sha256::digest(&bytes)) == a.sha256,
+                    "{} exists with other content; not published",
+                    p.display()
+                );
+                Ok(true)
+            }
+        }
+    };
+    if !same(&target)? {
+        let tmp = dir.join(format!("{}.{}.tmp", a.name, std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        f.write_all(&a.blob)?;
+        f.sync_all()?;
+        drop(f);
+        let linked = std::fs::hard_link(&tmp, &target);
+        let _ = std::fs::remove_file(&tmp);
+        if let Err(e) = linked
+            && e.kind() != std::io::ErrorKind::AlreadyExists
+        {
+            return Err(e).with_context(|| format!("cannot publish {}", target.display()));
+        }
+        anyhow::ensure!(same(&target)?, "{} vanished", target.display());
+    }
+    // Temp files of this archive that a killed run left behind.
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let n = e.file_name();
+            if is_own_temp(&n.to_string_lossy(), &a.name)
+                && e.file_type().is_ok_and(|t| t.is_file())
+            {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
     std::fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 
-/// Delete the planned entries: archive each transcript no survivor references, delete its
-/// index rows and window and the node, publish the archive files.
+/// The archive rows not published yet (`published_at` null), oldest first: the runtime's
+/// publish round after a deletion publishes them with its own, and so does a cleanup here,
+/// which also finishes the publication of a run killed after its rows committed.
+fn pending_archives(conn: &Connection) -> Result<Vec<Archive>> {
+    if !has_table(conn, "session_transcript_archives")? {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT session_id, generation, session_key, archive_sha256, archive_name, created_at \
+         FROM session_transcript_archives WHERE published_at IS NULL \
+         ORDER BY created_at, session_id, generation",
+    )?;
+    // Without their bytes: [`publish_pending`] reads them one archive at a time.
+    let rows = stmt.query_map([], |r| {
+        Ok(Archive {
+            session_id: r.get(0)?,
+            generation: r.get(1)?,
+            session_key: r.get(2)?,
+            blob: Vec::new(),
+            sha256: r.get(3)?,
+            name: r.get(4)?,
+            created_at: r.get(5)?,
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Publish every pending archive and record it, reading each one's bytes from its row.
+fn publish_pending(conn: &Connection, l: &Layout) -> Result<Vec<Archive>> {
+    let mut pending = pending_archives(conn)?;
+    for a in &mut pending {
+        a.blob = conn.query_row(
+            "SELECT archive_blob FROM session_transcript_archives WHERE session_id = ?1 AND \
+             generation = ?2",
+            params![a.session_id, a.generation],
+            |r| r.get(0),
+        )?;
+        publish_and_record(conn, l, a)?;
+        a.blob = Vec::new();
+    }
+    Ok(pending)
+}
+
+/// Delete the planned entries (in the caller's transaction): archive each transcript no
+/// survivor references into `session_transcript_archives` (unpublished), delete its index
+/// rows and window and the node. Returns the entries deleted and the archives written, each
+/// with whether a `--fix-*` removal owns it.
 fn delete_entries(
-    conn: &Connection,
+    tx: &Connection,
     l: &Layout,
     before: &Store,
     deleted: &[&String],
     removals: &HashSet<String>,
-) -> Result<usize> {
+) -> Result<(usize, Vec<(Archive, bool)>)> {
     if deleted.is_empty() {
-        return Ok(0);
+        return Ok((0, Vec::new()));
     }
     let removed: HashSet<&String> = deleted.iter().copied().collect();
-    let keep = referenced_ids(conn, &removed)?;
+    let keep = referenced_ids(tx, &removed)?;
     // Session ids per removed key, each id once (the first key that names it owns it).
     let mut plans: Vec<(String, String)> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
     for key in deleted {
         let mut ids = before.get(*key).map(entry_session_ids).unwrap_or_default();
         let mut stmt =
-            conn.prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?;
+            tx.prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?;
         for id in stmt.query_map([key.as_str()], |r| r.get::<_, String>(0))? {
             let id = id?;
             if !ids.contains(&id) {
@@ -449,7 +535,6 @@ fn delete_entries(
         }
     }
     let mut archives = Vec::new();
-    let tx = begin(conn)?;
     for (sid, key) in &plans {
         let window_key: Option<String> = tx
             .query_row(
@@ -458,36 +543,70 @@ fn delete_entries(
                 |r| r.get(0),
             )
             .optional()?;
-        if window_key.is_none() {
+        let Some(window_key) = window_key else {
             continue;
-        }
-        if let Some(a) = materialize(&tx, sid, window_key.as_deref().unwrap_or(key), l.rules)? {
-            let a = if insert_archive(&tx, &a)? {
-                stored(a)
-            } else {
-                a
-            };
+        };
+        if let Some(mut a) = materialize(tx, sid, &window_key, l.rules)? {
+            insert_archive(tx, &a)?;
+            // Its bytes are in the row now, where the publication reads them: a run that
+            // deletes many transcripts holds one archive in memory at a time.
+            a.blob = Vec::new();
             archives.push((a, removals.contains(key)));
         }
     }
     for (sid, _) in &plans {
-        delete_window(&tx, sid)?;
+        delete_window(tx, sid)?;
     }
     let mut n = 0;
     for key in deleted {
-        n += delete_node(&tx, key)?;
+        n += delete_node(tx, key)?;
     }
-    tx.commit()?;
-    for (a, removal) in &archives {
-        publish_and_record(conn, l, a)?;
+    Ok((n, archives))
+}
+
+/// The entry writes of the plan, in the caller's transaction (the one the entries were read
+/// and planned in): entries archived in place, entries deleted with their transcripts
+/// archived as rows. A run killed at any moment leaves every entry as it was or every entry
+/// as planned. Returns the entries deleted and the archives written, each with whether a
+/// `--fix-*` removal owns it.
+fn write_entries(
+    tx: &Connection,
+    l: &Layout,
+    before: &Store,
+    after: &Store,
+    plan: &plan::EntryPlan,
+) -> Result<(usize, Vec<(Archive, bool)>)> {
+    let deleted: Vec<&String> = plan.deleted().collect();
+    // The archives of `--fix-*` removals are published once more when the maintenance
+    // deletes entries too: its finalization publishes every pending archive first, then
+    // the removals' own publish round publishes theirs again.
+    let mut removals: HashSet<String> =
+        plan.missing.iter().chain(&plan.dm_scope).cloned().collect();
+    if deleted.iter().all(|k| removals.contains(*k)) {
+        removals.clear();
+    }
+    archive_in_place(tx, after, &plan.archived)?;
+    delete_entries(tx, l, before, &deleted, &removals)
+}
+
+/// After the entry writes committed: publish the archive files (every pending one, from the
+/// rows that committed, a killed run's too), and `ANALYZE` after many deletions.
+fn publish_entries(
+    conn: &Connection,
+    l: &Layout,
+    deleted: usize,
+    archives: &[(Archive, bool)],
+) -> Result<()> {
+    publish_pending(conn, l)?;
+    for (a, removal) in archives {
         if *removal {
             record_published(conn, a)?;
         }
     }
-    if n >= 64 {
+    if deleted >= 64 {
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
     }
-    Ok(n)
+    Ok(())
 }
 
 fn row_count(conn: &Connection) -> Result<u64> {
@@ -503,7 +622,12 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let rules = Rules::for_schema(planned.schema.user_version);
     let settings = &planned.settings;
     let l = Layout::new(t, rules);
-    let before = super::load_entries(conn)?;
+    let warn = o.is_warn();
+    // An applied plan reads, plans and writes the entries in one write transaction: what it
+    // writes is what it planned, whatever another connection wrote before it began.
+    let tx = if warn { None } else { Some(begin(conn)?) };
+    let db: &Connection = tx.as_deref().unwrap_or(conn);
+    let before = super::load_entries(db)?;
     let mut s = before.clone();
     let keys: HashSet<String> = o.active_key.iter().cloned().collect();
     let p = plan::Preserve {
@@ -512,29 +636,16 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         recent_ms: settings.preserve_recent_ms,
         now_ms: crate::maintenance::now_ms(),
     };
-    let warn = o.is_warn();
     let entry_plan = if warn {
         let mut copy = s.clone();
-        super::plan_all(conn, t, o, rules, settings, &p, &mut copy)
+        super::plan_all(db, t, o, rules, settings, &p, &mut copy)
     } else {
-        super::plan_all(conn, t, o, rules, settings, &p, &mut s)
+        super::plan_all(db, t, o, rules, settings, &p, &mut s)
     };
-    if !warn {
-        archive_in_place(conn, &s, &entry_plan.archived)?;
-        let deleted: Vec<&String> = entry_plan.deleted().collect();
-        // The archives of `--fix-*` removals are published once more when the maintenance
-        // deletes entries too: its finalization publishes every pending archive first, then
-        // the removals' own publish round publishes theirs again.
-        let mut removals: HashSet<String> = entry_plan
-            .missing
-            .iter()
-            .chain(&entry_plan.dm_scope)
-            .cloned()
-            .collect();
-        if deleted.iter().all(|k| removals.contains(*k)) {
-            removals.clear();
-        }
-        delete_entries(conn, &l, &before, &deleted, &removals)?;
+    if let Some(tx) = tx {
+        let (deleted, archives) = write_entries(&tx, &l, &before, &s, &entry_plan)?;
+        tx.commit()?;
+        publish_entries(conn, &l, deleted, &archives)?;
     }
     let lifecycle_count = row_count(conn)?;
     let unreferenced = if warn {
@@ -614,4 +725,72 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             Rules::V8 => lifecycle_count,
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn archive(name: &str, blob: &[u8]) -> Archive {
+        Archive {
+            session_id: "s".into(),
+            session_key: "k".into(),
+            generation: "g".into(),
+            blob: blob.to_vec(),
+            sha256: hex(&Sha256::digest(blob)),
+            name: name.into(),
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn only_plain_names_and_own_temp_files() {
+        for bad in ["", ".", "..", "a/b", "../x.zst", "x\0y"] {
+            assert!(!plain_name(bad), "{bad:?}");
+        }
+        assert!(plain_name(
+            "s.jsonl.deleted.2026-11-25T17-19-37.376Z.abc.zst"
+        ));
+        let name = "s.jsonl.deleted.stamp.g.zst";
+        assert!(is_own_temp(&format!("{name}.4242.tmp"), name));
+        for other in [
+            format!("{name}.tmp"),
+            format!("{name}.1f2e-uuid.tmp"),
+            format!("{name}.4242.tmp.x"),
+            "other.4242.tmp".to_string(),
+            name.to_string(),
+        ] {
+            assert!(!is_own_temp(&other, name), "{other}");
+        }
+    }
+
+    #[test]
+    fn publishing_is_idempotent_and_never_overwrites() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = archive("a.zst", b"archive bytes");
+        // A temp file a killed run left, and one of another writer (a uuid, not ours).
+        std::fs::write(dir.path().join("a.zst.77.tmp"), b"part").unwrap();
+        std::fs::write(dir.path().join("a.zst.0f-uuid.tmp"), b"part").unwrap();
+        publish(dir.path(), &a).unwrap();
+        publish(dir.path(), &a).unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("a.zst")).unwrap(),
+            b"archive bytes"
+        );
+        assert!(!dir.path().join("a.zst.77.tmp").exists());
+        assert!(dir.path().join("a.zst.0f-uuid.tmp").exists());
+        // Other bytes under the name: a collision, the file kept.
+        let b = archive("a.zst", b"other bytes");
+        let err = publish(dir.path(), &b).unwrap_err().to_string();
+        assert!(err.contains("exists with other content"), "{err}");
+        assert_eq!(
+            std::fs::read(dir.path().join("a.zst")).unwrap(),
+            b"archive bytes"
+        );
+        // A blob that does not match its SHA-256 is never written.
+        let mut c = archive("c.zst", b"c");
+        c.blob = b"changed".to_vec();
+        assert!(publish(dir.path(), &c).is_err());
+        assert!(!dir.path().join("c.zst").exists());
+    }
 }
