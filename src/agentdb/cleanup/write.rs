@@ -349,19 +349,30 @@ pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
 /// Publish an archive file and record it as published (its own transaction).
 pub(super) fn publish_and_record(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
     publish(&l.archive_dir, a)?;
-    record_published(conn, a)
+    record_published(conn, [a])
 }
 
-/// Record a publish attempt that succeeded.
-fn record_published(conn: &Connection, a: &Archive) -> Result<()> {
+/// Record publish attempts that succeeded, in one transaction, as
+/// `recordSessionTranscriptArchivePublishResults` records a publish round's results (which
+/// also keeps the WAL, which the disk budget measures, as the runtime's).
+fn record_published<'a>(
+    conn: &Connection,
+    archives: impl IntoIterator<Item = &'a Archive>,
+) -> Result<()> {
+    let archives: Vec<&Archive> = archives.into_iter().collect();
+    if archives.is_empty() {
+        return Ok(());
+    }
     let t = now_ms();
     let tx = begin(conn)?;
-    tx.execute(
-        "UPDATE session_transcript_archives SET published_at = ?1, publish_attempts = \
-         publish_attempts + 1, last_publish_attempt_at = ?1, last_publish_error = NULL \
-         WHERE session_id = ?2 AND generation = ?3",
-        params![t, a.session_id, a.generation],
-    )?;
+    for a in archives {
+        tx.execute(
+            "UPDATE session_transcript_archives SET published_at = ?1, publish_attempts = \
+             publish_attempts + 1, last_publish_attempt_at = ?1, last_publish_error = NULL \
+             WHERE session_id = ?2 AND generation = ?3",
+            params![t, a.session_id, a.generation],
+        )?;
+    }
     tx.commit()?;
     Ok(())
 }
@@ -493,9 +504,10 @@ fn publish_pending(conn: &Connection, l: &Layout) -> Result<Vec<Archive>> {
             params![a.session_id, a.generation],
             |r| r.get(0),
         )?;
-        publish_and_record(conn, l, a)?;
+        publish(&l.archive_dir, a)?;
         a.blob = Vec::new();
     }
+    record_published(conn, &pending)?;
     Ok(pending)
 }
 
@@ -598,11 +610,14 @@ fn publish_entries(
     archives: &[(Archive, bool)],
 ) -> Result<()> {
     publish_pending(conn, l)?;
-    for (a, removal) in archives {
-        if *removal {
-            record_published(conn, a)?;
-        }
-    }
+    // The removals' own publish round, one transaction for its results.
+    record_published(
+        conn,
+        archives
+            .iter()
+            .filter(|(_, removal)| *removal)
+            .map(|(a, _)| a),
+    )?;
     if deleted >= 64 {
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
     }
