@@ -290,9 +290,181 @@ fn demo_matches_2026_9_5() {
     demo_run(SQLITE_MID, DEMO_NO_BUDGET, &["--enforce", "--json"]);
 }
 
+#[test]
+fn warn_mode_still_makes_the_fix_removals_as_the_references_do() {
+    // Mode `warn` skips the maintenance and the sweep, but the `--fix-*` removals (and the
+    // archives of their transcripts) are made.
+    const WARN: &str = r#"{session:{dmScope:"main",maintenance:{mode:"warn",pruneAfter:"3650d",maxEntries:3,maxDiskBytes:false}}}"#;
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        demo_run(
+            release,
+            WARN,
+            &["--json", "--fix-missing", "--fix-dm-scope"],
+        );
+        demo_run(release, WARN, &["--fix-dm-scope"]);
+        demo_run(
+            release,
+            WARN,
+            &["--dry-run", "--fix-missing", "--fix-dm-scope"],
+        );
+    }
+}
+
+/// The demo with a parent chain `subagent:9a3b… → cron:nightly-digest:run:7e1f… (spawnedBy)
+/// → cron:nightly-digest → hook:gmail:inbox`, imported by `release`, twice, with `config`.
+fn demo_with_parents(
+    release: Release,
+    config: &str,
+) -> Option<(tempfile::TempDir, TestEnv, TestEnv)> {
+    let oracle = oracle_path_of(release, "SQLite-era cleanup with parent chains")?;
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    copy_dir(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo"),
+        &state,
+    );
+    let store = state.join("agents/main/sessions/sessions.json");
+    let mut s: Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
+    s[SUBAGENT]["parentSessionKey"] = json!(CRON_RUN);
+    s[CRON_RUN]["spawnedBy"] = json!("agent:main:cron:nightly-digest");
+    s["agent:main:cron:nightly-digest"]["parentSessionKey"] = json!("agent:main:hook:gmail:inbox");
+    std::fs::write(&store, serde_json::to_string_pretty(&s).unwrap()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
+    let mut cmd = Command::new(script);
+    hermetic(&mut cmd);
+    let out = cmd.arg(&oracle).arg(&state).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (a, b) = (env_from(&state, config), env_from(&state, config));
+    Some((dir, a, b))
+}
+
+const SUBAGENT: &str = "agent:main:subagent:9a3b0c5d-2e4f-4a6b-9c8d-0e1f2a3b4c5d";
+const CRON_RUN: &str = "agent:main:cron:nightly-digest:run:7e1f8a3b-0c2d-4e4f-9a6b-8c9d0e1f2a3b";
+
+#[test]
+fn the_active_key_protects_its_parent_chain_in_the_apply_as_the_references_do() {
+    // The apply walks the chain (2026.9.x through the `parent_session_key` projection, which
+    // is `spawnedBy` when there is no `parentSessionKey`); the preview protects the key only.
+    // The key is normalized (upper case here).
+    const CAP: &str =
+        r#"{session:{maintenance:{pruneAfter:"3650d",maxEntries:3,maxDiskBytes:false}}}"#;
+    let active = SUBAGENT.replace("agent:main", "AGENT:Main");
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        for args in [&["--dry-run", "--json"][..], &["--enforce", "--json"][..]] {
+            let Some((_dir, a, b)) = demo_with_parents(release, CAP) else {
+                return;
+            };
+            let mut all = args.to_vec();
+            all.extend(["--active-key", &active]);
+            compare(release, &a, &b, &all, "parent chain");
+            if args[0] == "--enforce" {
+                let conn = Connection::open(database(&b)).unwrap();
+                let kept: i64 = conn
+                    .query_row(
+                        "SELECT count(*) FROM session_nodes WHERE session_key IN (?1, ?2, \
+                         'agent:main:cron:nightly-digest', 'agent:main:hook:gmail:inbox')",
+                        [SUBAGENT, CRON_RUN],
+                        |r| r.get(0),
+                    )
+                    .unwrap();
+                // 2026.8.x follows `parentSessionKey` only: the `spawnedBy` link ends it.
+                let want = if release.version == SQLITE_FIRST.version {
+                    2
+                } else {
+                    4
+                };
+                assert_eq!(kept, want, "{}", release.version);
+            }
+        }
+    }
+}
+
+/// Move the transcripts of `state`'s database older than a day into cold storage with
+/// `release`'s own worker pass (2026.9.x), after ageing each window's transcript times to its
+/// `updated_at` (an import stamps them with the import time, which keeps them hot). Returns
+/// how many transcripts went cold.
+pub fn make_cold(release: Release, state: &Path) -> u64 {
+    let db = state.join("agents/main/agent/openclaw-agent.sqlite");
+    Connection::open(&db)
+        .unwrap()
+        .execute_batch(
+            "UPDATE session_windows SET transcript_updated_at = updated_at, \
+             transcript_observed_at = updated_at",
+        )
+        .unwrap();
+    let oracle = release.wrapper();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/sqlite-cold-storage.mjs");
+    let mut cmd = Command::new(crate::util::oracle_node(&oracle));
+    hermetic(&mut cmd);
+    let out = cmd
+        .arg(&script)
+        .arg(oracle.parent().unwrap())
+        .arg("1")
+        .env("OPENCLAW_STATE_DIR", state)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(stdout(&out).lines().last().unwrap_or("")).unwrap();
+    v["archivedTranscripts"].as_u64().unwrap()
+}
+
+#[test]
+fn cold_transcripts_are_kept_as_the_references_keep_them() {
+    // A removed entry whose transcript is cold keeps its node, cleared, with the window and
+    // the cold archive (row and file); `--fix-missing` cannot judge a cold transcript and
+    // keeps its entry; a cleared node is no entry for the next run.
+    const CAP: &str = r#"{session:{dmScope:"main",maintenance:{pruneAfter:"3650d",maxEntries:3,maxDiskBytes:false}}}"#;
+    for release in [SQLITE_LATEST, SQLITE_MID] {
+        let Some(template) = imported(release) else {
+            return;
+        };
+        assert!(make_cold(release, &template.state()) > 10);
+        for args in [
+            &["--dry-run", "--fix-missing"][..],
+            &["--enforce", "--json", "--fix-missing", "--fix-dm-scope"][..],
+            &["--enforce", "--json"][..],
+        ] {
+            let (a, b) = (
+                env_from(&template.state(), CAP),
+                env_from(&template.state(), CAP),
+            );
+            compare(release, &a, &b, args, "cold storage");
+            if args[0] == "--enforce" {
+                let conn = Connection::open(database(&b)).unwrap();
+                let q = |sql: &str| -> i64 { conn.query_row(sql, [], |r| r.get(0)).unwrap() };
+                assert!(q("SELECT count(*) FROM session_nodes WHERE entry_json = '{}'") > 0);
+                assert_eq!(
+                    q("SELECT count(*) FROM session_transcript_cold_archives") as usize,
+                    std::fs::read_dir(b.state().join("agents/main/sessions/cold"))
+                        .unwrap()
+                        .count(),
+                    "every cold file keeps its row"
+                );
+                // The next run sees the cleared nodes as no entries.
+                compare(
+                    release,
+                    &a,
+                    &b,
+                    &["--enforce", "--json"],
+                    "cold storage, again",
+                );
+            }
+        }
+    }
+}
+
 /// A generated JSON-era state dir: one agent with entries of every kind the rules tell
 /// apart, transcripts for each, ages spread from minutes to years.
-fn generated_state(seed: u64, dir: &Path) -> String {
+/// Returns the config and a key with a parent chain (`--active-key` for some seeds).
+fn generated_state(seed: u64, dir: &Path) -> (String, Option<String>) {
     let mut rng = Rng::new(seed);
     let now = storegen::now_ms();
     let sessions = dir.join("agents/main/sessions");
@@ -349,6 +521,16 @@ fn generated_state(seed: u64, dir: &Path) -> String {
         if rng.chance(0.05) {
             m.insert("spawnedBy".into(), json!("agent:main:main"));
         }
+        // Parent chains, for `--active-key` (the apply protects the chain).
+        if !store.is_empty() && rng.chance(0.2) {
+            let keys: Vec<String> = store.keys().cloned().collect();
+            let field = if rng.chance(0.3) {
+                "spawnedBy"
+            } else {
+                "parentSessionKey"
+            };
+            m.insert(field.into(), json!(rng.pick(&keys)));
+        }
         if rng.chance(0.05) {
             m.insert("modelSelectionLocked".into(), json!(true));
         }
@@ -384,7 +566,7 @@ fn generated_state(seed: u64, dir: &Path) -> String {
     }
     std::fs::write(
         sessions.join("sessions.json"),
-        serde_json::to_string_pretty(&Value::Object(store)).unwrap(),
+        serde_json::to_string_pretty(&Value::Object(store.clone())).unwrap(),
     )
     .unwrap();
     // A random maintenance config, in the keys both eras know.
@@ -407,7 +589,18 @@ fn generated_state(seed: u64, dir: &Path) -> String {
     if rng.chance(0.3) {
         parts.push("preserveRecent:\"2d\"".into());
     }
-    format!("{{session:{{maintenance:{{{}}}}}}}", parts.join(","))
+    if rng.chance(0.15) {
+        parts.push("mode:\"warn\"".into());
+    }
+    let child = store
+        .iter()
+        .rev()
+        .find(|(_, e)| e.get("parentSessionKey").is_some() || e.get("spawnedBy").is_some())
+        .map(|(k, _)| k.clone());
+    (
+        format!("{{session:{{maintenance:{{{}}}}}}}", parts.join(",")),
+        child,
+    )
 }
 
 /// Age an imported database with SQL the way a long-running runtime leaves it: some entries
@@ -432,11 +625,14 @@ fn age_with_sql(db: &Path, seed: u64) {
 }
 
 /// Import a generated state dir with `release`'s doctor into a template.
-fn generated_template(release: Release, seed: u64) -> Option<(tempfile::TempDir, PathBuf, String)> {
+fn generated_template(
+    release: Release,
+    seed: u64,
+) -> Option<(tempfile::TempDir, PathBuf, String, Option<String>)> {
     let oracle = oracle_path_of(release, "generated SQLite-era cleanup")?;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    let config = generated_state(seed, &state);
+    let (config, child) = generated_state(seed, &state);
     std::fs::write(state.join("openclaw.json"), &config).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
     let mut cmd = Command::new(script);
@@ -452,7 +648,7 @@ fn generated_template(release: Release, seed: u64) -> Option<(tempfile::TempDir,
     if seed.is_multiple_of(2) && release.version != SQLITE_FIRST.version {
         age_with_sql(&db, seed);
     }
-    Some((dir, state, config))
+    Some((dir, state, config, child))
 }
 
 fn env_from(template: &Path, config: &str) -> TestEnv {
@@ -477,23 +673,30 @@ fn generated_case(seed: u64) {
     } else {
         SQLITE_LATEST
     };
-    let Some((_dir, template, config)) = generated_template(release, seed) else {
+    let Some((_dir, template, config, child)) = generated_template(release, seed) else {
         return;
     };
     let what = format!("seed {seed} config {config}");
     let mut active: Vec<String> = Vec::new();
     if seed % 4 == 1 {
-        active = vec!["--active-key".into(), "agent:main:explicit:e1".into()];
+        let key = child.unwrap_or_else(|| "agent:main:explicit:e1".into());
+        active = vec!["--active-key".into(), key];
     }
     if seed % 5 == 3 {
         active.extend(["--fix-missing".to_string(), "--fix-dm-scope".to_string()]);
     }
     let active: Vec<&str> = active.iter().map(String::as_str).collect();
+    // In warn mode an apply without `--enforce` makes only the `--fix-*` removals.
+    let warn = config.contains("warn");
     for args in [
         &["--dry-run", "--json"][..],
         &["--dry-run"][..],
         &["--enforce", "--json"][..],
+        &["--json"][..],
     ] {
+        if args == ["--json"] && !warn {
+            continue;
+        }
         let (a, b) = (env_from(&template, &config), env_from(&template, &config));
         let mut all: Vec<&str> = args.to_vec();
         all.extend_from_slice(&active);
@@ -503,28 +706,33 @@ fn generated_case(seed: u64) {
 
 #[test]
 fn generated_cases_match_the_references() {
-    if let Some(seed) = std::env::var("CLAWKEEPER_DBCLEANUP_SEED")
+    // `CLAWKEEPER_DBCLEANUP_SEED` alone runs that seed; with `CLAWKEEPER_DBCLEANUP_CASES`, that
+    // many seeds from it. Every case runs; the failing seeds are listed at the end.
+    let seed = std::env::var("CLAWKEEPER_DBCLEANUP_SEED")
         .ok()
-        .and_then(|v| v.parse().ok())
-    {
-        return generated_case(seed);
-    }
-    let n = case_count();
+        .and_then(|v| v.parse::<u64>().ok());
+    let (first, n) = match seed {
+        Some(s) if std::env::var("CLAWKEEPER_DBCLEANUP_CASES").is_err() => (s, 1),
+        Some(s) => (s, case_count()),
+        None => (7000, case_count()),
+    };
+    let failed = std::sync::Mutex::new(Vec::new());
     // Two workers: the references run single-threaded, and the machine has two cores.
     std::thread::scope(|sc| {
-        let workers: Vec<_> = (0..2u64)
-            .map(|w| {
-                sc.spawn(move || {
-                    for seed in (0..n).filter(|s| s % 2 == w) {
-                        generated_case(7000 + seed);
+        for w in 0..2u64 {
+            let failed = &failed;
+            sc.spawn(move || {
+                for seed in (first..first + n).filter(|s| s % 2 == w) {
+                    if std::panic::catch_unwind(|| generated_case(seed)).is_err() {
+                        failed.lock().unwrap().push(seed);
                     }
-                })
-            })
-            .collect();
-        for w in workers {
-            w.join().unwrap();
+                }
+            });
         }
     });
+    let mut failed = failed.into_inner().unwrap();
+    failed.sort_unstable();
+    assert!(failed.is_empty(), "failing seeds: {failed:?}");
 }
 
 /// The demo imported by 2026.9.6 with the demo config (a plan that archives, deletes and
