@@ -1,7 +1,7 @@
 //! The human output of `cleanup` on a SQLite-era agent database, line for line as
 //! `openclaw sessions cleanup` of 2026.9.x (and 2026.8.x) prints it when stdout is not a
 //! terminal: the dry-run plan (summary lines, the boxed action table of terminal-core's
-//! `renderTable` at its 120-column fallback width, the label summary) and the applied lines.
+//! `renderTable` as wide as the terminal, 120 columns when stdout is not one, the label summary) and the applied lines.
 
 use serde_json::Value;
 
@@ -10,8 +10,15 @@ use crate::agentdb::cleanup::{Preview, Rules, Summary};
 use crate::config::Config;
 use crate::js::utf16_len;
 
-/// `getTerminalTableWidth()` when stdout is not a terminal.
-const TABLE_WIDTH: usize = 120;
+/// `getTerminalTableWidth()`: `max(60, process.stdout.columns ?? 120)`, where Node sets
+/// `columns` only when stdout is a terminal.
+fn table_width() -> usize {
+    table_width_for(super::text::terminal_columns())
+}
+
+fn table_width_for(columns: Option<usize>) -> usize {
+    columns.map_or(120, |c| c.max(60))
+}
 
 fn width(s: &str) -> usize {
     s.chars().count()
@@ -453,7 +460,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             ("Flags", true),
         ],
         &cells,
-        TABLE_WIDTH,
+        table_width(),
     );
     line(table.trim_end().to_string());
     labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
@@ -518,6 +525,15 @@ pub fn render_applied(out: &mut String, summaries: &[Applied]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_is_as_wide_as_the_terminal_and_at_least_60_columns() {
+        // `getTerminalTableWidth()`: `max(60, process.stdout.columns ?? 120)`.
+        assert_eq!(table_width_for(None), 120);
+        assert_eq!(table_width_for(Some(200)), 200);
+        assert_eq!(table_width_for(Some(84)), 84);
+        assert_eq!(table_width_for(Some(40)), 60);
+    }
 
     #[test]
     fn wraps_at_break_characters() {
