@@ -461,6 +461,73 @@ fn cold_transcripts_are_kept_as_the_references_keep_them() {
     }
 }
 
+/// `program args…` run on a terminal `columns` wide (util-linux `script`), without colours;
+/// its output from the `Session store:` line on (the reference's banner before it, and
+/// stderr, left out). `None` when `script` is not installed.
+fn on_terminal(env: &TestEnv, columns: u16, program: &Path, args: &[&str]) -> Option<Vec<String>> {
+    let quote = |s: &str| format!("'{}'", s.replace('\'', "'\\''"));
+    let line: Vec<String> = std::iter::once(program.display().to_string())
+        .chain(args.iter().map(|a| a.to_string()))
+        .map(|a| quote(&a))
+        .collect();
+    let mut cmd = Command::new("script");
+    hermetic(&mut cmd);
+    let out = cmd
+        .arg("-qec")
+        .arg(format!(
+            "stty cols {columns}; {} 2>/dev/null",
+            line.join(" ")
+        ))
+        .arg("/dev/null")
+        .current_dir(env.work())
+        .env("NO_COLOR", "1")
+        .env("OPENCLAW_STATE_DIR", env.state())
+        .env("OPENCLAW_CONFIG_PATH", env.config_path())
+        .env("HOME", env.home())
+        .output()
+        .ok()?;
+    let text = normalized(&stdout(&out).replace('\r', ""), env);
+    Some(
+        text.lines()
+            .skip_while(|l| !l.starts_with("Session store:"))
+            .map(str::to_string)
+            .collect(),
+    )
+}
+
+#[test]
+fn the_action_table_is_as_wide_as_the_terminal_as_the_reference_makes_it() {
+    let Some((a, b)) = demo_pair(SQLITE_LATEST, DEMO_NO_BUDGET) else {
+        return;
+    };
+    let ours = Path::new(env!("CARGO_BIN_EXE_clawkeeper"));
+    for columns in [84u16, 200, 50] {
+        let db_a = database(&a).display().to_string();
+        let db_b = database(&b).display().to_string();
+        let wrapper = SQLITE_LATEST.wrapper();
+        let args_a = ["sessions", "cleanup", "--store", &db_a, "--dry-run"];
+        let Some(want) = on_terminal(&a, columns, &wrapper, &args_a) else {
+            return;
+        };
+        let got = on_terminal(
+            &b,
+            columns,
+            ours,
+            &["cleanup", "--store", &db_b, "--dry-run"],
+        )
+        .unwrap();
+        assert!(want.len() > 20, "{want:#?}");
+        let table = |lines: &[String]| lines.iter().find(|l| l.starts_with('┌')).cloned();
+        // `max(60, columns)`.
+        let width = table(&want).unwrap().chars().count();
+        assert_eq!(width, usize::from(columns.max(60)), "{want:#?}");
+        let close = want.len() == got.len() && want.iter().zip(&got).all(|(x, y)| same_row(x, y));
+        if !close {
+            same_lines(&format!("{columns} columns"), &want, &got);
+        }
+    }
+}
+
 /// A generated JSON-era state dir: one agent with entries of every kind the rules tell
 /// apart, transcripts for each, ages spread from minutes to years.
 /// Returns the config and a key with a parent chain (`--active-key` for some seeds).
