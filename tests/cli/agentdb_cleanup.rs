@@ -528,6 +528,44 @@ fn the_action_table_is_as_wide_as_the_terminal_as_the_reference_makes_it() {
     }
 }
 
+#[test]
+fn migration_archives_are_out_of_the_sweep_of_the_apply_too() {
+    // `*.migrated[.N]` and the doctor's exact `pre-doctor-…-repair-<stamp>.bak` are never
+    // scanned; a look-alike `.bak` is, and an old orphan transcript next to them is swept.
+    const SWEEP: &str =
+        r#"{session:{maintenance:{pruneAfter:"30d",maxEntries:12,maxDiskBytes:false}}}"#;
+    let sid = "11111111-2222-4333-8444-555555555555";
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        for args in [&["--dry-run", "--json"][..], &["--enforce", "--json"][..]] {
+            let Some((a, b)) = demo_pair(release, SWEEP) else {
+                return;
+            };
+            for env in [&a, &b] {
+                let dir = env.state().join("agents/main/sessions");
+                for name in [
+                    "sessions.json.migrated".to_string(),
+                    format!("{sid}.jsonl.migrated.1"),
+                    format!("{sid}.jsonl.pre-doctor-branch-repair-2020-01-01T00-00-00-000Z.bak"),
+                    format!("{sid}.jsonl.pre-doctor-fix-repair-2020-01-01.bak"),
+                    "22222222-2222-4333-8444-555555555555.jsonl".to_string(),
+                ] {
+                    let p = dir.join(name);
+                    std::fs::write(&p, "{\"type\":\"session\"}\n").unwrap();
+                    let old = std::time::SystemTime::UNIX_EPOCH
+                        + std::time::Duration::from_secs(1_450_000_000);
+                    std::fs::File::options()
+                        .write(true)
+                        .open(&p)
+                        .unwrap()
+                        .set_modified(old)
+                        .unwrap();
+                }
+            }
+            compare(release, &a, &b, args, "migration archives");
+        }
+    }
+}
+
 /// A generated JSON-era state dir: one agent with entries of every kind the rules tell
 /// apart, transcripts for each, ages spread from minutes to years.
 /// Returns the config and a key with a parent chain (`--active-key` for some seeds).
