@@ -310,24 +310,24 @@ fn warn_mode_still_makes_the_fix_removals_as_the_references_do() {
     }
 }
 
-/// The demo with a parent chain `subagent:9a3b… → cron:nightly-digest:run:7e1f… (spawnedBy)
-/// → cron:nightly-digest → hook:gmail:inbox`, imported by `release`, twice, with `config`.
-fn demo_with_parents(
+/// The demo with its `sessions.json` edited by `edit` (given the store and the sessions
+/// directory), imported by `release`, twice, with `config`.
+fn demo_edited(
     release: Release,
     config: &str,
+    edit: impl Fn(&mut Value, &Path),
 ) -> Option<(tempfile::TempDir, TestEnv, TestEnv)> {
-    let oracle = oracle_path_of(release, "SQLite-era cleanup with parent chains")?;
+    let oracle = oracle_path_of(release, "SQLite-era cleanup on an edited demo")?;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     copy_dir(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo"),
         &state,
     );
-    let store = state.join("agents/main/sessions/sessions.json");
+    let sessions = state.join("agents/main/sessions");
+    let store = sessions.join("sessions.json");
     let mut s: Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
-    s[SUBAGENT]["parentSessionKey"] = json!(CRON_RUN);
-    s[CRON_RUN]["spawnedBy"] = json!("agent:main:cron:nightly-digest");
-    s["agent:main:cron:nightly-digest"]["parentSessionKey"] = json!("agent:main:hook:gmail:inbox");
+    edit(&mut s, &sessions);
     std::fs::write(&store, serde_json::to_string_pretty(&s).unwrap()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
     let mut cmd = Command::new(script);
@@ -340,6 +340,71 @@ fn demo_with_parents(
     );
     let (a, b) = (env_from(&state, config), env_from(&state, config));
     Some((dir, a, b))
+}
+
+/// The demo with a parent chain `subagent:9a3b… → cron:nightly-digest:run:7e1f… (spawnedBy)
+/// → cron:nightly-digest → hook:gmail:inbox`.
+fn demo_with_parents(
+    release: Release,
+    config: &str,
+) -> Option<(tempfile::TempDir, TestEnv, TestEnv)> {
+    demo_edited(release, config, |s, _| {
+        s[SUBAGENT]["parentSessionKey"] = json!(CRON_RUN);
+        s[CRON_RUN]["spawnedBy"] = json!("agent:main:cron:nightly-digest");
+        s["agent:main:cron:nightly-digest"]["parentSessionKey"] =
+            json!("agent:main:hook:gmail:inbox");
+    })
+}
+
+#[test]
+fn legacy_compaction_checkpoints_name_session_ids_as_the_references_read_them() {
+    // The stale cron run has a checkpoint whose pre-compaction transcript is its own second
+    // window (archived and deleted with it); `main` has one naming the cron run's current
+    // session, which therefore stays (moved to `main`).
+    const STALE: &str =
+        r#"{session:{maintenance:{pruneAfter:"3650d",maxEntries:12,maxDiskBytes:false}}}"#;
+    const WEEKLY: &str = "agent:main:cron:weekly-report:run:8f2a9b4c-1d3e-4f5a-8b7c-9d0e1f2a3b4c";
+    let older = "aaaaaaaa-1111-4222-8333-444444444444";
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        let Some((_dir, a, b)) = demo_edited(release, STALE, |s, sessions| {
+            let sid = s[WEEKLY]["sessionId"].as_str().unwrap().to_string();
+            let main = s["agent:main:main"]["sessionId"]
+                .as_str()
+                .unwrap()
+                .to_string();
+            s[WEEKLY]["compactionCheckpoints"] = json!([{"checkpointId": "c1", "sessionKey": WEEKLY,
+                "sessionId": sid, "createdAt": 1457000000000i64, "reason": "manual",
+                "preCompaction": {"sessionId": older}, "postCompaction": {"sessionId": sid}}]);
+            s["agent:main:main"]["compactionCheckpoints"] = json!([{"checkpointId": "c2",
+                "sessionKey": "agent:main:main", "sessionId": main, "createdAt": 1457000000000i64,
+                "reason": "manual", "preCompaction": {"sessionId": sid},
+                "postCompaction": {"sessionId": main}}]);
+            let text = std::fs::read_to_string(sessions.join(format!("{sid}.jsonl"))).unwrap();
+            std::fs::write(
+                sessions.join(format!("{older}.jsonl")),
+                text.replace(&sid, older),
+            )
+            .unwrap();
+        }) else {
+            return;
+        };
+        compare(
+            release,
+            &a,
+            &b,
+            &["--enforce", "--json"],
+            "compaction checkpoints",
+        );
+        let conn = Connection::open(database(&b)).unwrap();
+        let owner: String = conn
+            .query_row(
+                "SELECT session_key FROM session_windows WHERE session_id = '8f2a9b4c-1d3e-4f5a-8b7c-9d0e1f2a3b4c'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(owner, "agent:main:main", "{}", release.version);
+    }
 }
 
 const SUBAGENT: &str = "agent:main:subagent:9a3b0c5d-2e4f-4a6b-9c8d-0e1f2a3b4c5d";
@@ -626,6 +691,16 @@ fn generated_state(seed: u64, dir: &Path) -> (String, Option<String>) {
         if rng.chance(0.05) {
             m.insert("spawnedBy".into(), json!("agent:main:main"));
         }
+        // A legacy compaction history naming another session's id.
+        if !ids.is_empty() && rng.chance(0.1) {
+            let other = rng.pick(&ids).clone();
+            m.insert(
+                "compactionCheckpoints".into(),
+                json!([{"checkpointId": "c", "sessionId": sid, "createdAt": updated,
+                    "reason": "manual", "preCompaction": {"sessionId": other},
+                    "postCompaction": {"sessionId": sid}}]),
+            );
+        }
         // Parent chains, for `--active-key` (the apply protects the chain).
         if !store.is_empty() && rng.chance(0.2) {
             let keys: Vec<String> = store.keys().cloned().collect();
@@ -752,6 +827,10 @@ fn generated_template(
     let db = state.join("agents/main/agent/openclaw-agent.sqlite");
     if seed.is_multiple_of(2) && release.version != SQLITE_FIRST.version {
         age_with_sql(&db, seed);
+    }
+    // Some cases with cold transcripts (2026.9.x's Gateway worker moves them).
+    if seed % 7 == 4 && release.version != SQLITE_FIRST.version {
+        make_cold(release, &state);
     }
     Some((dir, state, config, child))
 }

@@ -18,7 +18,10 @@ use super::{Options, Preview, Summary, Target};
 use crate::fsutil::Confined;
 use crate::store::Store;
 
-/// `collectSessionStateIdsForEntry` (without legacy compaction history).
+/// `collectSessionStateIdsForEntry`: `sessionId`, `previousSessionId`, `usageFamilySessionIds`
+/// and the ids of a legacy `compactionCheckpoints` history (each checkpoint's `sessionId` and
+/// its `preCompaction` / `postCompaction` `sessionId`), each trimmed, once. A malformed history
+/// (which makes the runtime throw) gives what it can: the sweep refuses such a store first.
 pub fn entry_session_ids(e: &Value) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |v: Option<&Value>| {
@@ -36,6 +39,13 @@ pub fn entry_session_ids(e: &Value) -> Vec<String> {
     if let Some(Value::Array(ids)) = e.get("usageFamilySessionIds") {
         for id in ids {
             add(Some(id));
+        }
+    }
+    if let Some(Value::Array(checkpoints)) = e.get("compactionCheckpoints") {
+        for cp in checkpoints {
+            add(cp.get("sessionId"));
+            add(cp.pointer("/preCompaction/sessionId"));
+            add(cp.pointer("/postCompaction/sessionId"));
         }
     }
     out
