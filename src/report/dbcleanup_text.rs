@@ -350,54 +350,21 @@ fn flags_cell(e: &Value) -> String {
 /// The dry-run plan for one database.
 pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
     let s = &p.summary;
+    let archives = match s.rules {
+        Rules::V9 => vec![
+            format!("Would archive inactive sessions: {}", s.archived),
+            format!("Would archive cap overflow: {}", s.cap_archived),
+        ],
+        Rules::V8 => vec![format!(
+            "Would archive inactive dashboard sessions: {}",
+            s.archived
+        )],
+    };
+    super::cleanup_text::render_plan_head(out, s, show_agent, Some(&archives));
     let mut line = |l: String| {
         out.push_str(&l);
         out.push('\n');
     };
-    if show_agent {
-        line(format!("Agent: {}", s.agent_id));
-    }
-    line(format!("Session store: {}", s.store_path));
-    line(format!("Maintenance mode: {}", js_string(&s.mode)));
-    line(format!(
-        "Entries: {} -> {} (remove {})",
-        s.before_count,
-        s.after_count,
-        s.before_count as i64 - s.after_count as i64
-    ));
-    line(format!("Would prune missing transcripts: {}", s.missing));
-    line(format!(
-        "Would retire stale direct DM sessions: {}",
-        s.dm_scope_retired
-    ));
-    line(format!(
-        "Would prune stale model-run probes: {}",
-        s.model_run_pruned
-    ));
-    match s.rules {
-        Rules::V9 => {
-            line(format!("Would archive inactive sessions: {}", s.archived));
-            line(format!("Would archive cap overflow: {}", s.cap_archived));
-        }
-        Rules::V8 => line(format!(
-            "Would archive inactive dashboard sessions: {}",
-            s.archived
-        )),
-    }
-    line(format!("Would prune stale: {}", s.pruned));
-    line(format!("Would cap overflow: {}", s.capped));
-    if s.unreferenced.scanned_files > 0 {
-        line(format!(
-            "Would prune unreferenced artifacts: {}",
-            s.unreferenced.removed_files
-        ));
-    }
-    if let Some(b) = &s.disk_budget {
-        line(format!(
-            "Would enforce disk budget: {} -> {} bytes (files {}, entries {})",
-            b.total_bytes_before, b.total_bytes_after, b.removed_files, b.removed_entries
-        ));
-    }
     if p.before.is_empty() {
         return;
     }

@@ -125,11 +125,27 @@ impl Settings {
     }
 }
 
-/// The per-store summary the reference prints with `--json`.
+/// The per-store summary the reference prints with `--json`: the JSON era's summary (its
+/// `repaired` left out) with the archive counters.
 #[derive(Debug, Clone)]
 pub struct Summary {
+    /// What both eras print; `store_path` is the database path, as the reference shows it.
+    pub base: crate::maintenance::summary::Summary,
+    pub rules: Rules,
+    pub archived: u64,
+    pub cap_archived: u64,
+}
+
+impl std::ops::Deref for Summary {
+    type Target = crate::maintenance::summary::Summary;
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
+}
+
+/// The fields a database cleanup fills in.
+pub struct Counts {
     pub agent_id: String,
-    /// The database path, as the reference shows it.
     pub store_path: String,
     pub rules: Rules,
     pub mode: Value,
@@ -149,50 +165,56 @@ pub struct Summary {
     pub applied_count: Option<u64>,
 }
 
-impl Summary {
-    /// The summary as a JSON object, keys in the reference's order.
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("agentId".into(), json!(self.agent_id));
-        m.insert("storePath".into(), json!(self.store_path));
-        m.insert("mode".into(), self.mode.clone());
-        m.insert("dryRun".into(), json!(self.dry_run));
-        m.insert("beforeCount".into(), json!(self.before_count));
-        m.insert("afterCount".into(), json!(self.after_count));
-        m.insert("missing".into(), json!(self.missing));
-        m.insert("dmScopeRetired".into(), json!(self.dm_scope_retired));
-        m.insert("modelRunPruned".into(), json!(self.model_run_pruned));
-        m.insert("archived".into(), json!(self.archived));
-        if self.rules == Rules::V9 {
-            m.insert("capArchived".into(), json!(self.cap_archived));
-        }
-        m.insert("pruned".into(), json!(self.pruned));
-        m.insert("capped".into(), json!(self.capped));
-        let u = &self.unreferenced;
-        m.insert(
-            "unreferencedArtifacts".into(),
-            json!({"scannedFiles": u.scanned_files, "removedFiles": u.removed_files, "freedBytes": u.freed_bytes, "olderThanMs": u.older_than_ms}),
-        );
-        m.insert(
-            "diskBudget".into(),
-            match &self.disk_budget {
-                None => Value::Null,
-                Some(b) => json!({
-                    "totalBytesBefore": b.total_bytes_before,
-                    "totalBytesAfter": b.total_bytes_after,
-                    "removedFiles": b.removed_files,
-                    "removedEntries": b.removed_entries,
-                    "freedBytes": b.freed_bytes,
-                    "maxBytes": b.max_bytes,
-                    "highWaterBytes": b.high_water_bytes,
-                    "overBudget": b.over_budget,
-                }),
+impl From<Counts> for Summary {
+    fn from(c: Counts) -> Summary {
+        Summary {
+            base: crate::maintenance::summary::Summary {
+                agent_id: c.agent_id,
+                store_path: c.store_path,
+                mode: c.mode,
+                dry_run: c.dry_run,
+                before_count: c.before_count,
+                after_count: c.after_count,
+                repaired: 0,
+                missing: c.missing,
+                dm_scope_retired: c.dm_scope_retired,
+                model_run_pruned: c.model_run_pruned,
+                pruned: c.pruned,
+                capped: c.capped,
+                unreferenced: c.unreferenced,
+                disk_budget: c.disk_budget,
+                would_mutate: c.would_mutate,
+                applied_count: c.applied_count,
+                logs: Vec::new(),
+                left_in_use: Vec::new(),
             },
-        );
-        m.insert("wouldMutate".into(), json!(self.would_mutate));
-        if let Some(n) = self.applied_count {
-            m.insert("applied".into(), json!(true));
-            m.insert("appliedCount".into(), json!(n));
+            rules: c.rules,
+            archived: c.archived,
+            cap_archived: c.cap_archived,
+        }
+    }
+}
+
+impl Summary {
+    /// The summary as a JSON object, keys in the reference's order: the JSON era's without
+    /// `repaired`, with `archived` (and on 2026.9.x `capArchived`) after `modelRunPruned`.
+    pub fn to_json(&self) -> Value {
+        let Value::Object(base) = self.base.to_json() else {
+            unreachable!("a summary is an object")
+        };
+        let mut m = Map::new();
+        for (k, v) in base {
+            if k == "repaired" {
+                continue;
+            }
+            let after = k == "modelRunPruned";
+            m.insert(k, v);
+            if after {
+                m.insert("archived".into(), json!(self.archived));
+                if self.rules == Rules::V9 {
+                    m.insert("capArchived".into(), json!(self.cap_archived));
+                }
+            }
         }
         Value::Object(m)
     }
@@ -332,7 +354,7 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
     let archived = (entry_plan.count(plan::ArchivePhase::Dashboard)
         + entry_plan.count(plan::ArchivePhase::Age)) as u64;
     let cap_archived = entry_plan.count(plan::ArchivePhase::Cap) as u64;
-    let summary = Summary {
+    let summary = Summary::from(Counts {
         agent_id: t.agent_id.clone(),
         store_path: t.db.display().to_string(),
         rules,
@@ -358,7 +380,7 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
         unreferenced,
         disk_budget,
         applied_count: None,
-    };
+    });
     Ok(Preview {
         summary,
         before,

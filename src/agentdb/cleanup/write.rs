@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::disk::{self, Layout};
 use super::plan::{self, ArchivePhase, Rules};
-use super::{Options, Preview, Summary, Target};
+use super::{Counts, Options, Preview, Summary, Target};
 use crate::fsutil::Confined;
 use crate::store::Store;
 
@@ -686,7 +686,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let cap_archived = entry_plan.count(ArchivePhase::Cap) as u64;
     let removed = entry_plan.deleted().count();
     let b = disk_budget.as_ref();
-    Ok(Summary {
+    Ok(Summary::from(Counts {
         agent_id: t.agent_id.clone(),
         store_path: t.db.display().to_string(),
         rules,
@@ -718,5 +718,5 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             Rules::V9 => final_count,
             Rules::V8 => lifecycle_count,
         }),
-    })
+    }))
 }
