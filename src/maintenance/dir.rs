@@ -20,6 +20,8 @@ pub struct Dir<'a> {
     pub snapshot: std::cell::OnceCell<Scanned>,
     /// A simulation's last referenced set, with the store keys it was computed for.
     referenced: std::cell::RefCell<Option<(Vec<String>, std::rc::Rc<PathSet>)>>,
+    /// Names a scan leaves out (see [`Dir::excluding`]).
+    excluded: fn(&str) -> bool,
 }
 
 /// The directory's regular files and its prompt blob files.
@@ -37,7 +39,21 @@ impl<'a> Dir<'a> {
             confined,
             snapshot: std::cell::OnceCell::new(),
             referenced: std::cell::RefCell::new(None),
+            excluded: |_| false,
         }
+    }
+
+    /// Leave the regular files whose name `excluded` accepts out of every scan (the
+    /// SQLite-era releases never see migration archives).
+    pub fn excluding(mut self, excluded: fn(&str) -> bool) -> Self {
+        self.excluded = excluded;
+        self
+    }
+
+    fn scan(&self) -> Scanned {
+        let (mut files, blobs) = scan(self.sessions_dir);
+        files.retain(|f| !(self.excluded)(&f.name));
+        (files, blobs)
     }
 
     /// `files::referenced_paths(s)`. A simulation reuses its last answer when `s` has the
@@ -72,10 +88,8 @@ impl<'a> Dir<'a> {
     /// removed files), once per run when simulating.
     pub(super) fn files(&self) -> std::borrow::Cow<'_, Scanned> {
         match self.confined {
-            Some(_) => std::borrow::Cow::Owned(scan(self.sessions_dir)),
-            None => {
-                std::borrow::Cow::Borrowed(self.snapshot.get_or_init(|| scan(self.sessions_dir)))
-            }
+            Some(_) => std::borrow::Cow::Owned(self.scan()),
+            None => std::borrow::Cow::Borrowed(self.snapshot.get_or_init(|| self.scan())),
         }
     }
 

@@ -286,9 +286,15 @@ pub(crate) fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
         .then_with(|| a.cmp(b))
 }
 
-/// The dry-run plan for one store.
-pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
-    let s = &p.summary;
+/// The lines both eras' dry-run plans open with, up to the disk-budget line. `sqlite` holds
+/// the SQLite era's archive lines, printed after the model-run line; without it the JSON
+/// era's `repaired` line follows the entries line.
+pub(crate) fn render_plan_head(
+    out: &mut String,
+    s: &Summary,
+    show_agent: bool,
+    sqlite: Option<&[String]>,
+) {
     let mut line = |l: String| {
         out.push_str(&l);
         out.push('\n');
@@ -304,7 +310,9 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         s.after_count,
         s.before_count as i64 - s.after_count as i64
     ));
-    line(format!("Would repair sessionFile metadata: {}", s.repaired));
+    if sqlite.is_none() {
+        line(format!("Would repair sessionFile metadata: {}", s.repaired));
+    }
     line(format!("Would prune missing transcripts: {}", s.missing));
     line(format!(
         "Would retire stale direct DM sessions: {}",
@@ -314,6 +322,9 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         "Would prune stale model-run probes: {}",
         s.model_run_pruned
     ));
+    for l in sqlite.unwrap_or_default() {
+        line(l.clone());
+    }
     line(format!("Would prune stale: {}", s.pruned));
     line(format!("Would cap overflow: {}", s.capped));
     if s.unreferenced.scanned_files > 0 {
@@ -328,6 +339,16 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             b.total_bytes_before, b.total_bytes_after, b.removed_files, b.removed_entries
         ));
     }
+}
+
+/// The dry-run plan for one store.
+pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
+    let s = &p.summary;
+    render_plan_head(out, s, show_agent, None);
+    let mut line = |l: String| {
+        out.push_str(&l);
+        out.push('\n');
+    };
     if p.before.is_empty() {
         return;
     }

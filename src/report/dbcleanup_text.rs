@@ -1,7 +1,7 @@
 //! The human output of `cleanup` on a SQLite-era agent database, line for line as
 //! `openclaw sessions cleanup` of 2026.9.x (and 2026.8.x) prints it when stdout is not a
 //! terminal: the dry-run plan (summary lines, the boxed action table of terminal-core's
-//! `renderTable` at its 120-column fallback width, the label summary) and the applied lines.
+//! `renderTable` as wide as the terminal, 120 columns when stdout is not one, the label summary) and the applied lines.
 
 use serde_json::Value;
 
@@ -10,8 +10,15 @@ use crate::agentdb::cleanup::{Preview, Rules, Summary};
 use crate::config::Config;
 use crate::js::utf16_len;
 
-/// `getTerminalTableWidth()` when stdout is not a terminal.
-const TABLE_WIDTH: usize = 120;
+/// `getTerminalTableWidth()`: `max(60, process.stdout.columns ?? 120)`, where Node sets
+/// `columns` only when stdout is a terminal.
+fn table_width() -> usize {
+    table_width_for(super::text::terminal_columns())
+}
+
+fn table_width_for(columns: Option<usize>) -> usize {
+    columns.map_or(120, |c| c.max(60))
+}
 
 fn width(s: &str) -> usize {
     s.chars().count()
@@ -343,54 +350,21 @@ fn flags_cell(e: &Value) -> String {
 /// The dry-run plan for one database.
 pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
     let s = &p.summary;
+    let archives = match s.rules {
+        Rules::V9 => vec![
+            format!("Would archive inactive sessions: {}", s.archived),
+            format!("Would archive cap overflow: {}", s.cap_archived),
+        ],
+        Rules::V8 => vec![format!(
+            "Would archive inactive dashboard sessions: {}",
+            s.archived
+        )],
+    };
+    super::cleanup_text::render_plan_head(out, s, show_agent, Some(&archives));
     let mut line = |l: String| {
         out.push_str(&l);
         out.push('\n');
     };
-    if show_agent {
-        line(format!("Agent: {}", s.agent_id));
-    }
-    line(format!("Session store: {}", s.store_path));
-    line(format!("Maintenance mode: {}", js_string(&s.mode)));
-    line(format!(
-        "Entries: {} -> {} (remove {})",
-        s.before_count,
-        s.after_count,
-        s.before_count as i64 - s.after_count as i64
-    ));
-    line(format!("Would prune missing transcripts: {}", s.missing));
-    line(format!(
-        "Would retire stale direct DM sessions: {}",
-        s.dm_scope_retired
-    ));
-    line(format!(
-        "Would prune stale model-run probes: {}",
-        s.model_run_pruned
-    ));
-    match s.rules {
-        Rules::V9 => {
-            line(format!("Would archive inactive sessions: {}", s.archived));
-            line(format!("Would archive cap overflow: {}", s.cap_archived));
-        }
-        Rules::V8 => line(format!(
-            "Would archive inactive dashboard sessions: {}",
-            s.archived
-        )),
-    }
-    line(format!("Would prune stale: {}", s.pruned));
-    line(format!("Would cap overflow: {}", s.capped));
-    if s.unreferenced.scanned_files > 0 {
-        line(format!(
-            "Would prune unreferenced artifacts: {}",
-            s.unreferenced.removed_files
-        ));
-    }
-    if let Some(b) = &s.disk_budget {
-        line(format!(
-            "Would enforce disk budget: {} -> {} bytes (files {}, entries {})",
-            b.total_bytes_before, b.total_bytes_after, b.removed_files, b.removed_entries
-        ));
-    }
     if p.before.is_empty() {
         return;
     }
@@ -453,7 +427,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             ("Flags", true),
         ],
         &cells,
-        TABLE_WIDTH,
+        table_width(),
     );
     line(table.trim_end().to_string());
     labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
@@ -518,6 +492,15 @@ pub fn render_applied(out: &mut String, summaries: &[Applied]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_is_as_wide_as_the_terminal_and_at_least_60_columns() {
+        // `getTerminalTableWidth()`: `max(60, process.stdout.columns ?? 120)`.
+        assert_eq!(table_width_for(None), 120);
+        assert_eq!(table_width_for(Some(200)), 200);
+        assert_eq!(table_width_for(Some(84)), 84);
+        assert_eq!(table_width_for(Some(40)), 60);
+    }
 
     #[test]
     fn wraps_at_break_characters() {

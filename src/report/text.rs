@@ -18,7 +18,7 @@ pub fn width() -> usize {
 }
 
 /// The columns of the terminal on stdout, if stdout is a terminal.
-fn terminal_columns() -> Option<usize> {
+pub(crate) fn terminal_columns() -> Option<usize> {
     use std::io::IsTerminal;
     if !std::io::stdout().is_terminal() {
         return None;

@@ -388,7 +388,7 @@ fn the_cleanup_figure_is_what_cleanup_enforce_frees_on_generated_databases() {
         } else {
             SQLITE_LATEST
         };
-        let Some((_dir, template, config)) = generated_template(release, 7300 + seed) else {
+        let Some((_dir, template, config, _)) = generated_template(release, 7300 + seed) else {
             return;
         };
         let env = env_from(&template, &config);

@@ -147,6 +147,11 @@ fn evict_window(conn: &Connection, l: &Layout, sid: &str) -> Result<bool> {
         )
         .optional()?;
     let Some(key) = key else { return Ok(false) };
+    // A cold transcript's window holds its cold archive: never deleted (as the reference's
+    // delete plans skip cold sessions).
+    if write::cold_ids(conn)?.contains(sid) {
+        return Ok(false);
+    }
     let archive = write::materialize(conn, sid, &key, l.rules)?;
     let tx = begin(conn)?;
     if let Some(a) = &archive {
@@ -175,7 +180,8 @@ fn evict_entry(conn: &Connection, key: &str, entry: &Value) -> Result<()> {
     }
     let owned = key.to_string();
     let removed: HashSet<&String> = std::iter::once(&owned).collect();
-    let keep = referenced_ids(&tx, &removed)?;
+    let mut keep = referenced_ids(&tx, &removed)?;
+    keep.extend(write::cold_ids(&tx)?);
     for id in ids.iter().filter(|id| !keep.contains(*id)) {
         delete_window(&tx, id)?;
     }

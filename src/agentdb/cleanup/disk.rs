@@ -48,13 +48,16 @@ impl Layout {
     }
 }
 
-/// A migration archive the runtime leaves out of its scans: `*.migrated[.N]` and
-/// `*.jsonl.pre-doctor-…-repair-<ts>.bak`.
+/// A migration archive the runtime leaves out of its scans (`isMigrationArchiveArtifactName`):
+/// `*.migrated[.N]` and `*.jsonl.pre-doctor-(branch|openai-codex)-repair-<stamp>.bak`.
 fn is_migration_archive(name: &str) -> bool {
-    let migrated = regex::Regex::new(r"\.migrated(\.\d+)?$").is_ok_and(|r| r.is_match(name));
-    let doctor = regex::Regex::new(r"\.jsonl\.pre-doctor-.*-repair-.*\.bak$")
-        .is_ok_and(|r| r.is_match(name));
-    migrated || doctor
+    static RE: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(
+            r"\.migrated(?:\.\d+)?$|\.jsonl\.pre-doctor-(?:branch|openai-codex)-repair-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z\.bak$",
+        )
+        .expect("a valid pattern")
+    });
+    RE.is_match(name)
 }
 
 /// `isRetainedSessionTranscriptArchiveName`.
@@ -111,10 +114,8 @@ pub fn sweep(
             ..Default::default()
         });
     }
-    let d = match confined {
-        None => Dir::simulated(&l.sessions_dir, &l.store_path, scanned(&l.sessions_dir)),
-        Some(c) => Dir::new(&l.sessions_dir, &l.store_path, Some(c)),
-    };
+    // Migration archives are out of the scan, of a simulation and of the real sweep alike.
+    let d = Dir::new(&l.sessions_dir, &l.store_path, confined).excluding(is_migration_archive);
     budget::sweep(&d, s, older, excluded)
 }
 

@@ -126,11 +126,27 @@ impl Settings {
     }
 }
 
-/// The per-store summary the reference prints with `--json`.
+/// The per-store summary the reference prints with `--json`: the JSON era's summary (its
+/// `repaired` left out) with the archive counters.
 #[derive(Debug, Clone)]
 pub struct Summary {
+    /// What both eras print; `store_path` is the database path, as the reference shows it.
+    pub base: crate::maintenance::summary::Summary,
+    pub rules: Rules,
+    pub archived: u64,
+    pub cap_archived: u64,
+}
+
+impl std::ops::Deref for Summary {
+    type Target = crate::maintenance::summary::Summary;
+    fn deref(&self) -> &Self::Target {
+        &self.base
+    }
+}
+
+/// The fields a database cleanup fills in.
+pub struct Counts {
     pub agent_id: String,
-    /// The database path, as the reference shows it.
     pub store_path: String,
     pub rules: Rules,
     pub mode: Value,
@@ -150,50 +166,56 @@ pub struct Summary {
     pub applied_count: Option<u64>,
 }
 
-impl Summary {
-    /// The summary as a JSON object, keys in the reference's order.
-    pub fn to_json(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("agentId".into(), json!(self.agent_id));
-        m.insert("storePath".into(), json!(self.store_path));
-        m.insert("mode".into(), self.mode.clone());
-        m.insert("dryRun".into(), json!(self.dry_run));
-        m.insert("beforeCount".into(), json!(self.before_count));
-        m.insert("afterCount".into(), json!(self.after_count));
-        m.insert("missing".into(), json!(self.missing));
-        m.insert("dmScopeRetired".into(), json!(self.dm_scope_retired));
-        m.insert("modelRunPruned".into(), json!(self.model_run_pruned));
-        m.insert("archived".into(), json!(self.archived));
-        if self.rules == Rules::V9 {
-            m.insert("capArchived".into(), json!(self.cap_archived));
-        }
-        m.insert("pruned".into(), json!(self.pruned));
-        m.insert("capped".into(), json!(self.capped));
-        let u = &self.unreferenced;
-        m.insert(
-            "unreferencedArtifacts".into(),
-            json!({"scannedFiles": u.scanned_files, "removedFiles": u.removed_files, "freedBytes": u.freed_bytes, "olderThanMs": u.older_than_ms}),
-        );
-        m.insert(
-            "diskBudget".into(),
-            match &self.disk_budget {
-                None => Value::Null,
-                Some(b) => json!({
-                    "totalBytesBefore": b.total_bytes_before,
-                    "totalBytesAfter": b.total_bytes_after,
-                    "removedFiles": b.removed_files,
-                    "removedEntries": b.removed_entries,
-                    "freedBytes": b.freed_bytes,
-                    "maxBytes": b.max_bytes,
-                    "highWaterBytes": b.high_water_bytes,
-                    "overBudget": b.over_budget,
-                }),
+impl From<Counts> for Summary {
+    fn from(c: Counts) -> Summary {
+        Summary {
+            base: crate::maintenance::summary::Summary {
+                agent_id: c.agent_id,
+                store_path: c.store_path,
+                mode: c.mode,
+                dry_run: c.dry_run,
+                before_count: c.before_count,
+                after_count: c.after_count,
+                repaired: 0,
+                missing: c.missing,
+                dm_scope_retired: c.dm_scope_retired,
+                model_run_pruned: c.model_run_pruned,
+                pruned: c.pruned,
+                capped: c.capped,
+                unreferenced: c.unreferenced,
+                disk_budget: c.disk_budget,
+                would_mutate: c.would_mutate,
+                applied_count: c.applied_count,
+                logs: Vec::new(),
+                left_in_use: Vec::new(),
             },
-        );
-        m.insert("wouldMutate".into(), json!(self.would_mutate));
-        if let Some(n) = self.applied_count {
-            m.insert("applied".into(), json!(true));
-            m.insert("appliedCount".into(), json!(n));
+            rules: c.rules,
+            archived: c.archived,
+            cap_archived: c.cap_archived,
+        }
+    }
+}
+
+impl Summary {
+    /// The summary as a JSON object, keys in the reference's order: the JSON era's without
+    /// `repaired`, with `archived` (and on 2026.9.x `capArchived`) after `modelRunPruned`.
+    pub fn to_json(&self) -> Value {
+        let Value::Object(base) = self.base.to_json() else {
+            unreachable!("a summary is an object")
+        };
+        let mut m = Map::new();
+        for (k, v) in base {
+            if k == "repaired" {
+                continue;
+            }
+            let after = k == "modelRunPruned";
+            m.insert(k, v);
+            if after {
+                m.insert("archived".into(), json!(self.archived));
+                if self.rules == Rules::V9 {
+                    m.insert("capArchived".into(), json!(self.cap_archived));
+                }
+            }
         }
         Value::Object(m)
     }
@@ -211,9 +233,15 @@ pub struct Preview {
 }
 
 /// Every `session_nodes` entry as the reference lists it (`entry_json` parsed), in key order.
+/// A row whose entry has no identity (`parseSqliteSessionEntryRecord`: an object with a string
+/// `sessionId` and a finite `updatedAt` that agree with the row's `current_session_id` and
+/// `updated_at`) is not an entry: the node a removal cleared to keep its cold windows
+/// (`entry_json` `{}`) is one; it is neither listed, counted nor touched.
 pub fn load_entries(conn: &rusqlite::Connection) -> Result<Store> {
-    let mut stmt =
-        conn.prepare("SELECT session_key, entry_json FROM session_nodes ORDER BY session_key")?;
+    let mut stmt = conn.prepare(
+        "SELECT session_key, entry_json, current_session_id, updated_at FROM session_nodes \
+         ORDER BY session_key",
+    )?;
     let mut rows = stmt.query([])?;
     let mut s = Store::new();
     while let Some(r) = rows.next()? {
@@ -221,14 +249,75 @@ pub fn load_entries(conn: &rusqlite::Connection) -> Result<Store> {
         let json: String = r.get(1)?;
         let v = crate::jsjson::parse(json.as_bytes())
             .with_context(|| format!("session_nodes row {key:?}: entry_json does not parse"))?;
-        s.insert(key, v);
+        let current: Option<String> = r.get(2)?;
+        let updated: Option<f64> = r.get(3)?;
+        let identity = v.get("sessionId").and_then(Value::as_str) == current.as_deref()
+            && current.is_some()
+            && v.get("updatedAt")
+                .and_then(Value::as_f64)
+                .is_some_and(|u| u.is_finite() && Some(u) == updated);
+        if identity {
+            s.insert(key, v);
+        }
     }
     Ok(s)
 }
 
-/// The preserve set of a run: `--active-key`.
+/// The preserve set of a preview: `--active-key`, normalized (`normalizeStoreSessionKey`).
+/// The preview protects only the key itself, as the reference's does; the apply adds its
+/// parent chain ([`active_chain`]).
 fn preserve_keys(o: &Options) -> HashSet<String> {
-    o.active_key.iter().cloned().collect()
+    crate::keys::preserve_set(o.active_key.as_deref())
+        .into_iter()
+        .collect()
+}
+
+/// The preserve set of an apply (`collectSqliteSessionMaintenanceBaseKeys`): `--active-key`
+/// and the chain of its parents, each key normalized, as the runtime walks it in the
+/// maintenance transaction after the `--fix-*` removals. 2026.9.x walks the
+/// `parent_session_key` projection of the unarchived nodes (the entry's `parentSessionKey`,
+/// else its `spawnedBy`); 2026.8.x the `parentSessionKey` of every entry. `s` is the store
+/// after the removals.
+pub fn active_chain(
+    conn: &rusqlite::Connection,
+    rules: Rules,
+    s: &Store,
+    active: Option<&str>,
+) -> Result<HashSet<String>> {
+    use crate::keys::normalize_key;
+    let mut parents: std::collections::HashMap<String, String> = Default::default();
+    let column = rules == Rules::V9 && {
+        let mut stmt = conn.prepare(
+            "SELECT 1 FROM pragma_table_info('session_nodes') WHERE name = 'parent_session_key'",
+        )?;
+        stmt.exists([])?
+    };
+    if column {
+        let mut stmt = conn.prepare(
+            "SELECT session_key, parent_session_key FROM session_nodes WHERE archived_at IS NULL",
+        )?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            let key: String = r.get(0)?;
+            if let Some(parent) = r.get::<_, Option<String>>(1)?
+                && s.contains_key(&key)
+            {
+                parents.insert(key, parent);
+            }
+        }
+    } else {
+        for (k, e) in s {
+            if let Some(p) = e.get("parentSessionKey").and_then(Value::as_str) {
+                parents.insert(k.clone(), p.to_string());
+            }
+        }
+    }
+    let mut out = HashSet::new();
+    let mut current = normalize_key(active.unwrap_or(""));
+    while !current.is_empty() && out.insert(current.clone()) {
+        current = normalize_key(parents.get(&current).map_or("", String::as_str));
+    }
+    Ok(out)
 }
 
 /// Plan one database without writing anything.
@@ -266,7 +355,7 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
     let archived = (entry_plan.count(plan::ArchivePhase::Dashboard)
         + entry_plan.count(plan::ArchivePhase::Age)) as u64;
     let cap_archived = entry_plan.count(plan::ArchivePhase::Cap) as u64;
-    let summary = Summary {
+    let summary = Summary::from(Counts {
         agent_id: t.agent_id.clone(),
         store_path: t.db.display().to_string(),
         rules,
@@ -292,7 +381,7 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
         unreferenced,
         disk_budget,
         applied_count: None,
-    };
+    });
     Ok(Preview {
         summary,
         before,
@@ -303,22 +392,48 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
 }
 
 /// Whether the transcript of `session_id` has no message (`inspectConfirmedMessageFreeTranscript`):
-/// no rows count as none; a transcript that cannot be read is not confirmed.
+/// its rows are read in `seq` order, all of them (`readTranscriptEventRows`), and no rows count
+/// as none. A transcript that cannot be judged is not confirmed: one in cold storage (the
+/// runtime refuses to read it hot), one that cannot be read, or a row that does not parse
+/// (`JSON.parse` throws).
 pub fn message_free(conn: &rusqlite::Connection, session_id: &str) -> bool {
     use std::io::BufRead;
+    if !matches!(write::is_cold(conn, session_id), Ok(false)) {
+        return false;
+    }
     let found = read::with_transcript(conn, session_id, |r| {
         let reader = std::io::BufReader::new(r);
         for line in reader.split(b'\n') {
             let line = line?;
-            if let Ok(v) = serde_json::from_slice::<Value>(&line)
-                && removals::is_message_record(&v)
-            {
-                return Ok(true);
+            match crate::jsjson::parse(&line) {
+                Ok(v) if !removals::is_message_record(&v) => {}
+                _ => return Ok(true),
             }
         }
         Ok(false)
     });
     matches!(found, Ok(false))
+}
+
+/// The `--fix-missing` and `--fix-dm-scope` removals on `s`: (missing, dm-scope) keys.
+pub fn fix_removals(
+    conn: &rusqlite::Connection,
+    t: &Target,
+    o: &Options,
+    rules: Rules,
+    s: &mut Store,
+) -> (Vec<String>, Vec<String>) {
+    let missing = if o.fix_missing {
+        removals::fix_missing(s, rules, |sid| message_free(conn, sid))
+    } else {
+        Vec::new()
+    };
+    let dm_scope = if o.fix_dm_scope {
+        removals::retire_dm_scope(s, &o.dm_scope, &t.agent_id, o.active_key.as_deref())
+    } else {
+        Vec::new()
+    };
+    (missing, dm_scope)
 }
 
 /// The `--fix-missing` and `--fix-dm-scope` removals, then the entry plan, on `s`.
@@ -331,16 +446,7 @@ pub fn plan_all(
     p: &plan::Preserve<'_>,
     s: &mut Store,
 ) -> EntryPlan {
-    let missing = if o.fix_missing {
-        removals::fix_missing(s, rules, |sid| message_free(conn, sid))
-    } else {
-        Vec::new()
-    };
-    let dm_scope = if o.fix_dm_scope {
-        removals::retire_dm_scope(s, &o.dm_scope, &t.agent_id, o.active_key.as_deref())
-    } else {
-        Vec::new()
-    };
+    let (missing, dm_scope) = fix_removals(conn, t, o, rules, s);
     let mut entry_plan = plan::plan(s, settings, p, crate::maintenance::now_ms);
     entry_plan.missing = missing;
     entry_plan.dm_scope = dm_scope;

@@ -14,11 +14,14 @@ use sha2::{Digest, Sha256};
 
 use super::disk::{self, Layout};
 use super::plan::{self, ArchivePhase, Rules};
-use super::{Options, Preview, Summary, Target};
+use super::{Counts, Options, Preview, Summary, Target};
 use crate::fsutil::Confined;
 use crate::store::Store;
 
-/// `collectSessionStateIdsForEntry` (without legacy compaction history).
+/// `collectSessionStateIdsForEntry`: `sessionId`, `previousSessionId`, `usageFamilySessionIds`
+/// and the ids of a legacy `compactionCheckpoints` history (each checkpoint's `sessionId` and
+/// its `preCompaction` / `postCompaction` `sessionId`), each trimmed, once. A malformed history
+/// (which makes the runtime throw) gives what it can: the sweep refuses such a store first.
 pub fn entry_session_ids(e: &Value) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |v: Option<&Value>| {
@@ -36,6 +39,13 @@ pub fn entry_session_ids(e: &Value) -> Vec<String> {
     if let Some(Value::Array(ids)) = e.get("usageFamilySessionIds") {
         for id in ids {
             add(Some(id));
+        }
+    }
+    if let Some(Value::Array(checkpoints)) = e.get("compactionCheckpoints") {
+        for cp in checkpoints {
+            add(cp.get("sessionId"));
+            add(cp.pointer("/preCompaction/sessionId"));
+            add(cp.pointer("/postCompaction/sessionId"));
         }
     }
     out
@@ -323,7 +333,137 @@ pub(super) fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
             }
         }
     }
+    let remaining: Option<(String, i64)> = tx
+        .query_row(
+            "SELECT session_id, updated_at FROM session_windows WHERE session_key = ?1 \
+             ORDER BY updated_at DESC, session_id ASC LIMIT 1",
+            [key],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    if let Some((sid, updated_at)) = remaining {
+        clear_node(tx, key, &sid, updated_at)?;
+        return Ok(1);
+    }
     Ok(tx.execute("DELETE FROM session_nodes WHERE session_key = ?1", [key])?)
+}
+
+/// The session ids whose transcript is in cold storage (`session_transcript_cold_archives`):
+/// the reference never deletes their windows (the cold archive row and its file stay).
+pub(super) fn cold_ids(conn: &Connection) -> Result<HashSet<String>> {
+    if !has_table(conn, "session_transcript_cold_archives")? {
+        return Ok(HashSet::new());
+    }
+    let mut stmt = conn.prepare("SELECT session_id FROM session_transcript_cold_archives")?;
+    let ids = stmt
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(ids)
+}
+
+/// Whether the transcript of `sid` is in cold storage.
+pub(super) fn is_cold(conn: &Connection, sid: &str) -> Result<bool> {
+    if !has_table(conn, "session_transcript_cold_archives")? {
+        return Ok(false);
+    }
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM session_transcript_cold_archives WHERE session_id = ?1",
+            [sid],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
+}
+
+fn columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
+    let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
+    let cols = stmt
+        .query_map([table], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<_>>()?;
+    Ok(cols)
+}
+
+/// `clearSqliteSessionEntryPreservingWindows`: a removed entry that still owns windows (a
+/// cold transcript) keeps its node, cleared (`entry_json` `{}`, `entry_valid` -1, the
+/// projections null) so that its windows and their cold archives stay; the node's own
+/// artifacts (`deleteSessionNodeArtifacts`) go.
+fn clear_node(tx: &Connection, key: &str, sid: &str, updated_at: i64) -> Result<()> {
+    let tables = [
+        "session_pending_inputs",
+        "heartbeat_outcomes",
+        "session_participants",
+        "session_progress_cards",
+        "session_members",
+        "session_suggestions",
+    ];
+    for t in tables {
+        if has_table(tx, t)? {
+            tx.execute(&format!("DELETE FROM {t} WHERE session_key = ?1"), [key])?;
+        }
+    }
+    if has_table(tx, "board_tabs")? && has_table(tx, "board_widgets")? {
+        tx.execute("DELETE FROM board_widgets WHERE session_key = ?1", [key])?;
+        tx.execute("DELETE FROM board_tabs WHERE session_key = ?1", [key])?;
+    }
+    let cols = columns(tx, "session_nodes")?;
+    if cols.iter().any(|c| c == "legacy_acp_migration_json") {
+        tx.execute(
+            "UPDATE session_nodes SET legacy_acp_migration_json = NULL WHERE session_key = ?1 \
+             AND legacy_acp_migration_json IS NOT NULL AND json_array_length(legacy_acp_migration_json) > 0",
+            [key],
+        )?;
+    }
+    const CLEARED: &[&str] = &[
+        "status",
+        "created_at",
+        "created_via",
+        "created_actor_type",
+        "created_actor_id",
+        "project_id",
+        "parent_session_key",
+        "spawned_by",
+        "fork_source_session_key",
+        "fork_source_session_id",
+        "fork_source_entry_id",
+        "label",
+        "display_name",
+        "category",
+        "icon",
+        "pinned_at",
+        "archived_at",
+        "last_read_at",
+        "last_interaction_at",
+        "last_activity_at",
+        "owner_actor_type",
+        "owner_actor_id",
+        "owner_assigned_by_type",
+        "owner_assigned_by_id",
+        "owner_assigned_at",
+    ];
+    let nulls: String = CLEARED
+        .iter()
+        .filter(|c| cols.iter().any(|x| x == *c))
+        .map(|c| format!(", {c} = NULL"))
+        .collect();
+    tx.execute(
+        &format!(
+            "UPDATE session_nodes SET current_session_id = ?1, entry_json = '{{}}', \
+             entry_valid = -1, updated_at = ?2{nulls} WHERE session_key = ?3"
+        ),
+        params![sid, updated_at, key],
+    )?;
+    tx.execute(
+        "UPDATE session_nodes SET entry_valid = -1 WHERE session_key = ?1",
+        [key],
+    )?;
+    if has_table(tx, "session_canonical_validation_pending")? {
+        tx.execute(
+            "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
+            [key],
+        )?;
+    }
+    Ok(())
 }
 
 /// Insert an archive row (unpublished).
@@ -526,7 +666,8 @@ fn delete_entries(
         return Ok((0, Vec::new()));
     }
     let removed: HashSet<&String> = deleted.iter().copied().collect();
-    let keep = referenced_ids(tx, &removed)?;
+    let mut keep = referenced_ids(tx, &removed)?;
+    keep.extend(cold_ids(tx)?);
     // Session ids per removed key, each id once (the first key that names it owns it).
     let mut plans: Vec<(String, String)> = Vec::new();
     let mut seen: HashSet<String> = HashSet::new();
@@ -624,12 +765,9 @@ fn publish_entries(
     Ok(())
 }
 
+/// `readSessionEntryCount`: the entries (a cleared node is none).
 fn row_count(conn: &Connection) -> Result<u64> {
-    Ok(
-        conn.query_row("SELECT count(*) FROM session_nodes", [], |r| {
-            r.get::<_, i64>(0)
-        })? as u64,
-    )
+    Ok(super::load_entries(conn)?.len() as u64)
 }
 
 /// Apply the cleanup to one database on `conn` (opened to write, guard held, checked).
@@ -640,26 +778,28 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let warn = o.is_warn();
     // An applied plan reads, plans and writes the entries in one write transaction: what it
     // writes is what it planned, whatever another connection wrote before it began.
-    let tx = if warn { None } else { Some(begin(conn)?) };
-    let db: &Connection = tx.as_deref().unwrap_or(conn);
-    let before = super::load_entries(db)?;
+    let tx = begin(conn)?;
+    let before = super::load_entries(&tx)?;
     let mut s = before.clone();
-    let keys: HashSet<String> = o.active_key.iter().cloned().collect();
-    let p = plan::Preserve {
-        rules,
-        keys: &keys,
-        recent_ms: settings.preserve_recent_ms,
-        now_ms: crate::maintenance::now_ms(),
-    };
-    let entry_plan = if warn {
-        let mut copy = s.clone();
-        super::plan_all(db, t, o, rules, settings, &p, &mut copy)
+    // The `--fix-*` removals are made in warn mode too; the maintenance only in enforce mode.
+    let (missing, dm_scope) = super::fix_removals(&tx, t, o, rules, &mut s);
+    let mut entry_plan = if warn {
+        plan::EntryPlan::default()
     } else {
-        super::plan_all(db, t, o, rules, settings, &p, &mut s)
+        let keys = super::active_chain(&tx, rules, &s, o.active_key.as_deref())?;
+        let p = plan::Preserve {
+            rules,
+            keys: &keys,
+            recent_ms: settings.preserve_recent_ms,
+            now_ms: crate::maintenance::now_ms(),
+        };
+        plan::plan(&mut s, settings, &p, crate::maintenance::now_ms)
     };
-    if let Some(tx) = tx {
-        let (deleted, archives) = write_entries(&tx, &l, &before, &s, &entry_plan)?;
-        tx.commit()?;
+    entry_plan.missing = missing;
+    entry_plan.dm_scope = dm_scope;
+    let (deleted, archives) = write_entries(&tx, &l, &before, &s, &entry_plan)?;
+    tx.commit()?;
+    if !warn || deleted > 0 {
         publish_entries(conn, &l, deleted, &archives)?;
     }
     let lifecycle_count = row_count(conn)?;
@@ -696,7 +836,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let cap_archived = entry_plan.count(ArchivePhase::Cap) as u64;
     let removed = entry_plan.deleted().count();
     let b = disk_budget.as_ref();
-    Ok(Summary {
+    Ok(Summary::from(Counts {
         agent_id: t.agent_id.clone(),
         store_path: t.db.display().to_string(),
         rules,
@@ -709,24 +849,13 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         },
         missing: entry_plan.missing.len() as u64,
         dm_scope_retired: entry_plan.dm_scope.len() as u64,
-        model_run_pruned: if warn {
-            0
-        } else {
-            entry_plan.model_run.len() as u64
-        },
-        archived: if warn { 0 } else { archived },
-        cap_archived: if warn { 0 } else { cap_archived },
-        pruned: if warn {
-            0
-        } else {
-            entry_plan.stale.len() as u64
-        },
-        capped: if warn {
-            0
-        } else {
-            entry_plan.capped.len() as u64
-        },
-        would_mutate: (!warn && (removed > 0 || !entry_plan.archived.is_empty()))
+        model_run_pruned: entry_plan.model_run.len() as u64,
+        archived,
+        cap_archived,
+        pruned: entry_plan.stale.len() as u64,
+        capped: entry_plan.capped.len() as u64,
+        would_mutate: removed > 0
+            || !entry_plan.archived.is_empty()
             || unreferenced.removed_files > 0
             || b.is_some_and(|b| {
                 b.removed_entries > 0
@@ -739,7 +868,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             Rules::V9 => final_count,
             Rules::V8 => lifecycle_count,
         }),
-    })
+    }))
 }
 
 #[cfg(test)]
