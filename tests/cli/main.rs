@@ -6,6 +6,7 @@ mod agentdb;
 mod agentdb_cleanup;
 mod agentdb_inspect;
 mod agentdb_safety;
+mod agentdb_transcripts;
 mod cachettl;
 mod cachettl_hostile;
 mod cleanup;
