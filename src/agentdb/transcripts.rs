@@ -354,7 +354,12 @@ fn write_in_transaction(conn: &Connection, cols: RowColumns, plan: &Plan) -> Res
             Ok(())
         })
     })
-    .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    // The same rewrite passed on the rows as planned: failing now, they changed.
+    .map_err(|e| {
+        Status::Refused(format!(
+            "a row of the session changed since it was planned ({e:#}); left as it is"
+        ))
+    })?;
     if digest != plan.digest {
         return Err(Status::Refused(
             "a row of the session changed since it was planned; left as it is".into(),

@@ -9,15 +9,17 @@
 //! loads (a), and every session's rows read back as the same JSONL. After the rewrite the
 //! runtime appends a turn to a rewritten session and loads it again.
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agentdb::{contexts, database, integrity, sql_i64};
+use crate::agentdb::{add_lease, contexts, database, integrity, sql_i64};
 use crate::util::{
-    Release, SQLITE_FIRST, SQLITE_LATEST, TestEnv, case_count, hermetic, oracle_node,
+    Release, SQLITE_FIRST, SQLITE_LATEST, TestEnv, case_count, copy_dir, hermetic, oracle_node,
     oracle_path_of, stderr,
 };
 
@@ -141,19 +143,25 @@ fn counts(report: &Value, key: &str) -> (Value, Value) {
 
 fn parity(release: Release, command: &str, count_key: &str) {
     let n = case_count(12) as usize;
-    // (a) the JSON-era command on the files, then the import.
-    let want = TestEnv::new();
-    write_store(&want, n);
-    let (code, json_era) = want.run_json(&[command, "--enforce"]);
-    assert_eq!(code, 0, "{json_era}");
-    if import(release, &want).is_none() {
-        return;
-    }
-    // (b) the import, then the command on the rows.
+    // (b) the import, then the command on the rows (below).
     let got = TestEnv::new();
     write_store(&got, n);
-    import(release, &got).unwrap();
+    if import(release, &got).is_none() {
+        return;
+    }
     let db = database(&got);
+    // (a) the same transcripts as the import stored them (it leaves out what it cannot parse),
+    // as JSON-era files: the JSON-era command on them, then the import.
+    let want = TestEnv::new();
+    write_store(&want, n);
+    for (sid, text) in rows(&got) {
+        let file = want.sessions_dir("main").join(format!("{sid}.jsonl"));
+        assert!(file.exists(), "{sid}");
+        std::fs::write(file, text).unwrap();
+    }
+    let (code, json_era) = want.run_json(&[command, "--enforce"]);
+    assert_eq!(code, 0, "{json_era}");
+    import(release, &want).unwrap();
     let (code, preview) = got.run_json(&[command]);
     assert_eq!(code, 0, "{preview}");
     let (code, done) = got.run_json(&[command, "--enforce"]);
@@ -229,7 +237,6 @@ fn parity(release: Release, command: &str, count_key: &str) {
     let (code, again) = got.run_json(&[command]);
     assert_eq!(code, 0, "{again}");
     assert_eq!(again["totals"]["would-change"], Value::Null, "{again}");
-    let _ = stderr;
 }
 
 #[test]
@@ -240,4 +247,224 @@ fn prune_noreply_on_rows_matches_the_json_era_on_2026_9_6() {
 #[test]
 fn prune_noreply_on_rows_matches_the_json_era_on_2026_8_2() {
     parity(SQLITE_FIRST, "prune-noreply", "entriesRemoved");
+}
+
+#[test]
+fn strip_images_on_rows_matches_the_json_era_on_2026_9_6() {
+    parity(SQLITE_LATEST, "strip-images", "imagesReplaced");
+}
+
+#[test]
+fn strip_images_on_rows_matches_the_json_era_on_2026_8_2() {
+    parity(SQLITE_FIRST, "strip-images", "imagesReplaced");
+}
+
+#[test]
+fn prune_cache_ttl_on_rows_matches_the_json_era_on_2026_9_6() {
+    parity(SQLITE_LATEST, "prune-cache-ttl", "markersRemoved");
+}
+
+#[test]
+fn prune_cache_ttl_on_rows_matches_the_json_era_on_2026_8_2() {
+    parity(SQLITE_FIRST, "prune-cache-ttl", "markersRemoved");
+}
+
+/// A generated store of `n` sessions imported by `release` (`None` when it is not installed).
+fn imported_store(release: Release, n: usize) -> Option<TestEnv> {
+    let env = TestEnv::new();
+    write_store(&env, n);
+    import(release, &env)?;
+    Some(env)
+}
+
+/// A byte copy of `env`'s state dir and config in a new env.
+fn copy_env(env: &TestEnv) -> TestEnv {
+    let copy = TestEnv::new();
+    std::fs::remove_dir_all(copy.state()).unwrap();
+    copy_dir(&env.state(), &copy.state());
+    std::fs::copy(env.config_path(), copy.config_path()).unwrap();
+    copy
+}
+
+#[test]
+fn a_live_lease_on_the_database_stops_the_rewrite_and_nothing_changes() {
+    let Some(env) = imported_store(SQLITE_LATEST, 6) else {
+        return;
+    };
+    let db = database(&env);
+    let before = rows(&env);
+    let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
+    add_lease(&env, holder.id());
+    for command in ["prune-noreply", "strip-images", "prune-cache-ttl"] {
+        let out = env.run(&[command, "--enforce"]);
+        assert_eq!(out.status.code(), Some(4), "{command}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("process {}", holder.id())),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(rows(&env), before, "{command} wrote while a lease was held");
+        // A preview still reports what it would do.
+        let (code, preview) = env.run_json(&[command]);
+        assert_eq!(code, 0, "{preview}");
+    }
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    // The holder is gone: its lease is stale, and the rewrite goes ahead.
+    let (code, done) = env.run_json(&["strip-images", "--enforce"]);
+    assert_eq!(code, 0, "{done}");
+    assert!(done["totals"]["changed"].as_u64().unwrap() > 0, "{done}");
+    assert_eq!(integrity(&db), "ok");
+}
+
+/// The planner of `prune-noreply` with its default `--keep`.
+fn noreply(
+    index: &clawkeeper::transcript::Index,
+    tree: &clawkeeper::transcript::tree::Tree,
+) -> Result<clawkeeper::transcript::job::Planned, String> {
+    Ok(clawkeeper::noreply::planned(index, tree, 1))
+}
+
+#[test]
+fn a_session_that_changes_between_plan_and_write_is_refused_and_the_others_are_written() {
+    use clawkeeper::agentdb::transcripts as rows_api;
+    use clawkeeper::transcript::job::Status;
+    let Some(env) = imported_store(SQLITE_LATEST, 9) else {
+        return;
+    };
+    let db = database(&env);
+    let conn = clawkeeper::agentdb::open_read_write(&db).unwrap();
+    let cols = rows_api::RowColumns::of(&conn).unwrap();
+    let (sessions, _) = rows_api::sessions(&conn, None).unwrap();
+    let mut plans = Vec::new();
+    for s in &sessions {
+        let label = rows_api::label(&db, &s.session_id);
+        let (out, plan) = rows_api::plan(&conn, &label, &s.session_id, None, &noreply);
+        if let Some(plan) = plan {
+            assert_eq!(out.status, Status::WouldChange);
+            plans.push((s.session_id.clone(), out, plan));
+        }
+    }
+    assert!(plans.len() >= 3, "{} sessions to rewrite", plans.len());
+    let other = rusqlite::Connection::open(&db).unwrap();
+    // 0: a kept row's text changes in place, nothing else (no generation, no time): only the
+    // bytes tell. 1: the runtime appends a row. 2: untouched.
+    let first = &plans[0].0.clone();
+    let changed_row = other
+        .execute(
+            "UPDATE transcript_events SET event_json = replace(event_json, '\"type\":\"session\"', \
+             '\"type\":\"session\" ') WHERE session_id = ?1 AND seq = (SELECT min(seq) FROM \
+             transcript_events WHERE session_id = ?1)",
+            [first],
+        )
+        .unwrap();
+    assert_eq!(changed_row, 1);
+    let second = &plans[1].0.clone();
+    other
+        .execute(
+            "INSERT INTO transcript_events (session_id, seq, event_json, created_at) \
+             SELECT session_id, max(seq) + 1, '{\"type\":\"custom\",\"id\":\"late\"}', 0 \
+             FROM transcript_events WHERE session_id = ?1",
+            [second],
+        )
+        .unwrap();
+    drop(other);
+    let snapshot =
+        |sid: &str| -> String { rows(&env).into_iter().find(|(id, _)| id == sid).unwrap().1 };
+    let third = plans[2].0.clone();
+    let (first_before, second_before, third_before) =
+        (snapshot(first), snapshot(second), snapshot(&third));
+    for (i, (sid, out, plan)) in plans.iter_mut().enumerate().take(3) {
+        rows_api::write(&conn, cols, plan, out);
+        match i {
+            0 | 1 => assert!(
+                matches!(&out.status, Status::Refused(r) if r.contains("changed since")),
+                "{sid}: {:?}",
+                out.status
+            ),
+            _ => assert_eq!(out.status, Status::Changed, "{sid}"),
+        }
+    }
+    assert_eq!(snapshot(first), first_before);
+    assert_eq!(snapshot(second), second_before);
+    assert_ne!(snapshot(&third), third_before);
+    assert!(clawkeeper::agentdb::check(&conn).unwrap().is_ok());
+    drop(conn);
+    assert_eq!(integrity(&db), "ok");
+}
+
+/// Every session's rows, by session id.
+fn by_session(env: &TestEnv) -> BTreeMap<String, String> {
+    rows(env).into_iter().collect()
+}
+
+#[test]
+fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
+    const KILLS: usize = 12;
+    let Some(template) = imported_store(SQLITE_LATEST, 36) else {
+        return;
+    };
+    let old = by_session(&template);
+    // The undisturbed run: how long it takes, and what every session becomes.
+    let whole = copy_env(&template);
+    let start = Instant::now();
+    let out = whole.run(&["strip-images", "--enforce"]);
+    let span = start.elapsed();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let new = by_session(&whole);
+    let rewritten = old.iter().filter(|(k, v)| new[*k] != **v).count();
+    assert!(rewritten >= 10, "{rewritten} sessions rewritten");
+    let mut killed_mid_run = 0;
+    let mut partly = 0;
+    for i in 0..KILLS {
+        let env = copy_env(&template);
+        let delay = span.mul_f64((i as f64 + 0.5) / KILLS as f64);
+        let mut run = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
+        hermetic(&mut run);
+        let mut run = run
+            .args(["strip-images", "--enforce"])
+            .current_dir(env.work())
+            .env("OPENCLAW_STATE_DIR", env.state())
+            .env("OPENCLAW_CONFIG_PATH", env.config_path())
+            .env("HOME", env.home())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay.max(Duration::from_millis(1)));
+        killed_mid_run += usize::from(run.try_wait().unwrap().is_none());
+        run.kill().unwrap();
+        run.wait().unwrap();
+        let db = database(&env);
+        assert_eq!(integrity(&db), "ok", "kill {i} at {delay:?}");
+        let now = by_session(&env);
+        assert_eq!(
+            now.keys().collect::<Vec<_>>(),
+            old.keys().collect::<Vec<_>>()
+        );
+        let mut done = 0;
+        for (sid, text) in &now {
+            assert!(
+                *text == old[sid] || *text == new[sid],
+                "kill {i} at {delay:?}: session {sid} is neither old nor new"
+            );
+            done += usize::from(*text != old[sid]);
+        }
+        partly += usize::from(done > 0 && done < rewritten);
+        // A second run finishes the work: the result is the undisturbed run's.
+        let out = env.run(&["strip-images", "--enforce"]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert_eq!(by_session(&env), new, "kill {i}: the run after the kill");
+        if i % 4 == 0 {
+            assert_eq!(
+                contexts(SQLITE_LATEST, &env),
+                contexts(SQLITE_LATEST, &whole)
+            );
+        }
+    }
+    assert!(
+        killed_mid_run >= KILLS / 2,
+        "only {killed_mid_run} kills landed mid-run"
+    );
+    assert!(partly >= 1, "no kill landed between two sessions");
 }
