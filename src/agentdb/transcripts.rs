@@ -184,10 +184,21 @@ fn snapshot_of(conn: &Connection, session_id: &str) -> Result<Snapshot> {
     })
 }
 
-fn seqs_of(conn: &Connection, session_id: &str) -> Result<Vec<i64>> {
+/// `seq` and stored bytes of every row of a session, in `seq` order: a compressed row counts
+/// its compressed bytes, a text row its UTF-8 bytes (what the database file holds for it).
+fn rows_of(conn: &Connection, session_id: &str) -> Result<Vec<(i64, u64)>> {
+    let sql = if read::has_compressed_rows(conn)? {
+        "SELECT seq, coalesce(length(event_zstd), length(CAST(event_json AS BLOB)), 0) \
+         FROM transcript_events WHERE session_id = ?1 ORDER BY seq"
+    } else {
+        "SELECT seq, coalesce(length(CAST(event_json AS BLOB)), 0) \
+         FROM transcript_events WHERE session_id = ?1 ORDER BY seq"
+    };
     Ok(conn
-        .prepare_cached("SELECT seq FROM transcript_events WHERE session_id = ?1 ORDER BY seq")?
-        .query_map([session_id], |r| r.get(0))?
+        .prepare_cached(sql)?
+        .query_map([session_id], |r| {
+            Ok((r.get(0)?, r.get::<_, i64>(1)?.max(0) as u64))
+        })?
         .collect::<rusqlite::Result<_>>()?)
 }
 
@@ -226,16 +237,19 @@ fn plan_inner(
         Ok(Index::from_reader_measuring(r, measure)?)
     })
     .map_err(job::failed)?;
-    let seqs = seqs_of(conn, session_id).map_err(job::failed)?;
+    let rows = rows_of(conn, session_id).map_err(job::failed)?;
     let snapshot = snapshot_of(conn, session_id).map_err(job::failed)?;
     let tree = job::check_editable(&index, out)?;
-    if seqs.len() != index.lines.len() {
+    if rows.len() != index.lines.len() {
         return Err(Status::Damaged(format!(
             "{} rows read as {} lines (a row holds a line break); not editing",
-            seqs.len(),
+            rows.len(),
             index.lines.len()
         )));
     }
+    // A session's bytes are what its rows store (see `rows_of`), not its JSONL text.
+    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
+    out.bytes_after = out.bytes_before;
     let planned = planner(&index, &tree).map_err(job::planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
@@ -252,8 +266,18 @@ fn plan_inner(
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
     out.media_refs_replaced = resolved.media_refs_replaced;
+    // Kept rows keep their stored bytes; a changed row is stored as text.
+    let mut stored_after = 0u64;
     let (applied, again) = with_hashed_rows(conn, session_id, |r| {
-        rewrite::apply_lines(r, &index, &resolved, &mut |_| Ok(()))
+        rewrite::apply_lines(r, &index, &resolved, &mut |line| {
+            stored_after += match line {
+                Output::Kept(n, _) => rows[n].1,
+                Output::Patched(_, b) | Output::Appended(b) => {
+                    b.strip_suffix(b"\n").unwrap_or(b).len() as u64
+                }
+            };
+            Ok(())
+        })
     })
     .map_err(job::failed)?;
     drop(tx);
@@ -263,13 +287,13 @@ fn plan_inner(
         ));
     }
     job::check(&index, &applied.index, &resolved)?;
-    out.bytes_after = applied.bytes_written;
+    out.bytes_after = stored_after;
     out.status = Status::WouldChange;
     Ok(Some(Plan {
         session_id: session_id.to_owned(),
         index,
         resolved,
-        seqs,
+        seqs: rows.iter().map(|(seq, _)| *seq).collect(),
         snapshot,
         digest,
     }))

@@ -468,3 +468,107 @@ fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
     );
     assert!(partly >= 1, "no kill landed between two sessions");
 }
+
+/// A JSON-era store of `sessions` sessions of `turns` turns each, every user message with an
+/// image of `image_bytes` random base64 (which compresses as little as real image data).
+fn write_image_store(env: &TestEnv, sessions: usize, turns: usize, image_bytes: usize) {
+    const B64: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut image = || -> String {
+        (0..image_bytes)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                B64[(state % 64) as usize] as char
+            })
+            .collect()
+    };
+    let dir = env.sessions_dir("main");
+    let mut store = serde_json::Map::new();
+    for s in 0..sessions {
+        let id = sid(100 + s);
+        let mut lines = vec![json!({"type":"session","version":3,"id":id,
+            "timestamp":"2026-03-01T00:00:00.000Z","cwd":"/w"})];
+        let mut parent = Value::Null;
+        for t in 0..turns {
+            let ts = |k: usize| format!("2026-03-01T{:02}:{:02}:{:02}.000Z", t / 60, t % 60, k);
+            let u = format!("u{s}-{t}");
+            let a = format!("a{s}-{t}");
+            lines.push(
+                json!({"type":"message","id":u,"parentId":parent,"timestamp":ts(1),
+                "message":{"role":"user","content":[{"type":"text","text":format!("look {t}")},
+                {"type":"image","data":image(),"mimeType":"image/png"}],"timestamp":1}}),
+            );
+            lines.push(
+                json!({"type":"message","id":a,"parentId":u,"timestamp":ts(2),
+                "message":{"role":"assistant","content":[{"type":"text","text":"seen"}],
+                "stopReason":"stop","timestamp":2}}),
+            );
+            parent = json!(a);
+        }
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.join(format!("{id}.jsonl")), text).unwrap();
+        store.insert(
+            format!("agent:main:images-{s}"),
+            json!({"sessionId": id, "updatedAt": 1_790_000_000_000u64 + s as u64}),
+        );
+    }
+    std::fs::write(
+        env.store_path(),
+        serde_json::to_string_pretty(&Value::Object(store)).unwrap(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn strip_images_then_vacuum_gives_back_what_inspect_predicted() {
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        let env = TestEnv::new();
+        write_image_store(&env, 6, 12, 48 << 10);
+        if import(release, &env).is_none() {
+            return;
+        }
+        let db = database(&env);
+        let before_ctx = contexts(release, &env);
+        // The baseline: the WAL in the file, free pages given back.
+        let (code, v) = env.run_json(&["vacuum", "--enforce"]);
+        assert_eq!(code, 0, "{v}");
+        let size = || std::fs::metadata(&db).unwrap().len();
+        let start = size();
+        let (code, doc) = env.run_json(&["inspect", "--no-cleanup"]);
+        assert_eq!(code, 0, "{doc}");
+        let predicted = doc["stores"][0]["reclaimable"]["strip-images"]
+            .as_i64()
+            .unwrap();
+        // 6 sessions × 12 turns, the last 3 turns of each protected by default.
+        assert!(
+            predicted > 6 * 8 * (40 << 10),
+            "{}: predicted {predicted}",
+            release.version
+        );
+        let (code, done) = env.run_json(&["strip-images", "--enforce"]);
+        assert_eq!(code, 0, "{done}");
+        assert_eq!(done["totals"]["bytesFreed"], predicted, "{done}");
+        let (code, v) = env.run_json(&["vacuum", "--enforce"]);
+        assert_eq!(code, 0, "{v}");
+        let shrunk = start as i64 - size() as i64;
+        assert!(
+            shrunk as f64 >= 0.9 * predicted as f64,
+            "{}: the file shrank by {shrunk} bytes of {predicted} predicted",
+            release.version
+        );
+        // The runtime loads every session, the old images replaced.
+        let after = contexts(release, &env);
+        for (key, was) in before_ctx.as_object().unwrap() {
+            let now = &after[key];
+            assert_eq!(now["ok"], true, "{key}: {now}");
+            assert_eq!(
+                now["messages"].as_array().unwrap().len(),
+                was["messages"].as_array().unwrap().len()
+            );
+            assert!(now.to_string().len() < was.to_string().len() / 2, "{key}");
+        }
+        assert_eq!(integrity(&db), "ok");
+    }
+}
