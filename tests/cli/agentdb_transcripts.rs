@@ -547,9 +547,22 @@ fn strip_images_then_vacuum_gives_back_what_inspect_predicted() {
             "{}: predicted {predicted}",
             release.version
         );
+        // 2026.9.6 stores most image rows compressed; a rewritten row becomes text.
+        let compressed = "SELECT count(*) FROM transcript_events WHERE event_zstd IS NOT NULL";
+        let compressed_before = if release.version == SQLITE_LATEST.version {
+            let n = sql_i64(&db, compressed);
+            assert!(n >= 6 * 12, "{n} compressed rows");
+            n
+        } else {
+            0
+        };
         let (code, done) = env.run_json(&["strip-images", "--enforce"]);
         assert_eq!(code, 0, "{done}");
         assert_eq!(done["totals"]["bytesFreed"], predicted, "{done}");
+        if compressed_before > 0 {
+            let replaced = done["totals"]["imagesReplaced"].as_i64().unwrap();
+            assert_eq!(sql_i64(&db, compressed), compressed_before - replaced);
+        }
         let (code, v) = env.run_json(&["vacuum", "--enforce"]);
         assert_eq!(code, 0, "{v}");
         let shrunk = start as i64 - size() as i64;
@@ -571,4 +584,101 @@ fn strip_images_then_vacuum_gives_back_what_inspect_predicted() {
         }
         assert_eq!(integrity(&db), "ok");
     }
+}
+
+/// Hostile databases: an unknown schema version, the gateway lifecycle lock held by the
+/// runtime's own code, a session in cold storage, a row holding a line break.
+#[test]
+fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
+    let Some(env) = imported_store(SQLITE_LATEST, 6) else {
+        return;
+    };
+    let db = database(&env);
+    let before = by_session(&env);
+    let sql = |q: &str| {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(q).unwrap();
+    };
+    // An unknown schema version: refused (exit 3), nothing written; a preview says so.
+    let version = sql_i64(&db, "PRAGMA user_version");
+    sql("PRAGMA user_version = 99");
+    let out = env.run(&["prune-noreply", "--enforce"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("schema version 99"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(by_session(&env), before);
+    let (code, preview) = env.run_json(&["prune-noreply"]);
+    assert_eq!(code, 0, "{preview}");
+    assert!(
+        preview.to_string().contains("--enforce would refuse"),
+        "{preview}"
+    );
+    sql(&format!("PRAGMA user_version = {version}"));
+
+    // The gateway lifecycle lock, held by the runtime's own code: exit 4, nothing written.
+    let oracle = oracle_path_of(SQLITE_LATEST, "lifecycle lock").unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/hold-lifecycle-lock.mjs");
+    let mut holder = Command::new(oracle_node(&oracle))
+        .arg(script)
+        .arg(oracle.parent().unwrap())
+        .arg(env.state())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
+    let held: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(held["held"], true, "{held}");
+    let out = env.run(&["strip-images", "--enforce"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("lifecycle lock"), "{}", stderr(&out));
+    assert_eq!(by_session(&env), before);
+    drop(holder.stdin.take());
+    assert!(holder.wait().unwrap().success());
+
+    // A session in cold storage is skipped and says so; a row holding a line break makes its
+    // session damaged (not edited); the others are written.
+    let (cold, broken) = (sid(0), sid(1));
+    sql(&format!(
+        "INSERT INTO session_transcript_cold_archives (session_id, generation, archive_name, \
+         archive_sha256, event_count, raw_bytes, archive_bytes, last_seq, archived_at, storage) \
+         VALUES ('{cold}', 'g', 'cold.zst', '{}', 1, 1, 1, 0, 0, 'file')",
+        "0".repeat(64)
+    ));
+    sql(&format!(
+        "UPDATE transcript_events SET event_json = replace(event_json, '{{\"type\":', \
+         '{{\"x\":\"a' || char(10) || 'b\",\"type\":'), event_zstd = NULL, \
+         event_utf8_bytes = NULL, navigation_json = NULL WHERE session_id = '{broken}' AND \
+         seq = (SELECT max(seq) FROM transcript_events WHERE session_id = '{broken}' \
+         AND event_json IS NOT NULL)"
+    ));
+    let hostile = by_session(&env);
+    assert_ne!(hostile[&broken], before[&broken]);
+    let (code, done) = env.run_json(&["strip-images", "--enforce"]);
+    assert_eq!(code, 0, "{done}");
+    let status = |id: &str| -> Value {
+        done["transcripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["path"].as_str().unwrap().ends_with(&format!("#{id}")))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(status(&cold)["status"], "skipped", "{done}");
+    assert!(
+        status(&cold)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cold storage")
+    );
+    assert_eq!(status(&broken)["status"], "damaged", "{done}");
+    assert!(done["totals"]["changed"].as_u64().unwrap() > 0, "{done}");
+    let after = by_session(&env);
+    assert_eq!(after[&cold], hostile[&cold]);
+    assert_eq!(after[&broken], hostile[&broken]);
+    assert_eq!(integrity(&db), "ok");
 }
