@@ -12,7 +12,8 @@
 //!    `event_utf8_bytes` their length), keeping `seq` and `created_at`;
 //! 3. a re-parented row's `transcript_event_identities.parent_id` follows its new parent;
 //! 4. removed rows are deleted without renumbering (the foreign keys cascade to their identity
-//!    and active-event rows);
+//!    and active-event rows); appended entries (a compaction) are inserted at `max(seq) + 1`
+//!    with their identity rows, as the runtime appends;
 //! 5. the projection is flagged for the runtime to rebuild (`needs_rebuild = 1`), the rewrite
 //!    generation rotated, and `transcript_updated_at` moved strictly forward;
 //! 6. the rewrite is validated by the same validator as a file, and `foreign_key_check` must be
@@ -258,11 +259,6 @@ fn plan_inner(
     }
     let resolved = rewrite::resolve(&index, &tree, &planned.edits)
         .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    if !resolved.append.is_empty() {
-        return Err(Status::Refused(
-            "appending rows to a transcript in the database is not supported yet".into(),
-        ));
-    }
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
     out.media_refs_replaced = resolved.media_refs_replaced;
@@ -357,6 +353,7 @@ fn write_in_transaction(conn: &Connection, cols: RowColumns, plan: &Plan) -> Res
         ));
     }
     let mut changed: Vec<Changed> = Vec::new();
+    let mut appended: Vec<String> = Vec::new();
     let (applied, digest) = with_hashed_rows(conn, sid, |r| {
         rewrite::apply_lines(r, &plan.index, &plan.resolved, &mut |line| {
             match line {
@@ -373,7 +370,10 @@ fn write_in_transaction(conn: &Connection, cols: RowColumns, plan: &Plan) -> Res
                         parent,
                     });
                 }
-                Output::Appended(_) => bail!("appending rows is not supported yet"),
+                Output::Appended(bytes) => {
+                    let text = std::str::from_utf8(bytes)?;
+                    appended.push(text.strip_suffix('\n').unwrap_or(text).to_owned());
+                }
             }
             Ok(())
         })
@@ -390,8 +390,16 @@ fn write_in_transaction(conn: &Connection, cols: RowColumns, plan: &Plan) -> Res
         ));
     }
     job::check(&plan.index, &applied.index, &plan.resolved)?;
-    apply_rows(conn, cols, plan, &changed).map_err(|e| Status::Failed(format!("{e:#}")))?;
-    mark_rewritten(conn, sid).map_err(|e| Status::Failed(format!("{e:#}")))?;
+    let failed = |e: anyhow::Error| Status::Failed(format!("{e:#}"));
+    apply_rows(conn, cols, plan, &changed).map_err(failed)?;
+    append_rows(conn, cols, sid, &appended).map_err(failed)?;
+    // A pure append keeps the generation, as the runtime's appends do.
+    let rotate = plan
+        .resolved
+        .actions
+        .iter()
+        .any(|a| !matches!(a, LineAction::Keep));
+    mark_rewritten(conn, sid, rotate).map_err(failed)?;
     if let Some(problem) = super::foreign_key_problem(conn).map_err(job::failed)? {
         return Err(Status::Refused(format!(
             "the rewrite would leave {problem}; left as it is"
@@ -439,9 +447,58 @@ fn apply_rows(conn: &Connection, cols: RowColumns, plan: &Plan, changed: &[Chang
     Ok(())
 }
 
-/// Steps 5: flag the projection for a rebuild, rotate the generation, move the mutation time
-/// forward, as every rewrite of the runtime does.
-fn mark_rewritten(conn: &Connection, sid: &str) -> Result<()> {
+/// Append new entries (a compaction) as the runtime appends one: at `max(seq) + 1`, as text,
+/// `created_at` its timestamp, with its identity row; the session's `updated_at` follows.
+fn append_rows(conn: &Connection, cols: RowColumns, sid: &str, texts: &[String]) -> Result<()> {
+    for text in texts {
+        let v = crate::jsjson::parse(text.as_bytes())
+            .map_err(|e| anyhow!("an appended entry does not parse: {e}"))?;
+        let created_at = match v.get("timestamp") {
+            Some(serde_json::Value::String(t)) => crate::isotime::parse_iso_ms(t).map(|t| t as i64),
+            Some(serde_json::Value::Number(n)) => n.as_f64().map(|t| t as i64),
+            _ => None,
+        }
+        .unwrap_or(crate::js::now_ms() as i64);
+        let seq: i64 = conn.query_row(
+            "SELECT coalesce(max(seq), -1) + 1 FROM transcript_events WHERE session_id = ?1",
+            [sid],
+            |r| r.get(0),
+        )?;
+        if cols.compressed {
+            let bytes = cols.utf8.then_some(text.len() as i64);
+            conn.execute(
+                "INSERT INTO transcript_events (session_id, seq, event_json, created_at, \
+                 event_zstd, event_utf8_bytes, navigation_json) VALUES (?1, ?2, ?3, ?4, NULL, ?5, NULL)",
+                params![sid, seq, text, created_at, bytes],
+            )?;
+        } else {
+            conn.execute(
+                "INSERT INTO transcript_events (session_id, seq, event_json, created_at) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![sid, seq, text, created_at],
+            )?;
+        }
+        let str_of = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
+        let id = str_of("id")
+            .map(crate::js::js_trim)
+            .ok_or_else(|| anyhow!("an appended entry has no id"))?;
+        conn.execute(
+            "INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, \
+             parent_id, message_idempotency_key, created_at) VALUES (?1, ?2, ?3, ?4, ?5, NULL, ?6)",
+            params![sid, id, seq, str_of("type"), str_of("parentId"), created_at],
+        )?;
+        conn.execute(
+            "UPDATE session_windows SET updated_at = ?2 WHERE session_id = ?1",
+            params![sid, created_at],
+        )?;
+    }
+    Ok(())
+}
+
+/// Step 5: flag the projection for a rebuild, rotate the generation (or, for a pure append,
+/// create one when there is none), move the mutation time forward, as the runtime's rewrites
+/// do.
+fn mark_rewritten(conn: &Connection, sid: &str, rotate: bool) -> Result<()> {
     let now = crate::js::now_ms() as i64;
     conn.execute(
         "INSERT INTO session_transcript_index_state (session_id, indexed_seq, leaf_event_id, \
@@ -451,9 +508,14 @@ fn mark_rewritten(conn: &Connection, sid: &str) -> Result<()> {
         params![sid, now.max(1)],
     )?;
     conn.execute(
-        "INSERT INTO transcript_rewrite_watermarks (session_id, generation, updated_at) \
-         VALUES (?1, ?2, ?3) ON CONFLICT(session_id) DO UPDATE SET \
-         generation = excluded.generation, updated_at = excluded.updated_at",
+        if rotate {
+            "INSERT INTO transcript_rewrite_watermarks (session_id, generation, updated_at) \
+             VALUES (?1, ?2, ?3) ON CONFLICT(session_id) DO UPDATE SET \
+             generation = excluded.generation, updated_at = excluded.updated_at"
+        } else {
+            "INSERT INTO transcript_rewrite_watermarks (session_id, generation, updated_at) \
+             VALUES (?1, ?2, ?3) ON CONFLICT(session_id) DO NOTHING"
+        },
         params![sid, new_generation()?, now],
     )?;
     let n = conn.execute(

@@ -682,3 +682,111 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
     assert_eq!(after[&broken], hostile[&broken]);
     assert_eq!(integrity(&db), "ok");
 }
+
+/// The row writer appends a compaction as the runtime would load it: the summary, then the
+/// old context from its first kept entry on; the runtime appends after it.
+#[test]
+fn an_appended_compaction_row_is_loaded_as_the_summary_and_the_kept_tail() {
+    use clawkeeper::agentdb::transcripts as rows_api;
+    use clawkeeper::transcript::job::{Planned, Status};
+    use clawkeeper::transcript::tree::ContextItem;
+    use clawkeeper::transcript::{EntryType, Role};
+    for release in [SQLITE_LATEST, SQLITE_FIRST] {
+        let Some(env) = imported_store(release, 3) else {
+            return;
+        };
+        let db = database(&env);
+        let before = contexts(release, &env);
+        let key = "agent:main:case-0";
+        let sid0 = sid(0);
+        let planner = |index: &clawkeeper::transcript::Index,
+                       tree: &clawkeeper::transcript::tree::Tree|
+         -> Result<Planned, String> {
+            let leaf = tree.leaf.ok_or("no leaf")?;
+            let (context, _) = clawkeeper::transcript::tree::active_context(index, tree);
+            let user = |i: &usize| {
+                let e = &index.entries[*i];
+                e.kind == EntryType::Message && e.role == Some(Role::User)
+            };
+            // Keep from the last user message but one of the context (or its only one).
+            let users: Vec<&usize> = context
+                .iter()
+                .filter_map(|c| match c {
+                    ContextItem::Entry(i) => Some(i),
+                    ContextItem::CompactionSummary(_) => None,
+                })
+                .filter(|i| user(i))
+                .collect();
+            let kept = users[users.len().saturating_sub(2)];
+            let compaction = json!({
+                "type": "compaction",
+                "id": "c0mpac7e",
+                "parentId": index.entries[leaf].id.as_deref(),
+                "timestamp": "2026-03-05T00:00:00.000Z",
+                "summary": "clawkeeper test summary",
+                "firstKeptEntryId": index.entries[*kept].id.as_deref(),
+                "tokensBefore": 1234,
+            });
+            let mut planned = Planned::default();
+            planned.edits.append.push(compaction);
+            Ok(planned)
+        };
+        let conn = clawkeeper::agentdb::open_read_write(&db).unwrap();
+        let cols = rows_api::RowColumns::of(&conn).unwrap();
+        let label = rows_api::label(&db, &sid0);
+        let max_seq = sql_i64(
+            &db,
+            &format!("SELECT max(seq) FROM transcript_events WHERE session_id = '{sid0}'"),
+        );
+        let (mut out, plan) = rows_api::plan(&conn, &label, &sid0, None, &planner);
+        assert_eq!(out.status, Status::WouldChange, "{:?}", out.status);
+        rows_api::write(&conn, cols, &plan.unwrap(), &mut out);
+        assert_eq!(out.status, Status::Changed, "{:?}", out.status);
+        drop(conn);
+        let row = |q: &str| sql_i64(&db, &format!("{q} WHERE session_id = '{sid0}'"));
+        assert_eq!(row("SELECT max(seq) FROM transcript_events"), max_seq + 1);
+        assert_eq!(
+            sql_i64(
+                &db,
+                &format!(
+                    "SELECT seq FROM transcript_event_identities WHERE session_id = '{sid0}' \
+                     AND event_id = 'c0mpac7e' AND parent_id IS NOT NULL"
+                )
+            ),
+            max_seq + 1
+        );
+        assert_eq!(integrity(&db), "ok");
+        let after = contexts(release, &env);
+        let (was, now) = (
+            before[key]["messages"].as_array().unwrap(),
+            after[key]["messages"].as_array().unwrap(),
+        );
+        assert_eq!(now[0]["role"], "compactionSummary", "{}", now[0]);
+        assert_eq!(now[0]["summary"], "clawkeeper test summary");
+        let tail = &now[1..];
+        assert!(
+            !tail.is_empty() && tail.len() <= was.len(),
+            "{} of {}",
+            tail.len(),
+            was.len()
+        );
+        assert_eq!(tail, &was[was.len() - tail.len()..], "{}", release.version);
+        // The other sessions load as before.
+        for (k, v) in before.as_object().unwrap() {
+            if k != key {
+                assert_eq!(after[k], *v, "{k}");
+            }
+        }
+        runtime_appends(release, &env, key);
+        let again = contexts(release, &env);
+        let msgs = again[key]["messages"].as_array().unwrap();
+        assert_eq!(msgs[0]["role"], "compactionSummary");
+        assert!(
+            msgs.last()
+                .unwrap()
+                .to_string()
+                .contains("clawkeeper-writer")
+        );
+        assert_eq!(integrity(&db), "ok");
+    }
+}
