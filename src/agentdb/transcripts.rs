@@ -1,8 +1,8 @@
 //! Transcript surgery on the rows of an agent database: the JSON era's planners and rewrite
 //! (`transcript::rewrite`) on `transcript_events`, one row per JSONL line in `seq` order.
 //!
-//! [`plan`] reads one session's rows (inside one read transaction, so that the rows and the
-//! fence below are one snapshot), indexes them as a file is indexed, asks the planner, resolves
+//! [`plan`] reads one session's rows (inside one read transaction, so that the rows and what
+//! step 1 below compares are one snapshot), indexes them as a file is indexed, asks the planner, resolves
 //! the edits and runs the rewrite into nothing to validate it: a preview. [`write`] applies a
 //! plan as the runtime's own rewrite paths leave a session, in one `BEGIN IMMEDIATE`:
 //!
@@ -15,7 +15,8 @@
 //!    and active-event rows); appended entries (a compaction) are inserted at `max(seq) + 1`
 //!    with their identity rows, as the runtime appends;
 //! 5. the projection is flagged for the runtime to rebuild (`needs_rebuild = 1`), the rewrite
-//!    generation rotated, and `transcript_updated_at` moved strictly forward;
+//!    generation rotated (a pure append only creates one where there is none), and
+//!    `transcript_updated_at` moved strictly forward;
 //! 6. the rewrite is validated by the same validator as a file, and `foreign_key_check` must be
 //!    empty, before the commit; anything else rolls the session back untouched.
 //!
