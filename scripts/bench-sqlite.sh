@@ -88,6 +88,32 @@ else
 fi
 t=$(best_of "$BIN" vacuum --json --store "$DB")
 echo "| vacuum (preview) | ${t}s | – | – |"
+t=$(best_of "$BIN" strip-images --json --store "$DB")
+echo "| strip-images (preview) | ${t}s | – | – |"
+# strip-images --enforce on a fresh copy of the database each run (its own state dir: no
+# leases, its own lifecycle lock), followed by sync, against cp + sync of the same files.
+C="$W/copy"
+CDB="$C/state/agents/main/agent/openclaw-agent.sqlite"
+fresh_copy() {
+  rm -rf "$C"; mkdir -p "$(dirname "$CDB")"
+  cp "$DB" "$CDB"; if [ -f "$DB-wal" ]; then cp "$DB-wal" "$CDB-wal"; fi
+  sync
+}
+copy_sync() { rm -f "$C/plain.sqlite"; cp "$DB" "$C/plain.sqlite"; sync; }
+strip_sync() { "$BIN" strip-images --enforce --json --store "$CDB" >"$C/strip.json" 2>"$C/strip.err"; sync; }
+best_copy="" best_strip=""
+for _ in $(seq "$RUNS"); do
+  fresh_copy
+  d=$(secs copy_sync)
+  if [ -z "$best_copy" ] || [ "$(echo "$d < $best_copy" | bc -l)" = 1 ]; then best_copy=$d; fi
+  rm -f "$C/plain.sqlite"
+  d=$(secs strip_sync)
+  if [ -z "$best_strip" ] || [ "$(echo "$d < $best_strip" | bc -l)" = 1 ]; then best_strip=$d; fi
+done
+freed=$(python3 -c 'import json,sys; t=json.load(open(sys.argv[1]))["totals"]; print(t.get("changed",0), t["imagesReplaced"], t["bytesFreed"])' "$C/strip.json")
+echo "| strip-images --enforce + sync | $(printf '%.3f' "$best_strip")s | cp + sync of the database $(printf '%.3f' "$best_copy")s | $(ratio "$best_strip" "$best_copy")× cp |"
+echo
+echo "strip-images --enforce: sessions rewritten, images replaced, bytes freed in the rows: $freed"
 echo
 echo "Peak resident memory (target ≤ 64 MB for every command):"
 echo
@@ -99,3 +125,7 @@ if [ "${PREDICT:-0}" = 1 ]; then
 fi
 echo "| vacuum (preview) | $(peak_mb "$BIN" vacuum --json --store "$DB") MB |"
 echo "| cleanup --dry-run --json | $(peak_mb "$BIN" cleanup --dry-run --json --store "$DB") MB |"
+echo "| strip-images (preview) | $(peak_mb "$BIN" strip-images --json --store "$DB") MB |"
+fresh_copy
+echo "| strip-images --enforce | $(peak_mb "$BIN" strip-images --enforce --json --store "$CDB") MB |"
+rm -rf "$C"

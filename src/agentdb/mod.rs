@@ -11,6 +11,7 @@ pub mod cleanup;
 pub mod guard;
 pub mod read;
 pub mod space;
+pub mod transcripts;
 pub mod vacuum;
 
 use std::path::{Path, PathBuf};
@@ -284,14 +285,22 @@ pub fn check(conn: &Connection) -> Result<std::result::Result<(), String>> {
         let first: Vec<&str> = quick.iter().take(3).map(String::as_str).collect();
         return Ok(Err(format!("quick_check: {}", first.join("; "))));
     }
+    match foreign_key_problem(conn)? {
+        Some(problem) => Ok(Err(format!("foreign_key_check: {problem}"))),
+        None => Ok(Ok(())),
+    }
+}
+
+/// `PRAGMA foreign_key_check`: the first row that refers to a missing row, or `None`.
+pub fn foreign_key_problem(conn: &Connection) -> Result<Option<String>> {
     let mut stmt = conn.prepare("PRAGMA foreign_key_check")?;
     let mut rows = stmt.query([])?;
     if let Some(row) = rows.next()? {
         let table: String = row.get(0)?;
         let parent: String = row.get(2)?;
-        return Ok(Err(format!(
-            "foreign_key_check: a row of {table} refers to a missing row of {parent}"
+        return Ok(Some(format!(
+            "a row of {table} refers to a missing row of {parent}"
         )));
     }
-    Ok(Ok(()))
+    Ok(None)
 }

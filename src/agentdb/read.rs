@@ -50,7 +50,7 @@ pub fn for_each_session_node(conn: &Connection, mut f: impl FnMut(SessionNode)) 
 }
 
 /// Whether `transcript_events` has the compressed-row columns (schema 23 and later).
-fn has_compressed_rows(conn: &Connection) -> Result<bool> {
+pub fn has_compressed_rows(conn: &Connection) -> Result<bool> {
     let n: i64 = conn.query_row(
         "SELECT count(*) FROM pragma_table_info('transcript_events') WHERE name = 'event_zstd'",
         [],

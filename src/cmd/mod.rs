@@ -13,6 +13,7 @@ pub mod resolved;
 mod strip_images;
 pub mod transcript_targets;
 pub mod transcripts;
+mod transcripts_db;
 mod vacuum;
 
 use anyhow::{Result, anyhow};

@@ -7,8 +7,9 @@
 //! only inside the sessions dir), deduplicated. `--session KEY` narrows a store to one entry.
 //! Entries whose transcript is missing, outside the sessions dir or not a primary `.jsonl`
 //! transcript are reported as skipped with the reason; transcripts of an agent that moved to
-//! SQLite are refused when its `sessions.json` is still there, and an agent that only has its
-//! database is passed over with a warning (the transcript rows are not edited yet).
+//! SQLite are refused when its `sessions.json` is still there. An agent that only has its
+//! database is returned as a [`Database`] to commands that edit transcript rows
+//! ([`resolve_with_rows`]), and passed over with a warning by the others.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -33,16 +34,44 @@ pub struct Target {
     pub store: Option<PathBuf>,
 }
 
+/// An agent that keeps its transcripts in its database (SQLite era).
+#[derive(Debug, Clone)]
+pub struct Database {
+    pub agent_id: String,
+    pub db: PathBuf,
+    /// The state dir whose locks and leases guard it.
+    pub state_dir: PathBuf,
+}
+
 /// Targets, plus outcomes for entries that were skipped or refused while resolving.
 #[derive(Debug, Default)]
 pub struct Resolved {
     pub targets: Vec<Target>,
     pub skipped: Vec<(Outcome, Option<String>)>,
+    /// SQLite-era agents, when the command edits transcript rows (see [`resolve_with_rows`]).
+    pub databases: Vec<Database>,
+    /// Whether `--session` matched an entry of a `sessions.json`.
+    pub matched_session: bool,
 }
 
 /// Resolve the target flags. Stores that are missing or cannot be read, and a `--session` no
 /// store has, are recorded in `problems`.
 pub fn resolve(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<Resolved> {
+    resolve_inner(args, false, problems)
+}
+
+/// [`resolve`] for a command that edits the transcript rows of SQLite-era agents: their
+/// databases are returned in [`Resolved::databases`] instead of being passed over, and
+/// `--session` matching them is left to the caller (it reads their session nodes).
+pub fn resolve_with_rows(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<Resolved> {
+    resolve_inner(args, true, problems)
+}
+
+fn resolve_inner(
+    args: &TranscriptTargetArgs,
+    rows: bool,
+    problems: &mut Problems,
+) -> Result<Resolved> {
     if let Some(file) = &args.transcript {
         if args.session.is_some() {
             return Err(UsageError(
@@ -66,10 +95,10 @@ pub fn resolve(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<R
                 dir,
                 store: None,
             }],
-            skipped: Vec::new(),
+            ..Resolved::default()
         });
     }
-    let (_, _, stores) = super::resolve_targets(&args.target, problems)?;
+    let (_, env, stores) = super::resolve_targets(&args.target, problems)?;
     let mut out = Resolved::default();
     let mut seen: HashSet<PathBuf> = HashSet::new();
     let session = args.session.as_deref().map(keys::SessionSelector::new);
@@ -81,6 +110,15 @@ pub fn resolve(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<R
         if crate::agentdb::exists(&db)
             && (crate::agentdb::is_database_path(&t.store_path) || !t.store_path.exists())
         {
+            if rows {
+                let db = std::path::absolute(&db).unwrap_or(db);
+                out.databases.push(Database {
+                    agent_id: t.agent_id.clone(),
+                    state_dir: super::vacuum::state_dir_of(&db, &env),
+                    db,
+                });
+                continue;
+            }
             // Said on stderr so that a nightly job never passes over it in silence; not an
             // error: nothing is wrong with the agent's data.
             problems.warn(format!(
@@ -100,8 +138,10 @@ pub fn resolve(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<R
             Err(e) => problems.error(&e),
         }
     }
+    out.matched_session = matched_session;
     if let Some(sel) = &session
         && !matched_session
+        && out.databases.is_empty()
     {
         problems.add(Exit::Error, unknown_session(sel));
     }

@@ -70,9 +70,15 @@ pub fn run(
     count: fn(&Outcome) -> usize,
     planner: &Planner,
 ) -> Result<Exit> {
-    run_at(targets, mode, labels, count, None, &|_, index, tree| {
-        planner(index, tree)
-    })
+    run_inner(
+        targets,
+        mode,
+        labels,
+        count,
+        None,
+        &|_, index, tree| planner(index, tree),
+        Some(planner),
+    )
 }
 
 /// [`run`] with a planner that reads the file itself, and whose index carries token figures
@@ -85,8 +91,26 @@ pub fn run_at(
     measure: Option<TokenCounter>,
     planner: &PlannerAt,
 ) -> Result<Exit> {
+    run_inner(targets, mode, labels, count, measure, planner, None)
+}
+
+/// [`run_at`]; with `rows`, the transcripts of SQLite-era agents (their rows) are planned with
+/// it too, else those agents are passed over with a warning.
+fn run_inner(
+    targets: &TranscriptTargetArgs,
+    mode: &ModeArgs,
+    labels: &Labels,
+    count: fn(&Outcome) -> usize,
+    measure: Option<TokenCounter>,
+    planner: &PlannerAt,
+    rows: Option<&Planner>,
+) -> Result<Exit> {
     let mut problems = Problems::default();
-    let resolved = transcript_targets::resolve(targets, &mut problems)?;
+    let resolved = if rows.is_some() {
+        transcript_targets::resolve_with_rows(targets, &mut problems)?
+    } else {
+        transcript_targets::resolve(targets, &mut problems)?
+    };
     // Directories reached through a symlink are resolved once, here (see `resolved`).
     let resolved_dirs = super::resolved::of_targets(&resolved.targets);
     super::resolved::announce(&resolved_dirs, mode.enforce, mode.quiet);
@@ -161,6 +185,28 @@ pub fn run_at(
         }
     }
     results.extend(resolved.skipped);
+    if let Some(rows) = rows
+        && !resolved.databases.is_empty()
+    {
+        let session = targets
+            .session
+            .as_deref()
+            .map(crate::keys::SessionSelector::new);
+        let (db_results, matched) = super::transcripts_db::run(
+            &resolved.databases,
+            session.as_ref(),
+            opts,
+            rows,
+            &mut problems,
+        );
+        results.extend(db_results);
+        if let Some(sel) = &session
+            && !matched
+            && !resolved.matched_session
+        {
+            problems.add(Exit::Error, transcript_targets::unknown_session(sel));
+        }
+    }
     report(mode, labels, count, &results, &resolved_dirs, problems)
 }
 

@@ -23,10 +23,11 @@ use super::{
     FileStat, Filters, Hooks, SessionRow, StoreReport, TranscriptFacts, passes_before_scan, scan,
 };
 use crate::agentdb::cleanup as dbc;
-use crate::agentdb::{self, read, space, vacuum};
+use crate::agentdb::{self, read, space, transcripts, vacuum};
 use crate::keys;
 use crate::layout::{self, FileKind};
 use crate::store;
+use crate::transcript::job::Status;
 use crate::transcript::tree::{self, Tree};
 
 /// What only a database has: where its bytes go.
@@ -171,8 +172,15 @@ fn add_entry_fields(entry: &Value, by_field: &mut std::collections::HashMap<Stri
     }
 }
 
-/// Read one session's rows once and measure them as a transcript file is measured.
-fn analyse(conn: &Connection, session_id: &str, hooks: &Hooks) -> Result<TranscriptFacts> {
+/// Read one session's rows and measure them as a transcript file is measured; the transcript
+/// commands' figures are their own previews of the rows (`agentdb::transcripts::plan`), in the
+/// bytes the rows store.
+fn analyse(
+    conn: &Connection,
+    db: &Path,
+    session_id: &str,
+    hooks: &Hooks,
+) -> Result<TranscriptFacts> {
     let (index, counts) =
         read::with_transcript(conn, session_id, |r| scan::scan_reader(r, hooks.counter))?;
     let mut f = TranscriptFacts {
@@ -184,6 +192,23 @@ fn analyse(conn: &Connection, session_id: &str, hooks: &Hooks) -> Result<Transcr
     let (_, pairing) = tree::active_context(&index, &tree);
     f.orphan_tool_results = pairing.orphans;
     f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
+    let label = transcripts::label(db, session_id);
+    let freed = |planner: &crate::transcript::job::Planner| {
+        let (o, _) = transcripts::plan(conn, &label, session_id, None, planner);
+        match o.status {
+            Status::WouldChange => o.bytes_before as i64 - o.bytes_after as i64,
+            _ => 0,
+        }
+    };
+    if counts.images > 0 || counts.media_references > 0 {
+        f.strip_bytes = freed(hooks.strip);
+    }
+    if counts.silent_replies > 0 {
+        f.prune_bytes = freed(hooks.prune);
+    }
+    if index.cache_ttl.len() > 1 {
+        f.cache_ttl_bytes = freed(hooks.cache_ttl);
+    }
     f.counts = counts;
     Ok(f)
 }
@@ -282,7 +307,7 @@ pub fn inspect_database(
             || agentdb::open_read_only(db),
             |conn, sid| {
                 let facts = match conn {
-                    Ok(conn) => analyse(conn, sid, hooks),
+                    Ok(conn) => analyse(conn, db, sid, hooks),
                     Err(e) => Err(anyhow::anyhow!("{e:#}")),
                 }
                 .unwrap_or_else(|e| TranscriptFacts {
@@ -313,8 +338,10 @@ pub fn inspect_database(
             continue;
         }
         // Damage is named by the database and the session id.
-        let label = PathBuf::from(format!("{}#{sid}", db.display()));
-        r.damage.add_transcript(&label, f);
+        r.reclaimable.strip_images += f.strip_bytes;
+        r.reclaimable.prune_noreply += f.prune_bytes;
+        r.reclaimable.prune_cache_ttl += f.cache_ttl_bytes;
+        r.damage.add_transcript(&transcripts::label(db, sid), f);
     }
     r.sessions = rows;
     r.database = Some(db_facts(&conn, db, &schema, archived_entries).with_context(ctx)?);
@@ -322,9 +349,7 @@ pub fn inspect_database(
         r.reclaimable.cleanup = predict_cleanup(target, opts, &mut r);
     }
     r.notes.push(
-        "strip-images, prune-noreply, prune-cache-ttl and compact do not edit SQLite-era \
-         transcripts yet: their figures are not predicted"
-            .into(),
+        "compact does not edit SQLite-era transcripts yet: its figure is not predicted".into(),
     );
     Ok(r)
 }

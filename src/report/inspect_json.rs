@@ -131,8 +131,9 @@ fn store_json(r: &StoreReport, view: &View) -> Value {
     })
 }
 
-/// What each command would reclaim. For a SQLite-era agent the figures of the commands that
-/// do not work on its database yet are `null`, and `vacuum` is there.
+/// What each command would reclaim. For a SQLite-era agent the transcript commands' figures
+/// are bytes its rows store, `compact`'s (not built for databases yet) is `null`, and
+/// `vacuum` is there.
 fn reclaimable_json(r: &StoreReport) -> Value {
     let rc = &r.reclaimable;
     match &r.database {
@@ -145,9 +146,9 @@ fn reclaimable_json(r: &StoreReport) -> Value {
         }),
         Some(db) => json!({
             "cleanup": rc.cleanup,
-            "strip-images": null,
-            "prune-noreply": null,
-            "prune-cache-ttl": null,
+            "strip-images": rc.strip_images,
+            "prune-noreply": rc.prune_noreply,
+            "prune-cache-ttl": rc.prune_cache_ttl,
             "compactTokens": null,
             "vacuum": db.vacuum.reclaimed(),
         }),

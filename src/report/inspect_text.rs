@@ -167,8 +167,8 @@ fn render_reclaimable(out: &mut String, rc: &Reclaimable, cleanup_na: Option<&st
     render_reclaimable_of(out, rc, cleanup_na, None);
 }
 
-/// The reclaimable table; for a SQLite-era agent (`db`), the transcript commands are marked
-/// as not built for it and `vacuum` is added.
+/// The reclaimable table; for a SQLite-era agent (`db`), `compact` is marked as not built for
+/// it and `vacuum` is added.
 fn render_reclaimable_of(
     out: &mut String,
     rc: &Reclaimable,
@@ -183,14 +183,14 @@ fn render_reclaimable_of(
             None => "not predicted yet (see cleanup --dry-run)".to_string(),
         };
         t.add_row(vec!["cleanup --enforce".to_string(), cleanup]);
-        for cmd in [
-            "strip-images",
-            "prune-noreply",
-            "prune-cache-ttl",
-            "compact",
+        for (cmd, n) in [
+            ("strip-images", rc.strip_images),
+            ("prune-noreply", rc.prune_noreply),
+            ("prune-cache-ttl", rc.prune_cache_ttl),
         ] {
-            t.add_row(vec![format!("{cmd} --enforce"), na.clone()]);
+            t.add_row(vec![format!("{cmd} --enforce"), signed(n)]);
         }
+        t.add_row(vec!["compact --enforce".to_string(), na]);
         t.add_row(vec![
             "vacuum --enforce".to_string(),
             signed(db.vacuum.reclaimed()),

@@ -182,7 +182,7 @@ fn stamp_in(confined: &Confined, path: &Path) -> Result<(u64, Option<SystemTime>
 
 /// The status of a file its planner gave up on: skipped with the reason, or damaged when a
 /// line nests too deep to be read.
-fn planner_status(why: String) -> Status {
+pub fn planner_status(why: String) -> Status {
     if crate::jsjson::TooDeep::is_reason(&why) {
         Status::Damaged(why)
     } else {
@@ -599,7 +599,9 @@ fn names(temps: &[temps::StaleTemp]) -> String {
         .join(", ")
 }
 
-fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
+/// Validate a rewrite: `new` (the index of what was written) against `old` under `resolved`,
+/// with the same expectations for a file and for the rows of an agent database.
+pub fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
     // An appended compaction (as the last line) changes the context in a known way: its
     // summary, then the old context from its `firstKeptEntryId` on.
     let compaction_keeps_from = resolved

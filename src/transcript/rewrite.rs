@@ -277,6 +277,25 @@ pub struct Applied {
     pub index: Index,
 }
 
+/// One output line of [`apply_lines`], terminator included.
+#[derive(Debug)]
+pub enum Output<'a> {
+    /// Source line `n`, copied as it is.
+    Kept(usize, &'a [u8]),
+    /// Source line `n`, patched.
+    Patched(usize, &'a [u8]),
+    /// A new line after the last one.
+    Appended(&'a [u8]),
+}
+
+impl Output<'_> {
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Output::Kept(_, b) | Output::Patched(_, b) | Output::Appended(b) => b,
+        }
+    }
+}
+
 /// Stream `src` (the indexed file, read from its start) through `resolved` into `out`.
 /// Reads exactly `index.size` bytes; a source that is shorter is an error.
 pub fn apply(
@@ -284,6 +303,20 @@ pub fn apply(
     index: &Index,
     resolved: &Resolved,
     out: &mut dyn Write,
+) -> Result<Applied> {
+    apply_lines(src, index, resolved, &mut |line| {
+        out.write_all(line.bytes())?;
+        Ok(())
+    })
+}
+
+/// [`apply`] line by line: every line of the result goes to `out` in order (removed lines
+/// are not visited), for writers that store lines apart (the rows of an agent database).
+pub fn apply_lines(
+    src: impl io::Read,
+    index: &Index,
+    resolved: &Resolved,
+    out: &mut dyn FnMut(Output) -> Result<()>,
 ) -> Result<Applied> {
     let mut builder = IndexBuilder::default();
     let mut written = 0u64;
@@ -303,14 +336,14 @@ pub fn apply(
             }
             match &resolved.actions[n] {
                 LineAction::Keep => {
-                    out.write_all(raw)?;
+                    out(Output::Kept(n, raw))?;
                     written += raw.len() as u64;
                     builder.push_copied(raw, index, n);
                 }
                 LineAction::Drop => {}
                 LineAction::Patch(patch) => {
                     let text = patch_line(n, line, raw, patch)?;
-                    out.write_all(&text)?;
+                    out(Output::Patched(n, &text))?;
                     written += text.len() as u64;
                     builder.push_line(&text);
                 }
@@ -329,7 +362,7 @@ pub fn apply(
     for line in &resolved.append {
         let mut text = line.clone().into_bytes();
         text.push(b'\n');
-        out.write_all(&text)?;
+        out(Output::Appended(&text))?;
         written += text.len() as u64;
         builder.push_line(&text);
     }

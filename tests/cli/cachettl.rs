@@ -118,7 +118,7 @@ impl Gen {
 }
 
 /// A transcript of `turns` attempts under `seed`.
-fn generate(seed: u64, turns: usize) -> String {
+pub fn generate(seed: u64, turns: usize) -> String {
     let mut g = Gen {
         rng: Rng::new(seed),
         lines: vec![

@@ -7,6 +7,7 @@ mod agentdb_cleanup;
 mod agentdb_cleanup_safety;
 mod agentdb_inspect;
 mod agentdb_safety;
+mod agentdb_transcripts;
 mod cachettl;
 mod cachettl_hostile;
 mod cleanup;
