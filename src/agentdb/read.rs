@@ -83,6 +83,30 @@ pub fn with_transcript<T>(
     f(&mut reader).with_context(|| format!("cannot read the transcript rows of {session_id}"))
 }
 
+/// The row of `session_id` at `seq` as its JSONL line (its event text and a newline; a
+/// compressed row decompressed): what [`with_transcript`] yields for that row.
+pub fn row_line(conn: &Connection, session_id: &str, seq: i64) -> Result<Vec<u8>> {
+    let sql = if has_compressed_rows(conn)? {
+        "SELECT event_json, event_zstd, event_utf8_bytes FROM transcript_events \
+         WHERE session_id = ?1 AND seq = ?2"
+    } else {
+        "SELECT event_json, NULL, NULL FROM transcript_events WHERE session_id = ?1 AND seq = ?2"
+    };
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query(rusqlite::params![session_id, seq])?;
+    let mut reader = RowLines {
+        rows,
+        buf: Vec::new(),
+        pos: 0,
+        zstd: None,
+    };
+    let mut line = Vec::new();
+    reader
+        .read_to_end(&mut line)
+        .with_context(|| format!("cannot read row {seq} of {session_id}"))?;
+    Ok(line)
+}
+
 /// A [`Read`] over query rows `(event_json, event_zstd, event_utf8_bytes)`, one line per row.
 struct RowLines<'s> {
     rows: rusqlite::Rows<'s>,

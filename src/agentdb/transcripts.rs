@@ -208,6 +208,76 @@ fn rows_of(conn: &Connection, session_id: &str) -> Result<Vec<(i64, u64)>> {
         .collect::<rusqlite::Result<_>>()?)
 }
 
+/// What a preview of `planner` on the session would report, from an index of its rows that
+/// the caller already built (`inspect`'s scan): the same checks, plan and resolution as
+/// [`plan`], with only the rows the plan patches read back, as `job::predict` does for a file.
+/// Sizes are what the rows store, as [`plan`] reports them. The rewrite is not validated (a
+/// preview or a run does that).
+pub fn predict(
+    conn: &Connection,
+    path: &Path,
+    session_id: &str,
+    index: &Index,
+    tree: &crate::transcript::tree::Tree,
+    planner: &Planner,
+) -> Outcome {
+    let mut out = Outcome::new(path, Status::Unchanged);
+    if let Err(status) = predict_inner(conn, session_id, index, tree, planner, &mut out) {
+        out.fail(status);
+    }
+    out
+}
+
+fn predict_inner(
+    conn: &Connection,
+    session_id: &str,
+    index: &Index,
+    tree: &crate::transcript::tree::Tree,
+    planner: &Planner,
+    out: &mut Outcome,
+) -> Result<(), Status> {
+    job::check_editable_with(index, tree, out)?;
+    let rows = rows_of(conn, session_id).map_err(job::failed)?;
+    if rows.len() != index.lines.len() {
+        return Err(Status::Damaged(format!(
+            "{} rows read as {} lines (a row holds a line break); not editing",
+            rows.len(),
+            index.lines.len()
+        )));
+    }
+    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
+    out.bytes_after = out.bytes_before;
+    let planned = planner(index, tree).map_err(job::planner_status)?;
+    out.notes.extend(planned.notes);
+    out.details = planned.details;
+    if planned.edits.is_empty() {
+        return Ok(());
+    }
+    let resolved = rewrite::resolve(index, tree, &planned.edits)
+        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    out.entries_removed = resolved.removed;
+    out.blocks_replaced = resolved.blocks_replaced;
+    out.media_refs_replaced = resolved.media_refs_replaced;
+    // Kept rows keep their stored bytes; a changed row is stored as text, without the newline.
+    let mut after = 0u64;
+    for (n, line) in index.lines.iter().enumerate() {
+        after += match &resolved.actions[n] {
+            LineAction::Keep => rows[n].1,
+            LineAction::Drop => 0,
+            LineAction::Patch(patch) => {
+                let raw = read::row_line(conn, session_id, rows[n].0).map_err(job::failed)?;
+                let len = rewrite::patched_len(n, line, &raw, patch)
+                    .map_err(|e| Status::Refused(format!("{e:#}")))?;
+                (len - usize::from(line.terminated)) as u64
+            }
+        };
+    }
+    after += resolved.append.iter().map(|l| l.len() as u64).sum::<u64>();
+    out.bytes_after = after;
+    out.status = Status::WouldChange;
+    Ok(())
+}
+
 /// Plan one session and validate the rewrite without writing it. The outcome is what a preview
 /// reports (`WouldChange` with the counts and sizes, or why not); the plan is there when there
 /// is something to write. `path` names the session in the outcome (see [`label`]).

@@ -173,14 +173,16 @@ fn add_entry_fields(entry: &Value, by_field: &mut std::collections::HashMap<Stri
 }
 
 /// Read one session's rows and measure them as a transcript file is measured; the transcript
-/// commands' figures are their own previews of the rows (`agentdb::transcripts::plan`), in the
-/// bytes the rows store.
+/// commands' figures are their own predictions on this index (`agentdb::transcripts::predict`,
+/// which reads back only the rows a plan patches), in the bytes the rows store.
 fn analyse(
     conn: &Connection,
     db: &Path,
     session_id: &str,
     hooks: &Hooks,
 ) -> Result<TranscriptFacts> {
+    // One read snapshot for the scan and the rows the predictions read back.
+    let _snapshot = conn.unchecked_transaction()?;
     let (index, counts) =
         read::with_transcript(conn, session_id, |r| scan::scan_reader(r, hooks.counter))?;
     let mut f = TranscriptFacts {
@@ -194,7 +196,7 @@ fn analyse(
     f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
     let label = transcripts::label(db, session_id);
     let freed = |planner: &crate::transcript::job::Planner| {
-        let (o, _) = transcripts::plan(conn, &label, session_id, None, planner);
+        let o = transcripts::predict(conn, &label, session_id, &index, &tree, planner);
         match o.status {
             Status::WouldChange => o.bytes_before as i64 - o.bytes_after as i64,
             _ => 0,

@@ -385,7 +385,7 @@ fn patch_line(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Vec<u8
 }
 
 /// The length of what [`patch_line`] writes, without building it.
-fn patched_len(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<usize> {
+pub fn patched_len(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<usize> {
     let v = patched_value(n, line, raw, patch)?;
     let mut len = crate::jsjson::Len(0);
     crate::jsjson::write_value(&mut len, &v, None, 0);
