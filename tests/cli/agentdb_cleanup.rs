@@ -6,7 +6,8 @@
 //! bytes), with the files of `sessions/`.
 //!
 //! The databases are the demo imported by each release's own doctor, and generated JSON-era
-//! stores imported the same way, then aged with SQL (`CLAWKEEPER_DBCLEANUP_CASES`, default 8).
+//! stores imported the same way, then aged with SQL (`CLAWKEEPER_DBCLEANUP_CASES`, default 8;
+//! `CLAWKEEPER_DBCLEANUP_SEED` runs one seed, `CLAWKEEPER_DBCLEANUP_KEEP` keeps its state dir).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -831,6 +832,13 @@ pub fn generated_template(
     // Some cases with cold transcripts (2026.9.x's Gateway worker moves them).
     if seed % 7 == 4 && release.version != SQLITE_FIRST.version {
         make_cold(release, &state);
+    }
+    // `CLAWKEEPER_DBCLEANUP_KEEP=<dir>` keeps each case's state dir as `<dir>/seed-<seed>`, to
+    // run both tools on a failing case by hand.
+    if let Some(keep) = std::env::var_os("CLAWKEEPER_DBCLEANUP_KEEP") {
+        let to = Path::new(&keep).join(format!("seed-{seed}"));
+        let _ = std::fs::remove_dir_all(&to);
+        copy_dir(&state, &to);
     }
     Some((dir, state, config, child))
 }
