@@ -449,6 +449,50 @@ fn the_active_key_protects_its_parent_chain_in_the_apply_as_the_references_do() 
     }
 }
 
+#[test]
+fn the_apply_preserves_entries_that_share_a_session_with_a_fix_removal_as_the_references_do() {
+    // 2026.9.x makes the `--fix-*` removals as one lifecycle mutation and plans the maintenance
+    // inside it, which preserves every node whose key or session id the mutation holds: in
+    // seed 40003's store, `hook:webhook:w18` and a subagent share their sessions with retired
+    // direct-message entries, so the apply caps two other entries than the dry run lists.
+    // 2026.8.x preserves nothing of the kind.
+    const W18: &str = "agent:main:hook:webhook:w18";
+    const SUB: &str = "agent:main:subagent:ee4de84f-2be0-4391-aa94-413b6403e16c";
+    for release in [SQLITE_LATEST, SQLITE_MID, SQLITE_FIRST] {
+        let Some((_dir, template, config, _)) = generated_template(release, 40003) else {
+            return;
+        };
+        let args = ["--enforce", "--json", "--fix-missing", "--fix-dm-scope"];
+        let (a, b) = (env_from(&template, &config), env_from(&template, &config));
+        compare(release, &a, &b, &args, "seed 40003");
+        let dry = ours(
+            &env_from(&template, &config),
+            &["--dry-run", "--fix-dm-scope"],
+        );
+        let capped = |key: &str| {
+            let short = &key[key.len() - 6..];
+            stdout(&dry)
+                .lines()
+                .any(|l| l.contains("cap-overflow") && l.contains(short))
+        };
+        assert!(capped(W18) && capped(SUB), "{}", stdout(&dry));
+        let conn = Connection::open(database(&b)).unwrap();
+        let kept: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM session_nodes WHERE session_key IN (?1, ?2)",
+                [W18, SUB],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let want = if release.version == SQLITE_FIRST.version {
+            0
+        } else {
+            2
+        };
+        assert_eq!(kept, want, "{}", release.version);
+    }
+}
+
 /// Move the transcripts of `state`'s database older than a day into cold storage with
 /// `release`'s own worker pass (2026.9.x), after ageing each window's transcript times to its
 /// `updated_at` (an import stamps them with the import time, which keeps them hot). Returns

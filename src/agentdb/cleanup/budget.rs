@@ -260,7 +260,7 @@ pub fn enforce(
         }
     }
     if report.removed_entries > 0 {
-        conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
+        write::refresh_statistics(conn, report.removed_entries as usize)?;
         total = disk::measure(l);
     }
     report.total_bytes_after = total;

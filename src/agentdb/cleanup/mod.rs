@@ -320,6 +320,65 @@ pub fn active_chain(
     Ok(out)
 }
 
+/// The keys 2026.9.x's apply leaves to a lifecycle mutation: it makes the `--fix-*` removals
+/// as one lifecycle mutation whose identities are each removed entry's key and session id
+/// (`withSqliteSessionMutations`), and plans the maintenance inside it, where every unarchived
+/// node whose key, normalized key or current session id is one of those identities is
+/// preserved (`resolveSessionMaintenancePreserveKeys`): an entry sharing its session with a
+/// retired one is not capped or pruned in that run. 2026.8.x has no such preservation, and a
+/// preview none (nothing is removed yet when it plans). `s` is the store after the removals.
+pub fn lifecycle_preserved<'a>(
+    conn: &rusqlite::Connection,
+    s: &Store,
+    removed: impl Iterator<Item = (&'a String, &'a Value)>,
+) -> Result<HashSet<String>> {
+    use crate::js::js_trim;
+    use crate::keys::normalize_key;
+    let mut identities: HashSet<String> = HashSet::new();
+    for (key, entry) in removed {
+        let Some(sid) = entry.get("sessionId").and_then(Value::as_str) else {
+            continue;
+        };
+        if sid.is_empty() {
+            continue;
+        }
+        for identity in [js_trim(key), js_trim(sid)] {
+            if !identity.is_empty() {
+                identities.insert(identity.to_string());
+            }
+        }
+    }
+    let mut out = HashSet::new();
+    if identities.is_empty() {
+        return Ok(out);
+    }
+    let mut stmt = conn.prepare(
+        "SELECT session_key, current_session_id FROM session_nodes WHERE archived_at IS NULL",
+    )?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let key: String = r.get(0)?;
+        if !s.contains_key(&key) {
+            continue;
+        }
+        let sid: Option<String> = r.get(1)?;
+        let normalized = normalize_key(&key);
+        let held = [
+            Some(js_trim(&key)),
+            Some(normalized.as_str()),
+            sid.as_deref().map(js_trim),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|identity| !identity.is_empty() && identities.contains(identity));
+        if held {
+            out.insert(key);
+            out.insert(normalized);
+        }
+    }
+    Ok(out)
+}
+
 /// Plan one database without writing anything.
 pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
     let ctx = || t.db.display().to_string();

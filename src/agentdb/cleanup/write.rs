@@ -759,6 +759,12 @@ fn publish_entries(
             .filter(|(_, removal)| *removal)
             .map(|(a, _)| a),
     )?;
+    refresh_statistics(conn, deleted)
+}
+
+/// `refreshSqliteSessionPlannerStatisticsBestEffort`: `ANALYZE` once a run deleted at least
+/// one maintenance batch of entries (64), else nothing.
+pub fn refresh_statistics(conn: &Connection, deleted: usize) -> Result<()> {
     if deleted >= 64 {
         conn.execute_batch("PRAGMA analysis_limit = 1000; ANALYZE main;")?;
     }
@@ -786,7 +792,15 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let mut entry_plan = if warn {
         plan::EntryPlan::default()
     } else {
-        let keys = super::active_chain(&tx, rules, &s, o.active_key.as_deref())?;
+        let mut keys = super::active_chain(&tx, rules, &s, o.active_key.as_deref())?;
+        if rules == Rules::V9 {
+            let removed = missing.iter().chain(&dm_scope);
+            keys.extend(super::lifecycle_preserved(
+                &tx,
+                &s,
+                removed.filter_map(|k| before.get_key_value(k)),
+            )?);
+        }
         let p = plan::Preserve {
             rules,
             keys: &keys,
