@@ -160,7 +160,7 @@ fn evict_window(conn: &Connection, l: &Layout, sid: &str) -> Result<bool> {
     delete_window(&tx, sid)?;
     tx.commit()?;
     if let Some(a) = &archive {
-        write::publish_and_record(conn, l, a)?;
+        write::publish_one(conn, l, a)?;
     }
     Ok(true)
 }

@@ -246,21 +246,40 @@ pub fn load_entries(conn: &rusqlite::Connection) -> Result<Store> {
     let mut s = Store::new();
     while let Some(r) = rows.next()? {
         let key: String = r.get(0)?;
-        let json: String = r.get(1)?;
-        let v = crate::jsjson::parse(json.as_bytes())
-            .with_context(|| format!("session_nodes row {key:?}: entry_json does not parse"))?;
-        let current: Option<String> = r.get(2)?;
-        let updated: Option<f64> = r.get(3)?;
-        let identity = v.get("sessionId").and_then(Value::as_str) == current.as_deref()
-            && current.is_some()
-            && v.get("updatedAt")
-                .and_then(Value::as_f64)
-                .is_some_and(|u| u.is_finite() && Some(u) == updated);
-        if identity {
+        if let Some(v) = row_entry(&key, r)? {
             s.insert(key, v);
         }
     }
     Ok(s)
+}
+
+/// The entry of one `session_nodes` key as [`load_entries`] lists it; `None` when there is no
+/// such row or it holds no entry.
+pub fn load_entry(conn: &rusqlite::Connection, key: &str) -> Result<Option<Value>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT session_key, entry_json, current_session_id, updated_at FROM session_nodes          WHERE session_key = ?1",
+    )?;
+    let mut rows = stmt.query([key])?;
+    match rows.next()? {
+        Some(r) => row_entry(key, r),
+        None => Ok(None),
+    }
+}
+
+/// A `session_nodes` row (`session_key, entry_json, current_session_id, updated_at`) as an
+/// entry, when it has an identity (see [`load_entries`]).
+fn row_entry(key: &str, r: &rusqlite::Row<'_>) -> Result<Option<Value>> {
+    let json: String = r.get(1)?;
+    let v = crate::jsjson::parse(json.as_bytes())
+        .with_context(|| format!("session_nodes row {key:?}: entry_json does not parse"))?;
+    let current: Option<String> = r.get(2)?;
+    let updated: Option<f64> = r.get(3)?;
+    let identity = v.get("sessionId").and_then(Value::as_str) == current.as_deref()
+        && current.is_some()
+        && v.get("updatedAt")
+            .and_then(Value::as_f64)
+            .is_some_and(|u| u.is_finite() && Some(u) == updated);
+    Ok(identity.then_some(v))
 }
 
 /// The preserve set of a preview: `--active-key`, normalized (`normalizeStoreSessionKey`).

@@ -1,7 +1,10 @@
-//! The writes of a SQLite-era cleanup, as the reference makes them: archive in place (one
-//! transaction for the whole entry plan), then per deleted entry the transcript archive
-//! (zstd level 3, in `session_transcript_archives` and published as a file) and the deletion
-//! of its windows and node (one transaction each), then the sweep and the disk budget.
+//! The writes of a SQLite-era cleanup, in the reference's transactions and statement order
+//! (which also makes the WAL its disk budget measures the reference's): the lifecycle
+//! transaction (the entry plan read and planned, the `--fix-*` removals, the entries archived
+//! in place), the maintenance's deletions in batches (per transcript: its archive, zstd level
+//! 3, into `session_transcript_archives`, then its rows; then the entries), each batch
+//! followed by its publish round (the archive files, the results recorded per pass), then the
+//! sweep and the disk budget.
 
 use std::collections::HashSet;
 use std::io::Write as _;
@@ -83,12 +86,54 @@ fn normalize_delivery(e: &mut Value) {
     }
 }
 
+/// The `session_nodes` columns the runtime's entry write (`writeSessionEntry`, an upsert of
+/// the whole node) sets besides `entry_json` and `archived_at`, from the entry. An archive in
+/// place leaves their values as they are, but sets them as the runtime does: SQLite rewrites
+/// the index entries of every column an update sets, and those pages are in the WAL the disk
+/// budget measures.
+const NODE_WRITE_COLUMNS: [&str; 22] = [
+    "current_session_id",
+    "entry_valid",
+    "updated_at",
+    "status",
+    "created_at",
+    "created_via",
+    "created_actor_type",
+    "created_actor_id",
+    "project_id",
+    "parent_session_key",
+    "spawned_by",
+    "fork_source_session_key",
+    "fork_source_session_id",
+    "fork_source_entry_id",
+    "label",
+    "display_name",
+    "category",
+    "icon",
+    "pinned_at",
+    "last_read_at",
+    "last_interaction_at",
+    "last_activity_at",
+];
+
 /// Archive the planned entries in place (in the caller's transaction).
 fn archive_in_place(
     tx: &Connection,
     after: &Store,
     archived: &[(String, ArchivePhase)],
 ) -> Result<()> {
+    if archived.is_empty() {
+        return Ok(());
+    }
+    let present = columns(tx, "session_nodes")?;
+    let again: String = NODE_WRITE_COLUMNS
+        .iter()
+        .filter(|c| present.iter().any(|p| p == *c))
+        .map(|c| format!(", {c} = {c}"))
+        .collect();
+    let update = format!(
+        "UPDATE session_nodes SET entry_json = ?1, archived_at = ?2{again} WHERE session_key = ?3"
+    );
     for (key, _) in archived {
         let Some(e) = after.get(key) else { continue };
         let mut e = e.clone();
@@ -98,10 +143,7 @@ fn archive_in_place(
             .get("archivedAt")
             .and_then(Value::as_f64)
             .map(|v| v as i64);
-        tx.execute(
-            "UPDATE session_nodes SET entry_json = ?1, archived_at = ?2 WHERE session_key = ?3",
-            params![json, archived_at, key],
-        )?;
+        tx.execute(&update, params![json, archived_at, key])?;
         tx.execute(
             "UPDATE session_nodes SET entry_valid = 1 WHERE session_key = ?1",
             [key],
@@ -138,6 +180,7 @@ fn has_table(conn: &Connection, name: &str) -> Result<bool> {
 }
 
 /// One transcript archive, materialized.
+#[derive(Clone)]
 pub(super) struct Archive {
     session_id: String,
     session_key: String,
@@ -486,10 +529,9 @@ pub(super) fn insert_archive(tx: &Connection, a: &Archive) -> Result<()> {
     Ok(())
 }
 
-/// Publish an archive file and record it as published (its own transaction).
-pub(super) fn publish_and_record(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
-    publish(&l.archive_dir, a)?;
-    record_published(conn, [a])
+/// Publish the archive of a deletion with a publish round of its own (see [`publish_round`]).
+pub(super) fn publish_one(conn: &Connection, l: &Layout, a: &Archive) -> Result<()> {
+    publish_round(conn, l, std::slice::from_ref(a))
 }
 
 /// Record publish attempts that succeeded, in one transaction, as
@@ -607,61 +649,95 @@ pub(super) fn publish(dir: &Path, a: &Archive) -> Result<()> {
     Ok(())
 }
 
-/// The archive rows not published yet (`published_at` null), oldest first: the runtime's
-/// publish round after a deletion publishes them with its own, and so does a cleanup here,
-/// which also finishes the publication of a run killed after its rows committed.
-fn pending_archives(conn: &Connection) -> Result<Vec<Archive>> {
+/// How many pending archives a publish pass takes (`PENDING_ARCHIVE_PUBLISH_BATCH_SIZE`).
+const PENDING_PUBLISH_BATCH: usize = 4;
+
+const ARCHIVE_COLUMNS: &str =
+    "session_id, generation, session_key, archive_sha256, archive_name, created_at";
+
+fn archive_of(r: &rusqlite::Row<'_>) -> rusqlite::Result<Archive> {
+    Ok(Archive {
+        session_id: r.get(0)?,
+        generation: r.get(1)?,
+        session_key: r.get(2)?,
+        // Without its bytes: [`publish_round`] reads them one archive at a time.
+        blob: Vec::new(),
+        sha256: r.get(3)?,
+        name: r.get(4)?,
+        created_at: r.get(5)?,
+    })
+}
+
+/// The oldest archive rows not published yet (`published_at` null), at most `limit`: the
+/// runtime's publish round after a deletion publishes them with its own, and so does a
+/// cleanup here, which also finishes the publication of a run killed after its rows
+/// committed.
+fn pending_archives(conn: &Connection, limit: usize) -> Result<Vec<Archive>> {
     if !has_table(conn, "session_transcript_archives")? {
         return Ok(Vec::new());
     }
-    let mut stmt = conn.prepare(
-        "SELECT session_id, generation, session_key, archive_sha256, archive_name, created_at \
-         FROM session_transcript_archives WHERE published_at IS NULL \
-         ORDER BY created_at, session_id, generation",
-    )?;
-    // Without their bytes: [`publish_pending`] reads them one archive at a time.
-    let rows = stmt.query_map([], |r| {
-        Ok(Archive {
-            session_id: r.get(0)?,
-            generation: r.get(1)?,
-            session_key: r.get(2)?,
-            blob: Vec::new(),
-            sha256: r.get(3)?,
-            name: r.get(4)?,
-            created_at: r.get(5)?,
-        })
-    })?;
+    let mut stmt = conn.prepare(&format!(
+        "SELECT {ARCHIVE_COLUMNS} FROM session_transcript_archives WHERE published_at IS NULL \
+         ORDER BY created_at, session_id, generation LIMIT ?1"
+    ))?;
+    let rows = stmt.query_map([limit as i64], archive_of)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// Publish every pending archive and record it, reading each one's bytes from its row.
-fn publish_pending(conn: &Connection, l: &Layout) -> Result<Vec<Archive>> {
-    let mut pending = pending_archives(conn)?;
-    for a in &mut pending {
-        a.blob = conn.query_row(
-            "SELECT archive_blob FROM session_transcript_archives WHERE session_id = ?1 AND \
-             generation = ?2",
-            params![a.session_id, a.generation],
-            |r| r.get(0),
-        )?;
-        publish(&l.archive_dir, a)?;
-        a.blob = Vec::new();
+/// A publish round (`publishSessionStateArchives`): the first pass publishes the `requested`
+/// archives (again, when they are published already) with the oldest pending ones, up to
+/// [`PENDING_PUBLISH_BATCH`] of them; each further pass the next pending ones, until none is
+/// left. Each pass's results are recorded in one transaction, as the runtime records them
+/// (which also keeps the WAL the disk budget measures as the runtime's). Every archive's
+/// bytes are read from its row, one archive at a time.
+fn publish_round(conn: &Connection, l: &Layout, requested: &[Archive]) -> Result<()> {
+    let mut first = true;
+    loop {
+        let mut pass: Vec<Archive> = Vec::new();
+        let mut add = |a: &Archive| {
+            let known = pass
+                .iter()
+                .any(|p| p.session_id == a.session_id && p.generation == a.generation);
+            if !known {
+                pass.push(Archive {
+                    blob: Vec::new(),
+                    ..a.clone()
+                });
+            }
+        };
+        if std::mem::take(&mut first) {
+            requested.iter().for_each(&mut add);
+        }
+        pending_archives(conn, PENDING_PUBLISH_BATCH)?
+            .iter()
+            .for_each(&mut add);
+        if pass.is_empty() {
+            return Ok(());
+        }
+        for a in &mut pass {
+            a.blob = conn.query_row(
+                "SELECT archive_blob FROM session_transcript_archives WHERE session_id = ?1 \
+                 AND generation = ?2",
+                params![a.session_id, a.generation],
+                |r| r.get(0),
+            )?;
+            publish(&l.archive_dir, a)?;
+            a.blob = Vec::new();
+        }
+        record_published(conn, &pass)?;
     }
-    record_published(conn, &pending)?;
-    Ok(pending)
 }
 
 /// Delete the planned entries (in the caller's transaction): archive each transcript no
 /// survivor references into `session_transcript_archives` (unpublished), delete its index
-/// rows and window and the node. Returns the entries deleted and the archives written, each
-/// with whether a `--fix-*` removal owns it.
+/// rows and window and the node. Returns the entries deleted and the archives written
+/// (without their bytes, which are in the rows).
 fn delete_entries(
     tx: &Connection,
     l: &Layout,
     before: &Store,
     deleted: &[&String],
-    removals: &HashSet<String>,
-) -> Result<(usize, Vec<(Archive, bool)>)> {
+) -> Result<(usize, Vec<Archive>)> {
     if deleted.is_empty() {
         return Ok((0, Vec::new()));
     }
@@ -687,8 +763,11 @@ fn delete_entries(
             }
         }
     }
+    // Each transcript archived, then its rows deleted, one session after the other
+    // (`deleteMaterializedSessionStatePlans`): an archive takes pages freed by the sessions
+    // deleted before it, as the runtime's does.
     let mut archives = Vec::new();
-    for (sid, key) in &plans {
+    for (sid, _) in &plans {
         let window_key: Option<String> = tx
             .query_row(
                 "SELECT session_key FROM session_windows WHERE session_id = ?1",
@@ -696,18 +775,15 @@ fn delete_entries(
                 |r| r.get(0),
             )
             .optional()?;
-        let Some(window_key) = window_key else {
-            continue;
-        };
-        if let Some(mut a) = materialize(tx, sid, &window_key, l.rules)? {
+        if let Some(window_key) = window_key
+            && let Some(mut a) = materialize(tx, sid, &window_key, l.rules)?
+        {
             insert_archive(tx, &a)?;
             // Its bytes are in the row now, where the publication reads them: a run that
             // deletes many transcripts holds one archive in memory at a time.
             a.blob = Vec::new();
-            archives.push((a, removals.contains(key)));
+            archives.push(a);
         }
-    }
-    for (sid, _) in &plans {
         delete_window(tx, sid)?;
     }
     let mut n = 0;
@@ -717,49 +793,40 @@ fn delete_entries(
     Ok((n, archives))
 }
 
-/// The entry writes of the plan, in the caller's transaction (the one the entries were read
-/// and planned in): entries archived in place, entries deleted with their transcripts
-/// archived as rows. A run killed at any moment leaves every entry as it was or every entry
-/// as planned. Returns the entries deleted and the archives written, each with whether a
-/// `--fix-*` removal owns it.
-fn write_entries(
-    tx: &Connection,
-    l: &Layout,
-    before: &Store,
-    after: &Store,
-    plan: &plan::EntryPlan,
-) -> Result<(usize, Vec<(Archive, bool)>)> {
-    let deleted: Vec<&String> = plan.deleted().collect();
-    // The archives of `--fix-*` removals are published once more when the maintenance
-    // deletes entries too: its finalization publishes every pending archive first, then
-    // the removals' own publish round publishes theirs again.
-    let mut removals: HashSet<String> =
-        plan.missing.iter().chain(&plan.dm_scope).cloned().collect();
-    if deleted.iter().all(|k| removals.contains(*k)) {
-        removals.clear();
-    }
-    archive_in_place(tx, after, &plan.archived)?;
-    delete_entries(tx, l, before, &deleted, &removals)
-}
+/// How many maintenance removals one finalization batch deletes
+/// (`MAX_SESSION_MAINTENANCE_BATCH_ENTRIES`).
+const MAINTENANCE_BATCH: usize = 64;
 
-/// After the entry writes committed: publish the archive files (every pending one, from the
-/// rows that committed, a killed run's too), and `ANALYZE` after many deletions.
-fn publish_entries(
+/// The maintenance's removals after the lifecycle transaction committed
+/// (`finalizeSessionEntryMaintenancePlansAfterWriterReleaseBestEffort`): in batches of at most
+/// [`MAINTENANCE_BATCH`] entries, each deleted with its transcripts archived as rows in a write
+/// transaction of its own, then published in a publish round of its own. An
+/// entry another connection changed since the plan is left as it is, as the runtime skips a
+/// changed entry. Returns the entries deleted and the keys left.
+fn delete_maintenance_removals(
     conn: &Connection,
     l: &Layout,
-    deleted: usize,
-    archives: &[(Archive, bool)],
-) -> Result<()> {
-    publish_pending(conn, l)?;
-    // The removals' own publish round, one transaction for its results.
-    record_published(
-        conn,
-        archives
-            .iter()
-            .filter(|(_, removal)| *removal)
-            .map(|(a, _)| a),
-    )?;
-    refresh_statistics(conn, deleted)
+    before: &Store,
+    keys: &[&String],
+) -> Result<(usize, HashSet<String>)> {
+    let mut deleted = 0;
+    let mut changed = HashSet::new();
+    for batch in keys.chunks(MAINTENANCE_BATCH) {
+        let tx = begin(conn)?;
+        let mut current = Vec::with_capacity(batch.len());
+        for key in batch {
+            if super::load_entry(&tx, key)?.as_ref() == before.get(*key) {
+                current.push(*key);
+            } else {
+                changed.insert((*key).clone());
+            }
+        }
+        let (n, archives) = delete_entries(&tx, l, before, &current)?;
+        tx.commit()?;
+        deleted += n;
+        publish_round(conn, l, &archives)?;
+    }
+    Ok((deleted, changed))
 }
 
 /// `refreshSqliteSessionPlannerStatisticsBestEffort`: `ANALYZE` once a run deleted at least
@@ -782,8 +849,9 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let settings = &planned.settings;
     let l = Layout::new(t, rules);
     let warn = o.is_warn();
-    // An applied plan reads, plans and writes the entries in one write transaction: what it
-    // writes is what it planned, whatever another connection wrote before it began.
+    // The lifecycle transaction (`applySessionEntryLifecycleMutation`): it reads and plans the
+    // entries, makes the `--fix-*` removals and archives the maintenance's entries in place;
+    // what it writes is what it planned, whatever another connection wrote before it began.
     let tx = begin(conn)?;
     let before = super::load_entries(&tx)?;
     let mut s = before.clone();
@@ -811,10 +879,32 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     };
     entry_plan.missing = missing;
     entry_plan.dm_scope = dm_scope;
-    let (deleted, archives) = write_entries(&tx, &l, &before, &s, &entry_plan)?;
+    let fixes: Vec<&String> = entry_plan
+        .missing
+        .iter()
+        .chain(&entry_plan.dm_scope)
+        .collect();
+    let owned: HashSet<&String> = fixes.iter().copied().collect();
+    let (fixed, fix_archives) = delete_entries(&tx, &l, &before, &fixes)?;
+    archive_in_place(&tx, &s, &entry_plan.archived)?;
     tx.commit()?;
-    if !warn || deleted > 0 {
-        publish_entries(conn, &l, deleted, &archives)?;
+    let removals: Vec<&String> = entry_plan
+        .deleted()
+        .filter(|k| !owned.contains(*k))
+        .collect();
+    let (removed, changed) = delete_maintenance_removals(conn, &l, &before, &removals)?;
+    // The removals' own publish round (their archives are published already when the
+    // maintenance's rounds ran: they were pending then).
+    if !warn || fixed > 0 {
+        publish_round(conn, &l, &fix_archives)?;
+    }
+    refresh_statistics(conn, fixed + removed)?;
+    for list in [
+        &mut entry_plan.model_run,
+        &mut entry_plan.stale,
+        &mut entry_plan.capped,
+    ] {
+        list.retain(|k| !changed.contains(k));
     }
     let lifecycle_count = row_count(conn)?;
     let unreferenced = if warn {
