@@ -117,14 +117,11 @@ fn workload(release: Release) -> Option<TestEnv> {
 /// Seed of the workload's generated transcripts.
 const SEED: u64 = 41;
 
-/// `cleanup --enforce` to its end; the dump of the result, normalised from its start.
+/// `cleanup --enforce` to its end: the dump of the result with the times of the run as `NOW`,
+/// when the run started (what [`dump`] takes), and how long it took.
 #[track_caller]
-fn cleaned(env: &TestEnv) -> (Vec<String>, Duration) {
-    // The dump calls a time from `since` on this run's (`NOW`): the template's own rows,
-    // written just before, must fall before it, as they do for every later run compared
-    // with this one.
-    std::thread::sleep(Duration::from_millis(1100));
-    let since = now_ms() - 1000;
+fn cleaned(env: &TestEnv) -> (Vec<String>, i64, Duration) {
+    let since = now_ms();
     let start = Instant::now();
     let out = env.run(&["cleanup", "--enforce"]);
     let took = start.elapsed();
@@ -135,7 +132,7 @@ fn cleaned(env: &TestEnv) -> (Vec<String>, Duration) {
         stdout(&out),
         stderr(&out)
     );
-    (dump(env, since), took)
+    (dump(env, since), since, took)
 }
 
 /// A dump's lines by table (`file` for the files of `sessions/`).
@@ -374,9 +371,9 @@ fn killed_cleanup(release: Release) {
     };
     let entries_env = copy_env(&template);
     entries_env.write_config(WORKLOAD_ENTRIES_ONLY);
-    let (entries, _) = cleaned(&entries_env);
+    let (entries, _, _) = cleaned(&entries_env);
     let new_env = copy_env(&template);
-    let (new_lines, span) = cleaned(&new_env);
+    let (new_lines, _, span) = cleaned(&new_env);
     let expected = Expected {
         release,
         old: by_table(&dump(&template, NEVER)),
@@ -428,7 +425,7 @@ fn killed_cleanup(release: Release) {
     for i in 0..n {
         let (delay, frac) = kill_delay(i, n, span);
         let env = copy_env(&template);
-        let since = now_ms() - 1000;
+        let since = now_ms();
         let running = kill_after(env.command(&["cleanup", "--enforce"]), delay);
         hit += usize::from(running);
         let db = database(&env);
@@ -668,18 +665,22 @@ fn a_rerun_publishes_pending_archives_and_refuses_hostile_ones() {
         return;
     };
     template.write_config(DEMO_ENTRIES_ONLY);
-    let (published, _) = cleaned(&template);
+    let (published, first_run, _) = cleaned(&template);
 
     // A killed run's pending rows and temp file: the rerun publishes every file with its
     // row's bytes and mode, records it, and removes the temp file.
     let (env, rows) = pending(&template);
     assert!(rows.len() >= 2, "{rows:?}");
-    let since = now_ms() - 1000;
     let out = env.run(&["cleanup", "--enforce"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(pending_count(&database(&env)), 0);
-    // The same content as the first run's (publish times are this run's, `NOW` in both).
-    same_lines("pending archives published", &published, &dump(&env, since));
+    // The same content as the first run's: the times of both runs are `NOW` (the archives'
+    // are the first run's, their publish times this one's).
+    same_lines(
+        "pending archives published",
+        &published,
+        &dump(&env, first_run),
+    );
 
     let sessions = |env: &TestEnv| env.state().join("agents/main/sessions");
     // The run fails (exit 1) naming the problem; the hostile row stays pending.
@@ -748,14 +749,14 @@ fn a_held_snapshot_defers_the_budget_and_a_rerun_finishes_it() {
     let Some(template) = demo_workload(SQLITE_LATEST) else {
         return;
     };
-    let (undisturbed, _) = cleaned(&copy_env(&template));
+    let (undisturbed, _, _) = cleaned(&copy_env(&template));
     let env = copy_env(&template);
     let db = database(&env);
     let reader = Connection::open(&db).unwrap();
     reader
         .execute_batch("BEGIN; SELECT count(*) FROM transcript_events;")
         .unwrap();
-    let since = now_ms() - 1000;
+    let since = now_ms();
     let (code, doc) = env.run_json(&["cleanup", "--enforce", "--json"]);
     assert_eq!(code, 0, "{doc}");
     let budget = &doc["diskBudget"];
