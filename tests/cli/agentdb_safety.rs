@@ -191,6 +191,42 @@ pub fn kill_after(mut cmd: Command, delay: Duration) -> bool {
     running
 }
 
+/// The report of a crash suite: a line per kill, and how many kills landed mid-run.
+#[derive(Default)]
+pub struct Kills {
+    hit: usize,
+    lines: Vec<String>,
+}
+
+impl Kills {
+    /// Record a kill; `running` is [`kill_after`]'s answer, and `line` makes its report line
+    /// from what it was (`killed mid-run` or `had finished`). Returns the line.
+    pub fn record(&mut self, running: bool, line: impl FnOnce(&str) -> String) -> String {
+        self.hit += usize::from(running);
+        let line = line(if running {
+            "killed mid-run"
+        } else {
+            "had finished"
+        });
+        self.lines.push(line.clone());
+        line
+    }
+
+    /// A kill that came after the run ended tests nothing: most must have landed mid-run.
+    /// The report goes to stderr after `context` (how long the runs took).
+    #[track_caller]
+    pub fn finish(self, context: &str) {
+        let n = self.lines.len();
+        let report = self.lines.join("\n");
+        assert!(
+            self.hit >= n / 2,
+            "only {} of {n} kills landed mid-run ({context}):\n{report}",
+            self.hit
+        );
+        eprintln!("{context}\n{report}");
+    }
+}
+
 /// A fresh env holding a byte copy of the grown database and its WAL (no `-shm`: the first
 /// opener rebuilds the index from the WAL, as after a reboot).
 fn grown_copy(grown: &Path) -> TestEnv {
@@ -233,8 +269,7 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
     };
     let spans = [span(false), span(true)];
 
-    let mut report = Vec::new();
-    let mut hit = 0;
+    let mut kills = Kills::default();
     for i in 0..KILLS {
         let full = i % 2 == 1;
         // Half the kills per mode, spread over its run.
@@ -242,21 +277,17 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
         let env = grown_copy(&grown);
         let db = database(&env);
         let running = kill_after(env.command(&mode(full)), delay);
-        hit += usize::from(running);
-        let line = format!(
-            "kill {i:2} {:>6} at {delay:>8.1?} ({:3.0} %): {}, WAL {} → {} bytes, database {} bytes",
-            if full { "--full" } else { "" },
-            frac * 100.0,
-            if running {
-                "killed mid-run"
-            } else {
-                "had finished"
-            },
-            grown_wal,
-            len(&wal(&db)),
-            len(&db)
-        );
-        report.push(line.clone());
+        let line = kills.record(running, |outcome| {
+            format!(
+                "kill {i:2} {:>6} at {delay:>8.1?} ({:3.0} %): {outcome}, WAL {} → {} bytes, \
+                 database {} bytes",
+                if full { "--full" } else { "" },
+                frac * 100.0,
+                grown_wal,
+                len(&wal(&db)),
+                len(&db)
+            )
+        });
 
         assert_eq!(integrity(&db), "ok", "{line}");
         if i % 5 == 4 {
@@ -278,13 +309,7 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
             same_contexts(RELEASE, &before, &contexts(RELEASE, &env));
         }
     }
-    let report = report.join("\n");
-    // A kill that came after the run ended tests nothing; most must land mid-run.
-    assert!(
-        hit >= KILLS / 2,
-        "only {hit} of {KILLS} kills landed mid-run (runs took {spans:?}):\n{report}"
-    );
-    eprintln!("runs took {spans:?}\n{report}");
+    kills.finish(&format!("runs took {spans:?}"));
 }
 
 // ---------------------------------------------------------------------------------------
