@@ -12,6 +12,8 @@ pub mod guard;
 pub mod read;
 pub mod space;
 pub mod transcripts;
+#[cfg(test)]
+mod transcripts_write_tests;
 pub mod vacuum;
 
 use std::path::{Path, PathBuf};

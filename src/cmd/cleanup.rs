@@ -333,27 +333,22 @@ impl<'a> Run<'a> {
                 );
             }
         } else if db_applied.is_empty() {
-            cleanup_text::render_applied(&mut out, &applied);
+            cleanup_text::render_applied(&mut out, &applied.iter().collect::<Vec<_>>());
             resolved::text(&mut out, &self.resolved_dirs, true);
         } else {
-            let mut lines: Vec<(Option<usize>, dbcleanup_text::Applied)> = applied
+            let mut lines: Vec<(Option<usize>, &Summary)> = applied
                 .iter()
                 .map(|s| {
                     (
                         self.targets.iter().position(|t| t.agent_id == s.agent_id),
-                        dbcleanup_text::Applied {
-                            agent_id: s.agent_id.clone(),
-                            store_path: s.store_path.clone(),
-                            applied_count: s.applied_count.unwrap_or(0),
-                            removed_files: s.unreferenced.removed_files,
-                        },
+                        s,
                     )
                 })
                 .collect();
-            lines.extend(db_applied.iter().map(|(i, s)| (Some(*i), s.into())));
+            lines.extend(db_applied.iter().map(|(i, s)| (Some(*i), &s.base)));
             lines.sort_by_key(|l| l.0);
-            let lines: Vec<dbcleanup_text::Applied> = lines.into_iter().map(|l| l.1).collect();
-            dbcleanup_text::render_applied(&mut out, &lines);
+            let lines: Vec<&Summary> = lines.into_iter().map(|l| l.1).collect();
+            cleanup_text::render_applied(&mut out, &lines);
             resolved::text(&mut out, &self.resolved_dirs, true);
         }
         self.print(&out)?;

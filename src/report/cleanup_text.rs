@@ -165,6 +165,12 @@ pub(crate) fn display_model_or(cfg: &Config, key: &str, e: &Value, fallback: &st
 }
 
 fn flags_cell(e: &Value) -> String {
+    flags_cell_with(e, |_| {})
+}
+
+/// `formatSessionFlagsCell`: the level flags, `system`, `aborted`, what `more` adds (the SQLite
+/// era's visibility, owner and participants), then the session id.
+pub(crate) fn flags_cell_with(e: &Value, more: impl FnOnce(&mut Vec<String>)) -> String {
     let mut parts = Vec::new();
     for (field, prefix) in [
         ("thinkingLevel", "think:"),
@@ -185,10 +191,59 @@ fn flags_cell(e: &Value) -> String {
     if truthy(e.get("abortedLastRun")).is_some() {
         parts.push("aborted".into());
     }
+    more(&mut parts);
     if let Some(v) = truthy(e.get("sessionId")) {
         parts.push(format!("id:{}", js_string(v)));
     }
     parts.join(" ")
+}
+
+/// The label summary of a dry-run plan: per label, the entries kept and pruned.
+#[derive(Default)]
+pub(crate) struct LabelTally {
+    labels: Vec<(String, u64, u64)>,
+}
+
+impl LabelTally {
+    /// Count one entry under `label` (sanitized and trimmed; empty is `(unlabeled)`).
+    pub(crate) fn add(&mut self, label: String, kept: bool) {
+        let label = if label.is_empty() {
+            "(unlabeled)".to_string()
+        } else {
+            label
+        };
+        match self.labels.iter_mut().find(|l| l.0 == label) {
+            Some(l) => {
+                if kept {
+                    l.1 += 1
+                } else {
+                    l.2 += 1
+                }
+            }
+            None => self.labels.push((label, u64::from(kept), u64::from(!kept))),
+        }
+    }
+
+    /// The `Summary by Label:` lines, labels in `localeCompare` order padded to the widest as
+    /// `width` measures them, then the total.
+    pub(crate) fn render(mut self, line: &mut impl FnMut(String), width: fn(&str) -> usize) {
+        self.labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
+        let pad = self.labels.iter().map(|l| width(&l.0)).max().unwrap_or(0);
+        line(String::new());
+        line("Summary by Label:".into());
+        for (label, kept, pruned) in &self.labels {
+            let fill = pad.saturating_sub(width(label));
+            line(format!(
+                "{label}{}  {kept} kept, {pruned} pruned",
+                " ".repeat(fill)
+            ));
+        }
+        let (k, pr) = self
+            .labels
+            .iter()
+            .fold((0, 0), |acc, l| (acc.0 + l.1, acc.1 + l.2));
+        line(format!("Total: {k} kept, {pr} pruned"));
+    }
 }
 
 /// `sanitizeTerminalText`: escape CR/LF/TAB, drop other control characters and ANSI escapes.
@@ -371,7 +426,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             .partial_cmp(&ts(a.1))
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    let mut labels: Vec<(String, u64, u64)> = Vec::new();
+    let mut labels = LabelTally::default();
     for (key, e) in &rows {
         let action = p.action(key);
         let updated = crate::store::updated_at(e).filter(|u| *u != 0.0 && !u.is_nan());
@@ -391,49 +446,17 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             Some(Value::String(l)) => sanitize(js_trim(l)),
             _ => String::new(),
         };
-        let label = if label.is_empty() {
-            "(unlabeled)".to_string()
-        } else {
-            label
-        };
-        let kept = action == "keep" || action == "repair-session-file";
-        match labels.iter_mut().find(|l| l.0 == label) {
-            Some(l) => {
-                if kept {
-                    l.1 += 1
-                } else {
-                    l.2 += 1
-                }
-            }
-            None => labels.push((label, u64::from(kept), u64::from(!kept))),
-        }
+        labels.add(label, action == "keep" || action == "repair-session-file");
     }
-    labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
-    let pad = labels
-        .iter()
-        .map(|l| utf16_len(&l.0) as usize)
-        .max()
-        .unwrap_or(0);
-    line(String::new());
-    line("Summary by Label:".into());
-    for (label, kept, pruned) in &labels {
-        line(format!(
-            "{}  {kept} kept, {pruned} pruned",
-            pad_end(label, pad)
-        ));
-    }
-    let (k, pr) = labels
-        .iter()
-        .fold((0, 0), |acc, l| (acc.0 + l.1, acc.1 + l.2));
-    line(format!("Total: {k} kept, {pr} pruned"));
+    labels.render(&mut line, |l| utf16_len(l) as usize);
 }
 
 fn mode_text(v: &Value) -> String {
     js_string(v)
 }
 
-/// The applied summaries.
-pub fn render_applied(out: &mut String, summaries: &[Summary]) {
+/// The applied summaries (`renderAppliedSummaries`), of both eras.
+pub fn render_applied(out: &mut String, summaries: &[&Summary]) {
     for (i, s) in summaries.iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -510,6 +533,27 @@ mod tests {
                 "B",
                 "Ünïcode",
                 "zeta"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_label_summary_counts_per_label_in_locale_order() {
+        let mut tally = LabelTally::default();
+        for (label, kept) in [("ops", true), ("", false), ("Ana", true), ("ops", false)] {
+            tally.add(label.to_string(), kept);
+        }
+        let mut lines = Vec::new();
+        tally.render(&mut |l| lines.push(l), |l| utf16_len(l) as usize);
+        assert_eq!(
+            lines,
+            vec![
+                "",
+                "Summary by Label:",
+                "(unlabeled)  0 kept, 1 pruned",
+                "Ana          1 kept, 0 pruned",
+                "ops          1 kept, 1 pruned",
+                "Total: 2 kept, 2 pruned",
             ]
         );
     }

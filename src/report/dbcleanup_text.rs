@@ -1,12 +1,16 @@
 //! The human output of `cleanup` on a SQLite-era agent database, line for line as
 //! `openclaw sessions cleanup` of 2026.9.x (and 2026.8.x) prints it when stdout is not a
 //! terminal: the dry-run plan (summary lines, the boxed action table of terminal-core's
-//! `renderTable` as wide as the terminal, 120 columns when stdout is not one, the label summary) and the applied lines.
+//! `renderTable` as wide as the terminal, 120 columns when stdout is not one, the label summary).
+//! The summary lines, the label summary and the applied lines are the JSON era's
+//! (`cleanup_text`).
 
 use serde_json::Value;
 
-use super::cleanup_text::{format_time_ago, js_string, locale_cmp, sanitize, truthy};
-use crate::agentdb::cleanup::{Preview, Rules, Summary};
+use super::cleanup_text::{
+    LabelTally, flags_cell_with, format_time_ago, js_string, sanitize, truthy,
+};
+use crate::agentdb::cleanup::{Preview, Rules};
 use crate::config::Config;
 use crate::js::utf16_len;
 
@@ -270,28 +274,15 @@ fn actor(a: &Value) -> Option<String> {
         .or_else(|| a.get("type").map(js_string))
 }
 
-/// `formatSessionFlagsCell`.
+/// `formatSessionFlagsCell` of the SQLite-era releases: the JSON era's flags with the
+/// visibility, owner and participants before the id, sanitized.
 fn flags_cell(e: &Value) -> String {
-    let mut parts = Vec::new();
-    for (field, prefix) in [
-        ("thinkingLevel", "think:"),
-        ("verboseLevel", "verbose:"),
-        ("traceLevel", "trace:"),
-        ("reasoningLevel", "reasoning:"),
-        ("elevatedLevel", "elev:"),
-        ("responseUsage", "usage:"),
-        ("groupActivation", "activation:"),
-    ] {
-        if let Some(v) = truthy(e.get(field)) {
-            parts.push(format!("{prefix}{}", js_string(v)));
-        }
-    }
-    if truthy(e.get("systemSent")).is_some() {
-        parts.push("system".into());
-    }
-    if truthy(e.get("abortedLastRun")).is_some() {
-        parts.push("aborted".into());
-    }
+    sanitize(&flags_cell_with(e, |parts| session_flags(e, parts)))
+}
+
+/// The flags the SQLite-era releases add: visibility (`shared` when unset), owner, and up to
+/// four participants.
+fn session_flags(e: &Value, parts: &mut Vec<String>) {
     let visibility = match e.get("visibility") {
         None | Some(Value::Null) => Some(Value::String("shared".into())),
         v => v.cloned(),
@@ -341,10 +332,6 @@ fn flags_cell(e: &Value) -> String {
             parts.push(format!("participants:{}{tail}", shown.join(",")));
         }
     }
-    if let Some(v) = truthy(e.get("sessionId")) {
-        parts.push(format!("id:{}", js_string(v)));
-    }
-    sanitize(&parts.join(" "))
 }
 
 /// The dry-run plan for one database.
@@ -382,7 +369,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
     });
     let now = crate::maintenance::now_ms();
     let mut cells = Vec::new();
-    let mut labels: Vec<(String, u64, u64)> = Vec::new();
+    let mut labels = LabelTally::default();
     for (key, e) in &rows {
         let action = p.plan.action(key);
         let age = match updated(e).filter(|u| *u != 0.0 && !u.is_nan()) {
@@ -401,22 +388,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             Some(Value::String(l)) => sanitize(l.trim()),
             _ => String::new(),
         };
-        let label = if label.is_empty() {
-            "(unlabeled)".to_string()
-        } else {
-            label
-        };
-        let kept = action == "keep" || action.starts_with("archive-");
-        match labels.iter_mut().find(|l| l.0 == label) {
-            Some(l) => {
-                if kept {
-                    l.1 += 1
-                } else {
-                    l.2 += 1
-                }
-            }
-            None => labels.push((label, u64::from(kept), u64::from(!kept))),
-        }
+        labels.add(label, action == "keep" || action.starts_with("archive-"));
     }
     let table = render_table(
         &[
@@ -430,63 +402,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         table_width(),
     );
     line(table.trim_end().to_string());
-    labels.sort_by(|a, b| locale_cmp(&a.0, &b.0));
-    let pad = labels.iter().map(|l| width(&l.0)).max().unwrap_or(0);
-    line(String::new());
-    line("Summary by Label:".into());
-    for (label, kept, pruned) in &labels {
-        let fill = pad.saturating_sub(width(label));
-        line(format!(
-            "{label}{}  {kept} kept, {pruned} pruned",
-            " ".repeat(fill)
-        ));
-    }
-    let (k, pr) = labels
-        .iter()
-        .fold((0, 0), |acc, l| (acc.0 + l.1, acc.1 + l.2));
-    line(format!("Total: {k} kept, {pr} pruned"));
-}
-
-/// One applied store, as the applied text names it.
-pub struct Applied {
-    pub agent_id: String,
-    pub store_path: String,
-    pub applied_count: u64,
-    pub removed_files: u64,
-}
-
-impl From<&Summary> for Applied {
-    fn from(s: &Summary) -> Applied {
-        Applied {
-            agent_id: s.agent_id.clone(),
-            store_path: s.store_path.clone(),
-            applied_count: s.applied_count.unwrap_or(0),
-            removed_files: s.unreferenced.removed_files,
-        }
-    }
-}
-
-/// The applied summaries (`renderAppliedSummaries`).
-pub fn render_applied(out: &mut String, summaries: &[Applied]) {
-    for (i, s) in summaries.iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        if summaries.len() > 1 {
-            out.push_str(&format!("Agent: {}\n", s.agent_id));
-        }
-        out.push_str(&format!("Session store: {}\n", s.store_path));
-        out.push_str(&format!(
-            "Applied maintenance. Current entries: {}\n",
-            s.applied_count
-        ));
-        if s.removed_files > 0 {
-            out.push_str(&format!(
-                "Pruned unreferenced artifacts: {}\n",
-                s.removed_files
-            ));
-        }
-    }
+    labels.render(&mut line, width);
 }
 
 #[cfg(test)]
@@ -500,6 +416,26 @@ mod tests {
         assert_eq!(table_width_for(Some(200)), 200);
         assert_eq!(table_width_for(Some(84)), 84);
         assert_eq!(table_width_for(Some(40)), 60);
+    }
+
+    #[test]
+    fn flags_add_visibility_owner_and_participants_before_the_id() {
+        let e = serde_json::json!({
+            "thinkingLevel": "high",
+            "systemSent": true,
+            "owner": {"actor": {"label": " Ana "}},
+            "participants": [{"label": "Bob"}, {"identity": {"type": "user", "id": 7}}],
+            "participantCount": 5,
+            "sessionId": "s1\tx",
+        });
+        assert_eq!(
+            flags_cell(&e),
+            "think:high system visibility:shared owner:Ana participants:Bob,user:7,+3 id:s1\\tx"
+        );
+        assert_eq!(
+            flags_cell(&serde_json::json!({"visibility": "", "sessionId": "s"})),
+            "id:s"
+        );
     }
 
     #[test]

@@ -28,6 +28,19 @@ const ALIASES: &[(&str, &str)] = &[
     ("zlu", "zalouser"),
 ];
 
+/// The entry fields [`normalize_entry`] reads: an entry with none of them has no delivery
+/// route, canonical or legacy.
+pub const FIELDS: &[&str] = &[
+    "route",
+    "deliveryContext",
+    "origin",
+    "channel",
+    "lastChannel",
+    "lastTo",
+    "lastAccountId",
+    "lastThreadId",
+];
+
 const INTERNAL_NON_DELIVERY: &[&str] = &["heartbeat", "cron", "webhook", "voice", "sessions_send"];
 
 fn opt_str(v: Option<&Value>) -> Option<String> {

@@ -32,8 +32,11 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
             changed = true;
             return false;
         }
-        let normalised =
-            |k: &str| NORMALISED_FIELDS.contains(&k) || PENDING_FINAL_DELIVERY_FIELDS.contains(&k);
+        let normalised = |k: &str| {
+            NORMALISED_FIELDS.contains(&k)
+                || super::delivery::FIELDS.contains(&k)
+                || PENDING_FINAL_DELIVERY_FIELDS.contains(&k)
+        };
         if !e.keys().any(|k| normalised(k)) {
             // None of the normalisers below has anything to read or write.
             return true;
@@ -53,22 +56,13 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
     Ok(changed)
 }
 
-/// Every field the normalisers after `shape` read (with [`PENDING_FINAL_DELIVERY_FIELDS`]): an
-/// entry with none of them is left as it is by all of them (most entries of a big store), so
-/// it is neither copied nor compared.
+/// Every field the normalisers after `shape` read (with [`super::delivery::FIELDS`] and
+/// [`PENDING_FINAL_DELIVERY_FIELDS`]): an entry with none of them is left as it is by all of
+/// them (most entries of a big store), so it is neither copied nor compared.
 const NORMALISED_FIELDS: &[&str] = &[
     // runtime_model_fields
     "model",
     "modelProvider",
-    // delivery::normalize_entry
-    "route",
-    "deliveryContext",
-    "origin",
-    "channel",
-    "lastChannel",
-    "lastTo",
-    "lastAccountId",
-    "lastThreadId",
     // plugin_maps
     "pluginExtensions",
     "pluginExtensionSlotKeys",

@@ -14,7 +14,8 @@ use crate::util::{
     oracle_path_of, stderr, stdout,
 };
 
-fn demo_dir() -> PathBuf {
+/// The JSON-era demo state dir.
+pub fn demo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo")
 }
 
@@ -30,28 +31,54 @@ fn imported_template(release: Release) -> Option<PathBuf> {
     let dir = tempfile::tempdir().unwrap().keep();
     let state = dir.join("state");
     copy_dir(&demo_dir(), &state);
+    sqlite_import(&oracle, &state, None);
+    cache.push((release.version, state.clone()));
+    Some(state)
+}
+
+/// Import the JSON-era state dir `state` into SQLite, in place, with the release whose wrapper
+/// is `oracle` (its own doctor, `scripts/oracle/sqlite-import.sh`), with `config` or else the
+/// state dir's own `openclaw.json`.
+pub fn sqlite_import(oracle: &Path, state: &Path, config: Option<&Path>) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
     let mut cmd = Command::new(script);
     crate::util::hermetic(&mut cmd);
-    let out = cmd.arg(&oracle).arg(&state).output().unwrap();
+    let out = cmd.arg(oracle).arg(state).args(config).output().unwrap();
     assert!(
         out.status.success(),
-        "import with {}: {}",
-        release.version,
+        "import of {} with {}: {}",
+        state.display(),
+        oracle.display(),
         String::from_utf8_lossy(&out.stderr)
     );
-    cache.push((release.version, state.clone()));
-    Some(state)
 }
 
 /// A test env whose state dir is the demo imported by `release`.
 pub fn imported(release: Release) -> Option<TestEnv> {
     let template = imported_template(release)?;
-    let env = TestEnv::new();
-    std::fs::remove_dir_all(env.state()).unwrap();
-    copy_dir(&template, &env.state());
+    let env = env_with_state(&template);
     std::fs::copy(template.join("openclaw.json"), env.config_path()).unwrap();
     Some(env)
+}
+
+/// A new test env whose state dir is a copy of `state` (its config `{}`).
+pub fn env_with_state(state: &Path) -> TestEnv {
+    let env = TestEnv::new();
+    std::fs::remove_dir_all(env.state()).unwrap();
+    copy_dir(state, &env.state());
+    env
+}
+
+/// A new test env with a copy of `env`'s state dir and config.
+pub fn copy_env(env: &TestEnv) -> TestEnv {
+    let copy = env_with_state(&env.state());
+    std::fs::copy(env.config_path(), copy.config_path()).unwrap();
+    copy
+}
+
+/// A read-only connection to `db`.
+pub fn read_only(db: &Path) -> Connection {
+    Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap()
 }
 
 pub fn database(env: &TestEnv) -> PathBuf {
@@ -139,11 +166,22 @@ pub fn same_contexts(release: Release, before: &Value, after: &Value) {
             release.version,
             want["error"]
         );
+    }
+    loads_as_before(release.version, before, after, None);
+}
+
+/// Every session of `after` but `except` loads as it did in `before` (same outcome and
+/// context); `what` opens the message, which names the first key that differs.
+#[track_caller]
+pub fn loads_as_before(what: &str, before: &Value, after: &Value, except: Option<&str>) {
+    for (key, got) in after.as_object().unwrap() {
+        if Some(key.as_str()) == except {
+            continue;
+        }
         assert!(
-            a[key] == *want,
-            "{}: {key} loads otherwise after the vacuum: {}",
-            release.version,
-            a[key]["error"]
+            before.get(key) == Some(got),
+            "{what}: {key} loads otherwise: {}",
+            got["error"]
         );
     }
 }
@@ -152,7 +190,7 @@ pub fn same_contexts(release: Release, before: &Value, after: &Value) {
 /// with its content (`fts5: …` lines) is left out: it is a projection the runtime rebuilds, and
 /// it is off for a while after a runtime writer appends (clawkeeper's own check does the same).
 pub fn integrity(db: &Path) -> String {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn = read_only(db);
     let lines: Vec<String> = conn
         .prepare("PRAGMA integrity_check")
         .unwrap()
@@ -169,8 +207,7 @@ pub fn integrity(db: &Path) -> String {
 }
 
 pub fn sql_i64(db: &Path, sql: &str) -> i64 {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
-    conn.query_row(sql, [], |r| r.get(0)).unwrap()
+    read_only(db).query_row(sql, [], |r| r.get(0)).unwrap()
 }
 
 fn vacuum_run(release: Release, wal_bytes: u64) {
@@ -303,25 +340,7 @@ fn a_database_that_fails_its_check_is_not_written() {
         return;
     };
     let db = database(&env);
-    // Checkpoint fully, then damage an index page: the file opens, quick_check fails.
-    {
-        let conn = Connection::open(&db).unwrap();
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
-        let root: i64 = conn
-            .query_row(
-                "SELECT rootpage FROM sqlite_schema WHERE name = 'idx_agent_session_nodes_updated_at'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        drop(conn);
-        let mut bytes = std::fs::read(&db).unwrap();
-        let at = (root as usize - 1) * 4096;
-        bytes[at] = 0x0d; // a leaf table page where an index page belongs
-        bytes[at + 3] = 0xff;
-        std::fs::write(&db, &bytes).unwrap();
-    }
+    damage_an_index_page(&db);
     grow_wal_unchecked(&db);
     let before = std::fs::read(&db).unwrap();
     let wal_before = len(&wal(&db));
@@ -344,6 +363,27 @@ fn a_database_that_fails_its_check_is_not_written() {
         "the database is untouched"
     );
     assert_eq!(len(&wal(&db)), wal_before);
+}
+
+/// Checkpoint `db` fully, then damage a page of one of its indexes: the file opens, and
+/// `quick_check` fails.
+pub fn damage_an_index_page(db: &Path) {
+    let conn = Connection::open(db).unwrap();
+    conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
+        .unwrap();
+    let root: i64 = conn
+        .query_row(
+            "SELECT rootpage FROM sqlite_schema WHERE name = 'idx_agent_session_nodes_updated_at'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    drop(conn);
+    let mut bytes = std::fs::read(db).unwrap();
+    let at = (root as usize - 1) * 4096;
+    bytes[at] = 0x0d; // a leaf table page where an index page belongs
+    bytes[at + 3] = 0xff;
+    std::fs::write(db, &bytes).unwrap();
 }
 
 /// Leave some WAL content without reading the damaged index.

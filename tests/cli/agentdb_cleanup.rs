@@ -15,7 +15,9 @@ use std::process::{Command, Output};
 use rusqlite::Connection;
 use serde_json::{Value, json};
 
-use crate::agentdb::{database, imported};
+use crate::agentdb::{
+    damage_an_index_page, database, demo_dir, env_with_state, imported, read_only, sqlite_import,
+};
 use crate::storegen::{self, Rng};
 use crate::util::{
     Release, SQLITE_FIRST, SQLITE_LATEST, SQLITE_MID, TestEnv, copy_dir, hermetic, oracle_path_of,
@@ -49,10 +51,10 @@ fn normalized(text: &str, env: &TestEnv) -> String {
 /// The database and `sessions/` of `env` as sorted lines: every row of every table but the
 /// FTS shadow tables and statistics, with values at or after `since` (ms) shown as `NOW`,
 /// archive-name stamps as `STAMP` and blobs by SHA-256; the files with size, hash and mode.
+/// `since` is when the run (or runs) whose times are `NOW` started, read just before it was
+/// spawned: a time written before it (a template's own rows) stays as it is.
 pub fn dump(env: &TestEnv, since: i64) -> Vec<String> {
-    let db = database(env);
-    let conn =
-        Connection::open_with_flags(&db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn = read_only(&database(env));
     let stamp = regex::Regex::new(r"\.deleted\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d{3}Z\.").unwrap();
     let archived = regex::Regex::new(r#""archivedAt":(\d{13})"#).unwrap();
     let norm_text = |s: &str| {
@@ -184,7 +186,7 @@ pub fn compare(release: Release, a: &TestEnv, b: &TestEnv, args: &[&str], what: 
     args_a.extend_from_slice(args);
     let mut args_b: Vec<&str> = vec!["--store", &db_b];
     args_b.extend_from_slice(args);
-    let since = storegen::now_ms() - 1000;
+    let since = storegen::now_ms();
     let want = reference(release, a, &args_a);
     let got = ours(b, &args_b);
     let what = format!("{} {what} {args:?}", release.version);
@@ -310,24 +312,13 @@ fn demo_edited(
     let oracle = oracle_path_of(release, "SQLite-era cleanup on an edited demo")?;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo"),
-        &state,
-    );
+    copy_dir(&demo_dir(), &state);
     let sessions = state.join("agents/main/sessions");
     let store = sessions.join("sessions.json");
     let mut s: Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
     edit(&mut s, &sessions);
     std::fs::write(&store, serde_json::to_string_pretty(&s).unwrap()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
-    let mut cmd = Command::new(script);
-    hermetic(&mut cmd);
-    let out = cmd.arg(&oracle).arg(&state).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sqlite_import(&oracle, &state, None);
     let (a, b) = (env_from(&state, config), env_from(&state, config));
     Some((dir, a, b))
 }
@@ -848,16 +839,7 @@ pub fn generated_template(
     let state = dir.path().join("state");
     let (config, child) = generated_state(seed, &state);
     std::fs::write(state.join("openclaw.json"), &config).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
-    let mut cmd = Command::new(script);
-    hermetic(&mut cmd);
-    let out = cmd.arg(&oracle).arg(&state).output().unwrap();
-    assert!(
-        out.status.success(),
-        "seed {seed}: import with {}: {}",
-        release.version,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sqlite_import(&oracle, &state, None);
     let db = state.join("agents/main/agent/openclaw-agent.sqlite");
     if seed.is_multiple_of(2) && release.version != SQLITE_FIRST.version {
         age_with_sql(&db, seed);
@@ -877,9 +859,7 @@ pub fn generated_template(
 }
 
 pub fn env_from(template: &Path, config: &str) -> TestEnv {
-    let env = TestEnv::new();
-    std::fs::remove_dir_all(env.state()).unwrap();
-    copy_dir(template, &env.state());
+    let env = env_with_state(template);
     env.write_config(config);
     env
 }
@@ -1057,24 +1037,7 @@ fn cleanup_previews_an_unknown_schema_version_and_never_writes_it() {
 fn cleanup_refuses_a_database_that_fails_its_check() {
     let Some(env) = demo_env() else { return };
     let db = database(&env);
-    {
-        let conn = Connection::open(&db).unwrap();
-        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))
-            .unwrap();
-        let root: i64 = conn
-            .query_row(
-                "SELECT rootpage FROM sqlite_schema WHERE name = 'idx_agent_session_nodes_updated_at'",
-                [],
-                |r| r.get(0),
-            )
-            .unwrap();
-        drop(conn);
-        let mut bytes = std::fs::read(&db).unwrap();
-        let at = (root as usize - 1) * 4096;
-        bytes[at] = 0x0d;
-        bytes[at + 3] = 0xff;
-        std::fs::write(&db, &bytes).unwrap();
-    }
+    damage_an_index_page(&db);
     let before = std::fs::read(&db).unwrap();
     let out = ours(&env, &["--enforce"]);
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));

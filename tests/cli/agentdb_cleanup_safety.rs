@@ -31,22 +31,23 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
 use serde_json::Value;
 
-use crate::agentdb::{contexts, database, imported, integrity, sql_i64};
+use crate::agentdb::{
+    contexts, copy_env, database, demo_dir, env_with_state, imported, integrity, loads_as_before,
+    read_only, sql_i64, sqlite_import,
+};
 use crate::agentdb_cleanup::{DEMO, add_historical_windows, dump, same_lines};
 use crate::agentdb_safety::{
-    KEY, Setup, add_integrity_record, appended_in_order, clawkeeper, kill_after, kill_delay,
-    loads_with_appended, one_line, quarantine_rows, setup, writer,
+    KEY, Kills, Setup, WriterDuring, appended_in_order, kill_after, kill_delay,
+    loads_with_appended, one_line, refused_for_lease, setup, writer, writer_starts_during,
 };
 use crate::storegen::{Rng, sha256_hex, transcript};
 use crate::util::{
-    Release, SQLITE_FIRST, SQLITE_LATEST, TestEnv, copy_dir, hermetic, now_ms, oracle_path_of,
-    stderr, stdout,
+    Release, SQLITE_FIRST, SQLITE_LATEST, TestEnv, now_ms, oracle_path_of, stderr, stdout,
 };
 
 /// The crash workload's config: stale entries archived (2026.9.x) or deleted, a cap of 5
@@ -82,13 +83,8 @@ fn demo_workload(release: Release) -> Option<TestEnv> {
 fn workload(release: Release) -> Option<TestEnv> {
     const DAY: i64 = 86_400_000;
     let oracle = oracle_path_of(release, "SQLite-era cleanup crash workload")?;
-    let env = TestEnv::new();
+    let env = env_with_state(&demo_dir());
     let state = env.state();
-    std::fs::remove_dir_all(&state).unwrap();
-    copy_dir(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo"),
-        &state,
-    );
     let sessions = state.join("agents/main/sessions");
     let store_path = sessions.join("sessions.json");
     let mut store: serde_json::Map<String, Value> =
@@ -114,16 +110,7 @@ fn workload(release: Release) -> Option<TestEnv> {
         );
     }
     std::fs::write(&store_path, serde_json::to_vec_pretty(&store).unwrap()).unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
-    let mut cmd = Command::new(script);
-    hermetic(&mut cmd);
-    let out = cmd.arg(&oracle).arg(&state).output().unwrap();
-    assert!(
-        out.status.success(),
-        "import with {}: {}",
-        release.version,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sqlite_import(&oracle, &state, None);
     env.write_config(WORKLOAD);
     add_historical_windows(&database(&env), 3);
     Some(env)
@@ -132,23 +119,11 @@ fn workload(release: Release) -> Option<TestEnv> {
 /// Seed of the workload's generated transcripts.
 const SEED: u64 = 41;
 
-/// A fresh env with a copy of `template`'s state dir and config.
-fn copy_of(template: &TestEnv) -> TestEnv {
-    let env = TestEnv::new();
-    std::fs::remove_dir_all(env.state()).unwrap();
-    copy_dir(&template.state(), &env.state());
-    std::fs::copy(template.config_path(), env.config_path()).unwrap();
-    env
-}
-
-/// `cleanup --enforce` to its end; the dump of the result, normalised from its start.
+/// `cleanup --enforce` to its end: the dump of the result with the times of the run as `NOW`,
+/// when the run started (what [`dump`] takes), and how long it took.
 #[track_caller]
-fn cleaned(env: &TestEnv) -> (Vec<String>, Duration) {
-    // The dump calls a time from `since` on this run's (`NOW`): the template's own rows,
-    // written just before, must fall before it, as they do for every later run compared
-    // with this one.
-    std::thread::sleep(Duration::from_millis(1100));
-    let since = now_ms() - 1000;
+fn cleaned(env: &TestEnv) -> (Vec<String>, i64, Duration) {
+    let since = now_ms();
     let start = Instant::now();
     let out = env.run(&["cleanup", "--enforce"]);
     let took = start.elapsed();
@@ -159,7 +134,7 @@ fn cleaned(env: &TestEnv) -> (Vec<String>, Duration) {
         stdout(&out),
         stderr(&out)
     );
-    (dump(env, since), took)
+    (dump(env, since), since, took)
 }
 
 /// A dump's lines by table (`file` for the files of `sessions/`).
@@ -178,7 +153,7 @@ fn by_table(lines: &[String]) -> BTreeMap<String, BTreeSet<String>> {
 
 /// Every transcript of `db` as the archive holds it: its rows as JSONL, in `seq` order.
 fn transcripts(db: &Path) -> HashMap<String, Vec<u8>> {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn = read_only(db);
     let compressed = conn
         .prepare("SELECT 1 FROM pragma_table_info('transcript_events') WHERE name = 'event_zstd'")
         .unwrap()
@@ -207,7 +182,7 @@ fn transcripts(db: &Path) -> HashMap<String, Vec<u8>> {
 
 /// The archive rows of `db`: session id → (name, sha256, blob, published).
 fn archive_rows(db: &Path) -> HashMap<String, (String, String, Vec<u8>, bool)> {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn = read_only(db);
     // The table comes with the first archive in some releases.
     let exists = conn
         .prepare("SELECT 1 FROM sqlite_schema WHERE name = 'session_transcript_archives'")
@@ -232,7 +207,7 @@ fn archive_rows(db: &Path) -> HashMap<String, (String, String, Vec<u8>, bool)> {
 }
 
 fn windows(db: &Path) -> BTreeSet<String> {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn = read_only(db);
     conn.prepare("SELECT session_id FROM session_windows")
         .unwrap()
         .query_map([], |r| r.get(0))
@@ -394,18 +369,7 @@ impl Expected {
             }
         }
         if load {
-            let after = contexts(self.release, env);
-            let (b, a) = (
-                self.contexts.as_object().unwrap(),
-                after.as_object().unwrap(),
-            );
-            for (key, got) in a {
-                assert!(
-                    b.get(key) == Some(got),
-                    "{line}: {key} loads otherwise: {}",
-                    got["error"]
-                );
-            }
+            loads_as_before(line, &self.contexts, &contexts(self.release, env), None);
         }
     }
 }
@@ -414,11 +378,11 @@ fn killed_cleanup(release: Release) {
     let Some(template) = workload(release) else {
         return;
     };
-    let entries_env = copy_of(&template);
+    let entries_env = copy_env(&template);
     entries_env.write_config(WORKLOAD_ENTRIES_ONLY);
-    let (entries, _) = cleaned(&entries_env);
-    let new_env = copy_of(&template);
-    let (new_lines, span) = cleaned(&new_env);
+    let (entries, _, _) = cleaned(&entries_env);
+    let new_env = copy_env(&template);
+    let (new_lines, _, span) = cleaned(&new_env);
     let expected = Expected {
         release,
         old: by_table(&dump(&template, NEVER)),
@@ -465,31 +429,25 @@ fn killed_cleanup(release: Release) {
     );
 
     let n = kills();
-    let mut report = Vec::new();
-    let mut hit = 0;
+    let mut kills = Kills::default();
     for i in 0..n {
         let (delay, frac) = kill_delay(i, n, span);
-        let env = copy_of(&template);
-        let since = now_ms() - 1000;
-        let running = kill_after(clawkeeper(&env, &["cleanup", "--enforce"]), delay);
-        hit += usize::from(running);
+        let env = copy_env(&template);
+        let since = now_ms();
+        let running = kill_after(env.command(&["cleanup", "--enforce"]), delay);
         let db = database(&env);
         let rows = archive_rows(&db);
         let pending = rows.values().filter(|r| !r.3).count();
-        let line = format!(
-            "{} kill {i:2} at {delay:>8.1?} ({:3.0} %): {}, {} archive rows ({pending} pending), \
-             {} windows",
-            release.version,
-            frac * 100.0,
-            if running {
-                "killed mid-run"
-            } else {
-                "had finished"
-            },
-            rows.len(),
-            windows(&db).len(),
-        );
-        report.push(line.clone());
+        let line = kills.record(running, |outcome| {
+            format!(
+                "{} kill {i:2} at {delay:>8.1?} ({:3.0} %): {outcome}, {} archive rows \
+                 ({pending} pending), {} windows",
+                release.version,
+                frac * 100.0,
+                rows.len(),
+                windows(&db).len(),
+            )
+        });
         expected.check_killed(&env, since, &line, i == n / 2 || i == n - 1);
         // The next run is not refused, and it finishes the job.
         let out = env.run(&["cleanup", "--enforce"]);
@@ -501,12 +459,7 @@ fn killed_cleanup(release: Release) {
             &dump(&env, since),
         );
     }
-    let report = report.join("\n");
-    assert!(
-        hit >= n / 2,
-        "only {hit} of {n} kills landed mid-run (a run took {span:?}):\n{report}"
-    );
-    eprintln!("a run took {span:?}\n{report}");
+    kills.finish(&format!("a run took {span:?}"));
 }
 
 #[test]
@@ -524,7 +477,7 @@ fn cleanup_killed_at_any_moment_leaves_old_or_new_content_on_2026_8_2() {
 
 /// The current session id of [`KEY`].
 fn writer_session(db: &Path) -> String {
-    let conn = Connection::open_with_flags(db, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let conn = read_only(db);
     conn.query_row(
         "SELECT current_session_id FROM session_nodes WHERE session_key = ?1",
         [KEY],
@@ -573,20 +526,7 @@ fn a_runtime_writer_holding_its_lease_stops_the_cleanup_and_nothing_changes() {
         &["cleanup", "--enforce"][..],
         &["cleanup", "--enforce", "--json", "--wait-lock", "1s"][..],
     ] {
-        let out = env.run(args);
-        assert_eq!(
-            out.status.code(),
-            Some(4),
-            "{args:?}: {}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        let line = one_line(&out);
-        assert!(
-            line.contains(&db.display().to_string())
-                && line.contains(&format!("process {pid} has the database open")),
-            "{line}"
-        );
+        refused_for_lease(&env, args, &db, pid);
     }
     let done = writer.finish("the writer's count");
     let n = done["appended"].as_u64().unwrap();
@@ -620,38 +560,13 @@ fn a_runtime_writer_that_starts_during_the_cleanup_loses_nothing() {
     let Some(mut writer) = writer(&env, true) else {
         return;
     };
-    let loaded = writer.next("the runtime loaded");
-    assert_eq!(loaded["loaded"], true, "{loaded}");
-    add_integrity_record(&env);
-    let start = Instant::now();
-    let mut run = clawkeeper(&env, &["cleanup", "--enforce"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The cleanup clears the runtime's integrity record once it holds the lock and has
-    // checked the leases and the file, just before it writes: then the writer opens the
-    // database.
-    while quarantine_rows(&env) > 0 {
-        assert!(
-            run.try_wait().unwrap().is_none(),
-            "the cleanup ended before it cleared the integrity record"
-        );
-        assert!(start.elapsed() < Duration::from_secs(30));
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    writer.send_line();
-    let out = run.wait_with_output().unwrap();
-    let took = start.elapsed();
-    let ended = now_ms();
-    let ready = writer.next("the first append");
-    assert_eq!(ready["ready"], true, "{ready}");
-    let go_at = ready["goAt"].as_i64().unwrap();
-    assert!(
-        go_at < ended,
-        "the writer began {} ms after the cleanup ended; grow the WAL",
-        go_at - ended
-    );
+    let WriterDuring {
+        out,
+        took,
+        ended,
+        go_at,
+        ..
+    } = writer_starts_during(&env, &mut writer, &["cleanup", "--enforce"], "cleanup");
     std::thread::sleep(Duration::from_millis(300));
     let done = writer.finish("the writer's count");
     let n = done["appended"].as_u64().unwrap();
@@ -685,13 +600,7 @@ fn a_runtime_writer_that_starts_during_the_cleanup_loses_nothing() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(integrity(&db), "ok");
     let after = contexts(SQLITE_LATEST, &env);
-    for (key, got) in after.as_object().unwrap().iter().filter(|(k, _)| *k != KEY) {
-        assert!(
-            before.get(key) == Some(got),
-            "{key} loads otherwise: {}",
-            got["error"]
-        );
-    }
+    loads_as_before("after the rerun", &before, &after, Some(KEY));
     appended_in_order(&after, &before, n);
 }
 
@@ -702,7 +611,7 @@ fn a_runtime_writer_that_starts_during_the_cleanup_loses_nothing() {
 /// row set back to pending and its file removed, as a run killed after its commit leaves them,
 /// and a temp file of the first one. Returns the env and the rows (session id, name).
 fn pending(template: &TestEnv) -> (TestEnv, Vec<(String, String)>) {
-    let env = copy_of(template);
+    let env = copy_env(template);
     let db = database(&env);
     let conn = Connection::open(&db).unwrap();
     conn.execute(
@@ -754,18 +663,22 @@ fn a_rerun_publishes_pending_archives_and_refuses_hostile_ones() {
         return;
     };
     template.write_config(DEMO_ENTRIES_ONLY);
-    let (published, _) = cleaned(&template);
+    let (published, first_run, _) = cleaned(&template);
 
     // A killed run's pending rows and temp file: the rerun publishes every file with its
     // row's bytes and mode, records it, and removes the temp file.
     let (env, rows) = pending(&template);
     assert!(rows.len() >= 2, "{rows:?}");
-    let since = now_ms() - 1000;
     let out = env.run(&["cleanup", "--enforce"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(pending_count(&database(&env)), 0);
-    // The same content as the first run's (publish times are this run's, `NOW` in both).
-    same_lines("pending archives published", &published, &dump(&env, since));
+    // The same content as the first run's: the times of both runs are `NOW` (the archives'
+    // are the first run's, their publish times this one's).
+    same_lines(
+        "pending archives published",
+        &published,
+        &dump(&env, first_run),
+    );
 
     let sessions = |env: &TestEnv| env.state().join("agents/main/sessions");
     // The run fails (exit 1) naming the problem; the hostile row stays pending.
@@ -834,14 +747,14 @@ fn a_held_snapshot_defers_the_budget_and_a_rerun_finishes_it() {
     let Some(template) = demo_workload(SQLITE_LATEST) else {
         return;
     };
-    let (undisturbed, _) = cleaned(&copy_of(&template));
-    let env = copy_of(&template);
+    let (undisturbed, _, _) = cleaned(&copy_env(&template));
+    let env = copy_env(&template);
     let db = database(&env);
     let reader = Connection::open(&db).unwrap();
     reader
         .execute_batch("BEGIN; SELECT count(*) FROM transcript_events;")
         .unwrap();
-    let since = now_ms() - 1000;
+    let since = now_ms();
     let (code, doc) = env.run_json(&["cleanup", "--enforce", "--json"]);
     assert_eq!(code, 0, "{doc}");
     let budget = &doc["diskBudget"];

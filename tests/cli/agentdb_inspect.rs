@@ -426,3 +426,92 @@ fn without_a_usable_temp_directory_the_cleanup_figure_is_null_with_a_note() {
     // The other figures are still there.
     assert!(store["reclaimable"]["vacuum"].is_number(), "{doc}");
 }
+
+/// A prediction killed mid-run leaves its scratch tree in the temp directory (a copy of the
+/// database, as large as it): the next `inspect` removes it. What it must not remove: the tree
+/// of a process that is alive, a name of a dead process that is a symlink (to a directory
+/// elsewhere, not followed), another user's tree, and what is not named as a scratch tree.
+#[test]
+fn inspect_removes_the_scratch_tree_of_a_killed_prediction_and_nothing_else() {
+    use std::os::unix::fs::MetadataExt;
+    let Some(env) = imported(SQLITE_LATEST) else {
+        return;
+    };
+    env.write_config(crate::agentdb_cleanup::DEMO);
+    let tmp = env.root().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let dead = gone.id();
+    gone.wait().unwrap();
+    let mut live = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    // As `fsutil::scratch` names them: `clawkeeper-scratch-<pid>-<uuid>`.
+    let named = |pid: u32, uuid: &str| tmp.join(format!("clawkeeper-scratch-{pid}-{uuid}"));
+    let tree = |dir: &Path| {
+        let agent = dir.join("agents/main/agent");
+        std::fs::create_dir_all(&agent).unwrap();
+        std::fs::create_dir_all(dir.join("agents/main/sessions")).unwrap();
+        std::fs::copy(database(&env), agent.join("openclaw-agent.sqlite")).unwrap();
+    };
+    let abandoned = named(dead, "3f0c2a4e-8d1b-4c6a-9e2f-5b7d1a0c9e84");
+    let fresh = named(live.id(), "b61e0d2f-4a93-4f58-8c0e-2d7a9b3c4e15");
+    tree(&abandoned);
+    tree(&fresh);
+    let outside = env.root().join("outside");
+    tree(&outside);
+    let link = named(dead, "link");
+    std::os::unix::fs::symlink(&outside, &link).unwrap();
+    let unrelated = tmp.join(format!("not-clawkeeper-scratch-{dead}-x"));
+    tree(&unrelated);
+    // Another user's tree of a dead process, when this test may hand one over.
+    let foreign = named(dead, "foreign");
+    tree(&foreign);
+    let foreign_kept = std::os::unix::fs::chown(&foreign, Some(65534), Some(65534)).is_ok();
+    if !foreign_kept {
+        std::fs::remove_dir_all(&foreign).unwrap();
+    }
+
+    let (code, doc) = env.run_json_with_env(&["inspect"], &[("TMPDIR", tmp.to_str().unwrap())]);
+    live.kill().unwrap();
+    live.wait().unwrap();
+    assert_eq!(code, 0, "{doc}");
+    assert!(
+        doc["stores"][0]["reclaimable"]["cleanup"].is_number(),
+        "the prediction ran: {doc}"
+    );
+    assert!(
+        !abandoned.exists(),
+        "the killed prediction's tree is removed"
+    );
+    let db_in = |dir: &Path| dir.join("agents/main/agent/openclaw-agent.sqlite");
+    assert!(db_in(&fresh).is_file(), "a live process's tree is kept");
+    assert!(
+        std::fs::symlink_metadata(&link).is_ok_and(|m| m.file_type().is_symlink()),
+        "the symlink is kept"
+    );
+    assert!(
+        db_in(&outside).is_file(),
+        "nothing is removed through a link"
+    );
+    assert!(db_in(&unrelated).is_file());
+    if foreign_kept {
+        assert!(db_in(&foreign).is_file(), "another user's tree is kept");
+        assert_eq!(std::fs::metadata(&foreign).unwrap().uid(), 65534);
+    }
+    // The run's own scratch tree went with it: the temp directory holds what it held, less
+    // the abandoned tree.
+    let mut left: Vec<String> = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    let mut want: Vec<String> = [&fresh, &link, &unrelated]
+        .into_iter()
+        .chain(foreign_kept.then_some(&foreign))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    want.sort();
+    assert_eq!(left, want);
+}

@@ -15,30 +15,16 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::agentdb::{
-    add_lease, contexts, database, grow_wal, imported, integrity, len, same_contexts, sql_i64, wal,
+    add_lease, contexts, database, grow_wal, imported, integrity, len, loads_as_before, read_only,
+    same_contexts, sql_i64, wal,
 };
 use crate::unattended::{as_nobody, open_to_nobody};
-use crate::util::{
-    Release, SQLITE_LATEST, TestEnv, clawkeeper_bin, hermetic, oracle_node, oracle_path_of, stderr,
-    stdout,
-};
+use crate::util::{Release, SQLITE_LATEST, TestEnv, oracle_node, oracle_path_of, stderr, stdout};
 
 const RELEASE: Release = SQLITE_LATEST;
 
 /// The session the writer appends to.
 pub const KEY: &str = "agent:main:main";
-
-/// clawkeeper with `env`'s state dir, config and home, as [`TestEnv::run`] runs it, to spawn.
-pub fn clawkeeper(env: &TestEnv, args: &[&str]) -> Command {
-    let mut cmd = Command::new(clawkeeper_bin());
-    hermetic(&mut cmd);
-    cmd.args(args)
-        .current_dir(env.work())
-        .env("OPENCLAW_STATE_DIR", env.state())
-        .env("OPENCLAW_CONFIG_PATH", env.config_path())
-        .env("HOME", env.home());
-    cmd
-}
 
 /// A script of `tests/oracle/` run with the reference's own Node: its JSON lines on stdout
 /// are read by a thread, its stdin stays open until [`Script::close_stdin`] (the scripts stop
@@ -205,6 +191,42 @@ pub fn kill_after(mut cmd: Command, delay: Duration) -> bool {
     running
 }
 
+/// The report of a crash suite: a line per kill, and how many kills landed mid-run.
+#[derive(Default)]
+pub struct Kills {
+    hit: usize,
+    lines: Vec<String>,
+}
+
+impl Kills {
+    /// Record a kill; `running` is [`kill_after`]'s answer, and `line` makes its report line
+    /// from what it was (`killed mid-run` or `had finished`). Returns the line.
+    pub fn record(&mut self, running: bool, line: impl FnOnce(&str) -> String) -> String {
+        self.hit += usize::from(running);
+        let line = line(if running {
+            "killed mid-run"
+        } else {
+            "had finished"
+        });
+        self.lines.push(line.clone());
+        line
+    }
+
+    /// A kill that came after the run ended tests nothing: most must have landed mid-run.
+    /// The report goes to stderr after `context` (how long the runs took).
+    #[track_caller]
+    pub fn finish(self, context: &str) {
+        let n = self.lines.len();
+        let report = self.lines.join("\n");
+        assert!(
+            self.hit >= n / 2,
+            "only {} of {n} kills landed mid-run ({context}):\n{report}",
+            self.hit
+        );
+        eprintln!("{context}\n{report}");
+    }
+}
+
 /// A fresh env holding a byte copy of the grown database and its WAL (no `-shm`: the first
 /// opener rebuilds the index from the WAL, as after a reboot).
 fn grown_copy(grown: &Path) -> TestEnv {
@@ -239,7 +261,7 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
     let span = |full: bool| -> Duration {
         let env = grown_copy(&grown);
         let start = Instant::now();
-        let out = clawkeeper(&env, &mode(full)).output().unwrap();
+        let out = env.command(&mode(full)).output().unwrap();
         let took = start.elapsed();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
         assert_eq!(len(&wal(&database(&env))), 0);
@@ -247,30 +269,25 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
     };
     let spans = [span(false), span(true)];
 
-    let mut report = Vec::new();
-    let mut hit = 0;
+    let mut kills = Kills::default();
     for i in 0..KILLS {
         let full = i % 2 == 1;
         // Half the kills per mode, spread over its run.
         let (delay, frac) = kill_delay(i / 2, KILLS / 2, spans[full as usize]);
         let env = grown_copy(&grown);
         let db = database(&env);
-        let running = kill_after(clawkeeper(&env, &mode(full)), delay);
-        hit += usize::from(running);
-        let line = format!(
-            "kill {i:2} {:>6} at {delay:>8.1?} ({:3.0} %): {}, WAL {} → {} bytes, database {} bytes",
-            if full { "--full" } else { "" },
-            frac * 100.0,
-            if running {
-                "killed mid-run"
-            } else {
-                "had finished"
-            },
-            grown_wal,
-            len(&wal(&db)),
-            len(&db)
-        );
-        report.push(line.clone());
+        let running = kill_after(env.command(&mode(full)), delay);
+        let line = kills.record(running, |outcome| {
+            format!(
+                "kill {i:2} {:>6} at {delay:>8.1?} ({:3.0} %): {outcome}, WAL {} → {} bytes, \
+                 database {} bytes",
+                if full { "--full" } else { "" },
+                frac * 100.0,
+                grown_wal,
+                len(&wal(&db)),
+                len(&db)
+            )
+        });
 
         assert_eq!(integrity(&db), "ok", "{line}");
         if i % 5 == 4 {
@@ -292,13 +309,7 @@ fn vacuum_killed_at_any_moment_leaves_a_database_the_runtime_loads() {
             same_contexts(RELEASE, &before, &contexts(RELEASE, &env));
         }
     }
-    let report = report.join("\n");
-    // A kill that came after the run ended tests nothing; most must land mid-run.
-    assert!(
-        hit >= KILLS / 2,
-        "only {hit} of {KILLS} kills landed mid-run (runs took {spans:?}):\n{report}"
-    );
-    eprintln!("runs took {spans:?}\n{report}");
+    kills.finish(&format!("runs took {spans:?}"));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -311,13 +322,7 @@ pub fn loads_with_appended(env: &TestEnv, before: &Value, n: u64) {
     let after = contexts(RELEASE, env);
     let (b, a) = (before.as_object().unwrap(), after.as_object().unwrap());
     assert_eq!(b.keys().collect::<Vec<_>>(), a.keys().collect::<Vec<_>>());
-    for (key, want) in b.iter().filter(|(k, _)| *k != KEY) {
-        assert!(
-            a[key] == *want,
-            "{key} loads otherwise: {}",
-            a[key]["error"]
-        );
-    }
+    loads_as_before(RELEASE.version, before, &after, Some(KEY));
     appended_in_order(&after, before, n);
 }
 
@@ -372,6 +377,95 @@ pub fn events(db: &Path) -> i64 {
     sql_i64(db, "SELECT count(*) FROM transcript_events")
 }
 
+/// Run clawkeeper with `args` while process `pid` holds a lease on `db`: exit 4, and one line
+/// on stderr that names the database and the process.
+#[track_caller]
+pub fn refused_for_lease(
+    env: &TestEnv,
+    args: &[&str],
+    db: &Path,
+    pid: u64,
+) -> std::process::Output {
+    let out = env.run(args);
+    assert_eq!(
+        out.status.code(),
+        Some(4),
+        "{args:?}: {}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let line = one_line(&out);
+    assert!(
+        line.contains(&db.display().to_string())
+            && line.contains(&format!("process {pid} has the database open")),
+        "{line}"
+    );
+    out
+}
+
+/// A run of clawkeeper that a runtime writer began to write during (see
+/// [`writer_starts_during`]).
+pub struct WriterDuring {
+    pub out: std::process::Output,
+    /// How long the run took, and when it ended (ms since the epoch).
+    pub took: Duration,
+    pub ended: i64,
+    /// When the writer began (its go) and committed its first append.
+    pub go_at: i64,
+    pub ready_at: i64,
+}
+
+/// Run clawkeeper with `args` (`what` names it) and let `writer` (started with `wait_go`) open
+/// the database during the run: once the run has cleared the runtime's integrity record (added
+/// here), which it does once it holds the lock and has checked the leases and the file, just
+/// before it writes. The writer must have begun before the run ended (it may have waited on
+/// the run for its first commit).
+#[track_caller]
+pub fn writer_starts_during(
+    env: &TestEnv,
+    writer: &mut Script,
+    args: &[&str],
+    what: &str,
+) -> WriterDuring {
+    let loaded = writer.next("the runtime loaded");
+    assert_eq!(loaded["loaded"], true, "{loaded}");
+    add_integrity_record(env);
+    let start = Instant::now();
+    let mut run = env
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while quarantine_rows(env) > 0 {
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the {what} ended before it cleared the integrity record"
+        );
+        assert!(start.elapsed() < Duration::from_secs(30));
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    writer.send_line();
+    let out = run.wait_with_output().unwrap();
+    let took = start.elapsed();
+    let ended = crate::util::now_ms();
+    let ready = writer.next("the first append");
+    assert_eq!(ready["ready"], true, "{ready}");
+    let go_at = ready["goAt"].as_i64().unwrap();
+    assert!(
+        go_at < ended,
+        "the writer began {} ms after the {what} ended; grow the WAL",
+        go_at - ended
+    );
+    WriterDuring {
+        out,
+        took,
+        ended,
+        go_at,
+        ready_at: ready["readyAt"].as_i64().unwrap(),
+    }
+}
+
 /// The writer: the runtime's own append, in a loop, on `env`'s session [`KEY`].
 pub fn writer(env: &TestEnv, wait_go: bool) -> Option<Script> {
     writer_pausing(env, wait_go, 20)
@@ -418,20 +512,7 @@ fn a_runtime_writer_holding_its_lease_stops_the_vacuum_and_loses_nothing() {
         &["vacuum", "--enforce"][..],
         &["vacuum", "--enforce", "--full", "--wait-lock", "1s"][..],
     ] {
-        let out = env.run(args);
-        assert_eq!(
-            out.status.code(),
-            Some(4),
-            "{args:?}: {}{}",
-            stdout(&out),
-            stderr(&out)
-        );
-        let line = one_line(&out);
-        assert!(
-            line.contains(&db.display().to_string())
-                && line.contains(&format!("process {pid} has the database open")),
-            "{line}"
-        );
+        let out = refused_for_lease(&env, args, &db, pid);
         assert!(stdout(&out).contains("not vacuumed"), "{}", stdout(&out));
     }
     // Nothing checkpointed or truncated the WAL (the writer only adds to it), and the
@@ -476,39 +557,14 @@ fn a_runtime_writer_that_starts_during_the_vacuum_loses_nothing() {
     let Some(mut writer) = writer(&env, true) else {
         return;
     };
-    let loaded = writer.next("the runtime loaded");
-    assert_eq!(loaded["loaded"], true, "{loaded}");
-    add_integrity_record(&env);
-    let start = Instant::now();
-    let mut run = clawkeeper(&env, &["vacuum", "--enforce"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The vacuum clears the runtime's integrity record once it holds the lock and has checked
-    // the leases and the file, just before it writes: then the writer opens the database.
-    while quarantine_rows(&env) > 0 {
-        assert!(
-            run.try_wait().unwrap().is_none(),
-            "the vacuum ended before it cleared the integrity record"
-        );
-        assert!(start.elapsed() < Duration::from_secs(30));
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    writer.send_line();
-    let out = run.wait_with_output().unwrap();
-    let vacuum_took = start.elapsed();
-    let vacuum_ended = crate::util::now_ms();
-    let ready = writer.next("the first append");
-    assert_eq!(ready["ready"], true, "{ready}");
-    // The writer began while the vacuum ran (it may have waited on it for its first commit).
-    let go_at = ready["goAt"].as_i64().unwrap();
-    assert!(
-        go_at < vacuum_ended,
-        "the writer began {} ms after the vacuum ended; grow the WAL",
-        go_at - vacuum_ended
-    );
-    let first_commit = ready["readyAt"].as_i64().unwrap() - vacuum_ended;
+    let WriterDuring {
+        out,
+        took: vacuum_took,
+        ended: vacuum_ended,
+        go_at,
+        ready_at,
+    } = writer_starts_during(&env, &mut writer, &["vacuum", "--enforce"], "vacuum");
+    let first_commit = ready_at - vacuum_ended;
     std::thread::sleep(Duration::from_millis(300));
     let done = writer.finish("the writer's count");
     let n = done["appended"].as_u64().unwrap();
@@ -680,7 +736,8 @@ fn the_runtime_cannot_take_the_lifecycle_lock_while_clawkeeper_holds_it() {
     grow_wal(&db, 2 << 20);
     let mut lessee = Command::new("sleep").arg("60").spawn().unwrap();
     add_lease(&env, lessee.id());
-    let run = clawkeeper(&env, &["vacuum", "--enforce", "--wait-lock", "30s"])
+    let run = env
+        .command(&["vacuum", "--enforce", "--wait-lock", "30s"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -728,18 +785,14 @@ pub fn add_integrity_record(env: &TestEnv) {
 /// The runtime's integrity record of the database: (verified_at, clean_close), if any.
 fn integrity_record(env: &TestEnv) -> Option<(i64, i64)> {
     use rusqlite::OptionalExtension;
-    Connection::open_with_flags(
-        env.state().join("state/openclaw-quarantine.sqlite"),
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .unwrap()
-    .query_row(
-        "SELECT verified_at, clean_close FROM agent_integrity_verifications WHERE path = ?1",
-        [database(env).display().to_string()],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .optional()
-    .unwrap()
+    read_only(&env.state().join("state/openclaw-quarantine.sqlite"))
+        .query_row(
+            "SELECT verified_at, clean_close FROM agent_integrity_verifications WHERE path = ?1",
+            [database(env).display().to_string()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .unwrap()
 }
 
 pub fn quarantine_rows(env: &TestEnv) -> i64 {

@@ -10,17 +10,16 @@
 //! runtime appends a turn to a rewritten session and loads it again.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Command, Stdio};
+use std::ffi::OsStr;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::agentdb::{add_lease, contexts, database, integrity, sql_i64};
+use crate::agentdb::{add_lease, contexts, copy_env, database, integrity, sql_i64, sqlite_import};
+use crate::agentdb_safety::{Script, kill_after, os};
 use crate::util::{
-    Release, SQLITE_FIRST, SQLITE_LATEST, TestEnv, case_count, copy_dir, hermetic, oracle_node,
-    oracle_path_of, stderr,
+    Release, SQLITE_FIRST, SQLITE_LATEST, TestEnv, case_count, oracle_path_of, stderr,
 };
 
 /// A session id for case `i` (UUID-shaped, as the runtime makes them).
@@ -67,21 +66,7 @@ fn write_store(env: &TestEnv, n: usize) {
 /// release is not installed.
 fn import(release: Release, env: &TestEnv) -> Option<()> {
     let oracle = oracle_path_of(release, "SQLite-era transcript rows")?;
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
-    let mut cmd = Command::new(script);
-    hermetic(&mut cmd);
-    let out = cmd
-        .arg(&oracle)
-        .arg(env.state())
-        .arg(env.config_path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "import with {}: {}",
-        release.version,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sqlite_import(&oracle, &env.state(), Some(&env.config_path()));
     Some(())
 }
 
@@ -111,23 +96,17 @@ fn rows(env: &TestEnv) -> Vec<(String, String)> {
 /// Append one user turn to `key` with the runtime's own writer and stop it.
 fn runtime_appends(release: Release, env: &TestEnv, key: &str) {
     let oracle = oracle_path_of(release, "append").unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/sqlite-append-loop.mjs");
-    let mut child = Command::new(oracle_node(&oracle))
-        .arg(script)
-        .arg(oracle.parent().unwrap())
-        .arg(env.state())
-        .args(["main", key, "1000"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let ready: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let state = env.state();
+    let args = [
+        os(&state),
+        OsStr::new("main"),
+        OsStr::new(key),
+        OsStr::new("1000"),
+    ];
+    let writer = Script::spawn(&oracle, "sqlite-append-loop.mjs", &args);
+    let ready = writer.next("the first append");
     assert_eq!(ready["ready"], true, "{ready}");
-    drop(child.stdin.take());
-    let done: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    assert!(child.wait().unwrap().success());
+    let done = writer.finish("the writer's count");
     assert!(done["appended"].as_u64().unwrap() >= 1, "{done}");
     assert_eq!(done["failed"], json!([]), "{done}");
 }
@@ -277,15 +256,6 @@ fn imported_store(release: Release, n: usize) -> Option<TestEnv> {
     Some(env)
 }
 
-/// A byte copy of `env`'s state dir and config in a new env.
-fn copy_env(env: &TestEnv) -> TestEnv {
-    let copy = TestEnv::new();
-    std::fs::remove_dir_all(copy.state()).unwrap();
-    copy_dir(&env.state(), &copy.state());
-    std::fs::copy(env.config_path(), copy.config_path()).unwrap();
-    copy
-}
-
 #[test]
 fn a_live_lease_on_the_database_stops_the_rewrite_and_nothing_changes() {
     let Some(env) = imported_store(SQLITE_LATEST, 6) else {
@@ -419,22 +389,8 @@ fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
     for i in 0..KILLS {
         let env = copy_env(&template);
         let delay = span.mul_f64((i as f64 + 0.5) / KILLS as f64);
-        let mut run = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
-        hermetic(&mut run);
-        let mut run = run
-            .args(["strip-images", "--enforce"])
-            .current_dir(env.work())
-            .env("OPENCLAW_STATE_DIR", env.state())
-            .env("OPENCLAW_CONFIG_PATH", env.config_path())
-            .env("HOME", env.home())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(delay.max(Duration::from_millis(1)));
-        killed_mid_run += usize::from(run.try_wait().unwrap().is_none());
-        run.kill().unwrap();
-        run.wait().unwrap();
+        let cmd = env.command(&["strip-images", "--enforce"]);
+        killed_mid_run += usize::from(kill_after(cmd, delay.max(Duration::from_millis(1))));
         let db = database(&env);
         assert_eq!(integrity(&db), "ok", "kill {i} at {delay:?}");
         let now = by_session(&env);
@@ -620,24 +576,15 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
 
     // The gateway lifecycle lock, held by the runtime's own code: exit 4, nothing written.
     let oracle = oracle_path_of(SQLITE_LATEST, "lifecycle lock").unwrap();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/hold-lifecycle-lock.mjs");
-    let mut holder = Command::new(oracle_node(&oracle))
-        .arg(script)
-        .arg(oracle.parent().unwrap())
-        .arg(env.state())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(holder.stdout.take().unwrap()).lines();
-    let held: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    let state = env.state();
+    let holder = Script::spawn(&oracle, "hold-lifecycle-lock.mjs", &[os(&state)]);
+    let held = holder.next("the lock");
     assert_eq!(held["held"], true, "{held}");
     let out = env.run(&["strip-images", "--enforce"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("lifecycle lock"), "{}", stderr(&out));
     assert_eq!(by_session(&env), before);
-    drop(holder.stdin.take());
-    assert!(holder.wait().unwrap().success());
+    holder.finish("the release");
 
     // A session in cold storage is skipped and says so; a row holding a line break makes its
     // session damaged (not edited); the others are written.

@@ -133,6 +133,15 @@ impl TestEnv {
     /// state dir, config and home, then `vars`.
     #[track_caller]
     pub fn run_with_env(&self, args: &[&str], vars: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args);
+        for (k, v) in vars {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// clawkeeper with `args` as [`TestEnv::run`] runs it, to spawn.
+    pub fn command(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
         hermetic(&mut cmd);
         cmd.args(args)
@@ -141,10 +150,7 @@ impl TestEnv {
             .env("OPENCLAW_CONFIG_PATH", self.config_path())
             .env("HOME", self.home())
             .env_remove("OPENCLAW_HOME");
-        for (k, v) in vars {
-            cmd.env(k, v);
-        }
-        cmd.output().unwrap()
+        cmd
     }
 
     /// Run with `--json` appended and parse stdout.

@@ -66,21 +66,12 @@ pub(super) fn begin(conn: &Connection) -> Result<rusqlite::Transaction<'_>> {
 }
 
 /// `normalizeSessionEntryTimestamp`: a `delivery` of kind `none` when the entry has none and
-/// no legacy route fields.
+/// no route fields (those the JSON era's delivery normalization reads).
 fn normalize_delivery(e: &mut Value) {
     let Value::Object(m) = e else { return };
-    let legacy = [
-        "route",
-        "deliveryContext",
-        "origin",
-        "channel",
-        "lastChannel",
-        "lastTo",
-        "lastAccountId",
-        "lastThreadId",
-    ]
-    .iter()
-    .any(|k| m.contains_key(*k));
+    let legacy = crate::store::delivery::FIELDS
+        .iter()
+        .any(|k| m.contains_key(*k));
     if !m.contains_key("delivery") && !legacy {
         m.insert("delivery".into(), serde_json::json!({"kind": "none"}));
     }
@@ -158,12 +149,18 @@ fn archive_in_place(
                 params![updated as i64, sid, key],
             )?;
         }
-        if has_table(tx, "session_canonical_validation_pending")? {
-            tx.execute(
-                "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
-                [key],
-            )?;
-        }
+        clear_validation_pending(tx, key)?;
+    }
+    Ok(())
+}
+
+/// Drop the runtime's pending revalidation of `key`'s entry (just written or cleared).
+fn clear_validation_pending(tx: &Connection, key: &str) -> Result<()> {
+    if has_table(tx, "session_canonical_validation_pending")? {
+        tx.execute(
+            "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
+            [key],
+        )?;
     }
     Ok(())
 }
@@ -500,13 +497,7 @@ fn clear_node(tx: &Connection, key: &str, sid: &str, updated_at: i64) -> Result<
         "UPDATE session_nodes SET entry_valid = -1 WHERE session_key = ?1",
         [key],
     )?;
-    if has_table(tx, "session_canonical_validation_pending")? {
-        tx.execute(
-            "DELETE FROM session_canonical_validation_pending WHERE session_key = ?1",
-            [key],
-        )?;
-    }
-    Ok(())
+    clear_validation_pending(tx, key)
 }
 
 /// Insert an archive row (unpublished).
@@ -989,6 +980,22 @@ mod tests {
             name: name.into(),
             created_at: 0,
         }
+    }
+
+    #[test]
+    fn a_delivery_of_kind_none_only_without_any_route_field() {
+        let mut bare = serde_json::json!({"sessionId": "s"});
+        normalize_delivery(&mut bare);
+        assert_eq!(bare["delivery"], serde_json::json!({"kind": "none"}));
+        for field in crate::store::delivery::FIELDS {
+            let mut e = serde_json::json!({"sessionId": "s"});
+            e[*field] = "x".into();
+            normalize_delivery(&mut e);
+            assert!(e.get("delivery").is_none(), "{field}");
+        }
+        let mut own = serde_json::json!({"delivery": {"kind": "dm"}});
+        normalize_delivery(&mut own);
+        assert_eq!(own["delivery"], serde_json::json!({"kind": "dm"}));
     }
 
     #[test]
