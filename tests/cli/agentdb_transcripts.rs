@@ -24,7 +24,7 @@ use crate::util::{
 };
 
 /// A session id for case `i` (UUID-shaped, as the runtime makes them).
-fn sid(i: usize) -> String {
+pub(crate) fn sid(i: usize) -> String {
     format!(
         "{:08x}-5a5a-4b4b-8c8c-{:012x}",
         0xc1a0_0000u32 + i as u32,
@@ -65,7 +65,7 @@ fn write_store(env: &TestEnv, n: usize) {
 
 /// Import `env`'s JSON-era store with `release`'s doctor; `None` (with a line) when the
 /// release is not installed.
-fn import(release: Release, env: &TestEnv) -> Option<()> {
+pub(crate) fn import(release: Release, env: &TestEnv) -> Option<()> {
     let oracle = oracle_path_of(release, "SQLite-era transcript rows")?;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/oracle/sqlite-import.sh");
     let mut cmd = Command::new(script);
@@ -86,7 +86,7 @@ fn import(release: Release, env: &TestEnv) -> Option<()> {
 }
 
 /// Every session's rows as JSONL, by session id (compressed rows decompressed).
-fn rows(env: &TestEnv) -> Vec<(String, String)> {
+pub(crate) fn rows(env: &TestEnv) -> Vec<(String, String)> {
     let conn = clawkeeper::agentdb::open_read_only(&database(env)).unwrap();
     let ids: Vec<String> = conn
         .prepare("SELECT DISTINCT session_id FROM transcript_events ORDER BY session_id")
@@ -109,7 +109,7 @@ fn rows(env: &TestEnv) -> Vec<(String, String)> {
 }
 
 /// Append one user turn to `key` with the runtime's own writer and stop it.
-fn runtime_appends(release: Release, env: &TestEnv, key: &str) {
+pub(crate) fn runtime_appends(release: Release, env: &TestEnv, key: &str) {
     let oracle = oracle_path_of(release, "append").unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/sqlite-append-loop.mjs");
     let mut child = Command::new(oracle_node(&oracle))
@@ -270,7 +270,7 @@ fn prune_cache_ttl_on_rows_matches_the_json_era_on_2026_8_2() {
 }
 
 /// A generated store of `n` sessions imported by `release` (`None` when it is not installed).
-fn imported_store(release: Release, n: usize) -> Option<TestEnv> {
+pub(crate) fn imported_store(release: Release, n: usize) -> Option<TestEnv> {
     let env = TestEnv::new();
     write_store(&env, n);
     import(release, &env)?;
@@ -278,7 +278,7 @@ fn imported_store(release: Release, n: usize) -> Option<TestEnv> {
 }
 
 /// A byte copy of `env`'s state dir and config in a new env.
-fn copy_env(env: &TestEnv) -> TestEnv {
+pub(crate) fn copy_env(env: &TestEnv) -> TestEnv {
     let copy = TestEnv::new();
     std::fs::remove_dir_all(copy.state()).unwrap();
     copy_dir(&env.state(), &copy.state());
@@ -339,7 +339,8 @@ fn a_session_that_changes_between_plan_and_write_is_refused_and_the_others_are_w
     let mut plans = Vec::new();
     for s in &sessions {
         let label = rows_api::label(&db, &s.session_id);
-        let (out, plan) = rows_api::plan(&conn, &label, &s.session_id, None, &noreply);
+        let (out, plan) =
+            rows_api::plan(&conn, &label, &s.session_id, None, &|_, i, t| noreply(i, t));
         if let Some(plan) = plan {
             assert_eq!(out.status, Status::WouldChange);
             plans.push((s.session_id.clone(), out, plan));
@@ -394,35 +395,62 @@ fn a_session_that_changes_between_plan_and_write_is_refused_and_the_others_are_w
 }
 
 /// Every session's rows, by session id.
-fn by_session(env: &TestEnv) -> BTreeMap<String, String> {
+pub(crate) fn by_session(env: &TestEnv) -> BTreeMap<String, String> {
     rows(env).into_iter().collect()
 }
 
 #[test]
 fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
-    const KILLS: usize = 12;
     let Some(template) = imported_store(SQLITE_LATEST, 36) else {
         return;
     };
-    let old = by_session(&template);
+    killed_at_any_moment(&template, &["strip-images", "--enforce"], 10, &|_, t| {
+        t.to_owned()
+    });
+}
+
+/// Kill `args` (an `--enforce` run on `template`'s agent database) at moments spread over an
+/// undisturbed run's span: every session is then as it was or as the undisturbed run left it
+/// (compared through `same`, which takes out of a text what differs from run to run, e.g.
+/// generated ids, given every session's rows of the env it comes from; also applied to the
+/// runtime's contexts as JSON), the database passes
+/// `integrity_check`, and a second run finishes the work. The undisturbed run must rewrite
+/// `min_rewritten` sessions.
+pub(crate) fn killed_at_any_moment(
+    template: &TestEnv,
+    args: &[&str],
+    min_rewritten: usize,
+    same: &dyn Fn(&BTreeMap<String, String>, &str) -> String,
+) {
+    const KILLS: usize = 12;
+    let normal = |env: &TestEnv| -> BTreeMap<String, String> {
+        let sessions = by_session(env);
+        sessions
+            .iter()
+            .map(|(k, v)| (k.clone(), same(&sessions, v)))
+            .collect()
+    };
+    let contexts_of =
+        |env: &TestEnv| same(&by_session(env), &contexts(SQLITE_LATEST, env).to_string());
+    let old = normal(template);
     // The undisturbed run: how long it takes, and what every session becomes.
-    let whole = copy_env(&template);
+    let whole = copy_env(template);
     let start = Instant::now();
-    let out = whole.run(&["strip-images", "--enforce"]);
+    let out = whole.run(args);
     let span = start.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let new = by_session(&whole);
+    let new = normal(&whole);
     let rewritten = old.iter().filter(|(k, v)| new[*k] != **v).count();
-    assert!(rewritten >= 10, "{rewritten} sessions rewritten");
+    assert!(rewritten >= min_rewritten, "{rewritten} sessions rewritten");
     let mut killed_mid_run = 0;
     let mut partly = 0;
     for i in 0..KILLS {
-        let env = copy_env(&template);
+        let env = copy_env(template);
         let delay = span.mul_f64((i as f64 + 0.5) / KILLS as f64);
         let mut run = Command::new(env!("CARGO_BIN_EXE_clawkeeper"));
         hermetic(&mut run);
         let mut run = run
-            .args(["strip-images", "--enforce"])
+            .args(args)
             .current_dir(env.work())
             .env("OPENCLAW_STATE_DIR", env.state())
             .env("OPENCLAW_CONFIG_PATH", env.config_path())
@@ -437,7 +465,7 @@ fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
         run.wait().unwrap();
         let db = database(&env);
         assert_eq!(integrity(&db), "ok", "kill {i} at {delay:?}");
-        let now = by_session(&env);
+        let now = normal(&env);
         assert_eq!(
             now.keys().collect::<Vec<_>>(),
             old.keys().collect::<Vec<_>>()
@@ -452,14 +480,11 @@ fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
         }
         partly += usize::from(done > 0 && done < rewritten);
         // A second run finishes the work: the result is the undisturbed run's.
-        let out = env.run(&["strip-images", "--enforce"]);
+        let out = env.run(args);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert_eq!(by_session(&env), new, "kill {i}: the run after the kill");
+        assert_eq!(normal(&env), new, "kill {i}: the run after the kill");
         if i % 4 == 0 {
-            assert_eq!(
-                contexts(SQLITE_LATEST, &env),
-                contexts(SQLITE_LATEST, &whole)
-            );
+            assert_eq!(contexts_of(&env), contexts_of(&whole));
         }
     }
     assert!(
@@ -738,7 +763,7 @@ fn an_appended_compaction_row_is_loaded_as_the_summary_and_the_kept_tail() {
             &db,
             &format!("SELECT max(seq) FROM transcript_events WHERE session_id = '{sid0}'"),
         );
-        let (mut out, plan) = rows_api::plan(&conn, &label, &sid0, None, &planner);
+        let (mut out, plan) = rows_api::plan(&conn, &label, &sid0, None, &|_, i, t| planner(i, t));
         assert_eq!(out.status, Status::WouldChange, "{:?}", out.status);
         rows_api::write(&conn, cols, &plan.unwrap(), &mut out);
         assert_eq!(out.status, Status::Changed, "{:?}", out.status);
