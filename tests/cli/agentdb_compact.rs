@@ -83,31 +83,29 @@ fn json_twin(env: &TestEnv, n: usize) -> TestEnv {
     twin
 }
 
-/// The compactions clawkeeper appended in a JSONL text: each one's id and timestamp.
-fn made(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["type"] == "compaction" && v["details"]["offline"]["tool"] == "clawkeeper")
-        .filter_map(|v| {
-            Some((
-                v["id"].as_str()?.to_owned(),
-                v["timestamp"].as_str()?.to_owned(),
-            ))
-        })
-        .collect()
+/// The compaction clawkeeper appended to a JSONL text (its last line: every run here appends
+/// one at most): its id and timestamp.
+fn made(text: &str) -> Option<(String, String)> {
+    let last = text.lines().last().filter(|l| l.contains("\"offline\""))?;
+    let v: Value = serde_json::from_str(last).ok()?;
+    if v["type"] != "compaction" || v["details"]["offline"]["tool"] != "clawkeeper" {
+        return None;
+    }
+    Some((
+        v["id"].as_str()?.to_owned(),
+        v["timestamp"].as_str()?.to_owned(),
+    ))
 }
 
-/// `text` with the id and the timestamp of every compaction clawkeeper appended to
+/// `text` with the id and the timestamp of the compaction clawkeeper appended to each of
 /// `sessions` (an env's rows by session id) replaced by placeholders (the timestamp also as
 /// epoch ms, as the runtime loads it).
 pub(crate) fn modulo_made(sessions: &BTreeMap<String, String>, text: &str) -> String {
     let mut out = text.to_owned();
-    for rows in sessions.values() {
-        for (id, at) in made(rows) {
-            out = out.replace(&id, "<compaction-id>").replace(&at, "<now>");
-            if let Some(ms) = clawkeeper::isotime::parse_iso_ms(&at) {
-                out = out.replace(&ms.to_string(), "<now-ms>");
-            }
+    for (id, at) in sessions.values().filter_map(|rows| made(rows)) {
+        out = out.replace(&id, "<compaction-id>").replace(&at, "<now>");
+        if let Some(ms) = clawkeeper::isotime::parse_iso_ms(&at) {
+            out = out.replace(&ms.to_string(), "<now-ms>");
         }
     }
     out
