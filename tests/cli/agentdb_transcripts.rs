@@ -635,6 +635,9 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
         stderr(&out)
     );
     assert_eq!(by_session(&env), before);
+    let out = env.run(&["compact", "--enforce", "--min-tokens", "0"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(by_session(&env), before);
     let (code, preview) = env.run_json(&["prune-noreply"]);
     assert_eq!(code, 0, "{preview}");
     assert!(
@@ -705,6 +708,40 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
     let after = by_session(&env);
     assert_eq!(after[&cold], hostile[&cold]);
     assert_eq!(after[&broken], hostile[&broken]);
+    assert_eq!(integrity(&db), "ok");
+    // compact reads the rows back to summarise them: the same sessions are passed over.
+    let compact = [
+        "compact",
+        "--enforce",
+        "--keep-recent-tokens",
+        "300",
+        "--min-tokens",
+        "0",
+    ];
+    let (code, done) = env.run_json(&compact);
+    assert_eq!(code, 0, "{done}");
+    let status = |id: &str| -> Value {
+        done["transcripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["path"].as_str().unwrap().ends_with(&format!("#{id}")))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(status(&cold)["status"], "skipped", "{done}");
+    assert_eq!(status(&broken)["status"], "damaged", "{done}");
+    let compacted = by_session(&env);
+    assert_eq!(compacted[&cold], hostile[&cold]);
+    assert_eq!(compacted[&broken], hostile[&broken]);
+    for (sid, text) in &compacted {
+        // Every other session is as it was, or as it was with one compaction row more.
+        let added = text.strip_prefix(after[sid].as_str()).unwrap();
+        assert!(
+            added.is_empty() || (added.lines().count() == 1 && added.contains("\"compaction\"")),
+            "{sid}: {added}"
+        );
+    }
     assert_eq!(integrity(&db), "ok");
 }
 
