@@ -295,7 +295,12 @@ fn a_live_lease_on_the_database_stops_the_rewrite_and_nothing_changes() {
     let before = rows(&env);
     let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
     add_lease(&env, holder.id());
-    for command in ["prune-noreply", "strip-images", "prune-cache-ttl"] {
+    for command in [
+        "prune-noreply",
+        "strip-images",
+        "prune-cache-ttl",
+        "compact",
+    ] {
         let out = env.run(&[command, "--enforce"]);
         assert_eq!(out.status.code(), Some(4), "{command}: {}", stderr(&out));
         assert!(
