@@ -84,7 +84,8 @@ pub enum Command {
     /// Compact long transcripts offline, without a model.
     ///
     /// Keeps the newest turns verbatim, summarises everything before them deterministically and
-    /// appends a `compaction` entry that the runtime honours on its next turn.
+    /// appends a `compaction` entry that the runtime honours on its next turn (on a SQLite-era
+    /// agent, as a transcript row of its database).
     #[command(after_long_help = EXIT_CODES_HELP)]
     Compact(CompactArgs),
     /// Show what is in a store, where the bytes go, and what each command would reclaim.
@@ -330,7 +331,8 @@ pub struct CompactArgs {
     /// How to count tokens.
     #[arg(long, value_enum, default_value_t = Tokenizer::Heuristic)]
     pub tokenizer: Tokenizer,
-    /// Write a successor transcript and point the store entry at it (needs a store target).
+    /// Write a successor transcript and point the store entry at it (needs a store target;
+    /// not supported yet for SQLite-era agents, whose databases it refuses).
     #[arg(long)]
     pub successor: bool,
     /// Pipe the messages to summarise, as JSON, to this shell command and use its stdout.

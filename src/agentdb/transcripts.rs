@@ -2,7 +2,8 @@
 //! (`transcript::rewrite`) on `transcript_events`, one row per JSONL line in `seq` order.
 //!
 //! [`plan`] reads one session's rows (inside one read transaction, so that the rows and what
-//! step 1 below compares are one snapshot), indexes them as a file is indexed, asks the planner, resolves
+//! step 1 below compares are one snapshot), indexes them as a file is indexed, asks the planner
+//! (which reads whole entries back row by row through [`Rows`], as `compact` does), resolves
 //! the edits and runs the rewrite into nothing to validate it: a preview. [`write`] applies a
 //! plan as the runtime's own rewrite paths leave a session, in one `BEGIN IMMEDIATE`:
 //!
@@ -38,8 +39,9 @@ use super::read;
 use crate::keys::SessionSelector;
 use crate::transcript::Index;
 use crate::transcript::estimate::TokenCounter;
-use crate::transcript::job::{self, Outcome, Planner, Status};
+use crate::transcript::job::{self, Outcome, PlannerAt, Status};
 use crate::transcript::rewrite::{self, LineAction, Output, Resolved};
+use crate::transcript::values::{EntryReader, LineSource, Transcript};
 
 /// A session the transcript commands work on: a `session_nodes` row's current session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +221,7 @@ pub fn predict(
     session_id: &str,
     index: &Index,
     tree: &crate::transcript::tree::Tree,
-    planner: &Planner,
+    planner: &PlannerAt,
 ) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
     if let Err(status) = predict_inner(conn, session_id, index, tree, planner, &mut out) {
@@ -233,7 +235,7 @@ fn predict_inner(
     session_id: &str,
     index: &Index,
     tree: &crate::transcript::tree::Tree,
-    planner: &Planner,
+    planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<(), Status> {
     job::check_editable_with(index, tree, out)?;
@@ -247,7 +249,9 @@ fn predict_inner(
     }
     out.bytes_before = rows.iter().map(|(_, b)| b).sum();
     out.bytes_after = out.bytes_before;
-    let planned = planner(index, tree).map_err(job::planner_status)?;
+    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
+    let rows_read = Rows::new(conn, session_id, &seqs);
+    let planned = planner(&rows_read, index, tree).map_err(job::planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
@@ -286,7 +290,7 @@ pub fn plan(
     path: &Path,
     session_id: &str,
     measure: Option<TokenCounter>,
-    planner: &Planner,
+    planner: &PlannerAt,
 ) -> (Outcome, Option<Plan>) {
     let mut out = Outcome::new(path, Status::Unchanged);
     match plan_inner(conn, session_id, measure, planner, &mut out) {
@@ -302,7 +306,7 @@ fn plan_inner(
     conn: &Connection,
     session_id: &str,
     measure: Option<TokenCounter>,
-    planner: &Planner,
+    planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<Plan>, Status> {
     // One read transaction: the rows, their seqs and the fence are one snapshot.
@@ -326,7 +330,9 @@ fn plan_inner(
     // A session's bytes are what its rows store (see `rows_of`), not its JSONL text.
     out.bytes_before = rows.iter().map(|(_, b)| b).sum();
     out.bytes_after = out.bytes_before;
-    let planned = planner(&index, &tree).map_err(job::planner_status)?;
+    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
+    let planned =
+        planner(&Rows::new(conn, session_id, &seqs), &index, &tree).map_err(job::planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
@@ -364,10 +370,71 @@ fn plan_inner(
         session_id: session_id.to_owned(),
         index,
         resolved,
-        seqs: rows.iter().map(|(seq, _)| *seq).collect(),
+        seqs,
         snapshot,
         digest,
     }))
+}
+
+/// A session's rows as a [`Transcript`] a planner reads back: line `n` of its index is the
+/// row at `seqs[n]` (read inside the caller's read transaction, so from the snapshot that was
+/// indexed).
+pub struct Rows<'c> {
+    conn: &'c Connection,
+    session_id: &'c str,
+    seqs: &'c [i64],
+}
+
+impl<'c> Rows<'c> {
+    pub fn new(conn: &'c Connection, session_id: &'c str, seqs: &'c [i64]) -> Rows<'c> {
+        Rows {
+            conn,
+            session_id,
+            seqs,
+        }
+    }
+}
+
+impl Transcript for Rows<'_> {
+    fn reader(&self, light: bool) -> Result<EntryReader<'_>> {
+        let name = format!("the rows of session {}", self.session_id);
+        Ok(EntryReader::new(name, RowLines(self), light))
+    }
+}
+
+struct RowLines<'r, 'c>(&'r Rows<'c>);
+
+impl LineSource for RowLines<'_, '_> {
+    /// One row by its `seq`; a light read cuts the payloads out of the row's text after it is
+    /// read (a row is read whole).
+    fn read_line(
+        &mut self,
+        index: &Index,
+        n: usize,
+        light: bool,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let rows = self.0;
+        let seq = *rows
+            .seqs
+            .get(n)
+            .ok_or_else(|| std::io::Error::other(format!("line {} has no row", n + 1)))?;
+        let raw = read::row_line(rows.conn, rows.session_id, seq)
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        if (raw.len() as u64) != index.lines[n].len {
+            return Err(std::io::Error::other(format!(
+                "row {seq} changed since it was indexed"
+            )));
+        }
+        let payloads: Vec<&crate::transcript::Payload> = if light {
+            index.payloads_of(n).iter().collect()
+        } else {
+            Vec::new()
+        };
+        buf.clear();
+        buf.extend_from_slice(&crate::transcript::cut_payloads(&raw, &payloads));
+        Ok(())
+    }
 }
 
 /// What the schema of the database lets a writer set on a text row.
@@ -635,6 +702,59 @@ fn new_generation() -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_read_back_as_their_file_reads_light_or_not_and_a_changed_row_is_an_error() {
+        let b64 = "QUJD".repeat(500);
+        let lines = [
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_owned(),
+            format!(
+                r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"user","content":[{{"type":"text","text":"hé"}},{{"type":"image","data":"{b64}","mimeType":"image/png"}}]}}}}"#
+            ),
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"assistant","content":[{"type":"text","text":"ok"}]}}"#.to_owned(),
+        ];
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE transcript_events (session_id TEXT, seq INTEGER, event_json TEXT, \
+             created_at INTEGER)",
+        )
+        .unwrap();
+        let seqs = [10i64, 20, 35];
+        for (seq, line) in seqs.iter().zip(&lines) {
+            conn.execute(
+                "INSERT INTO transcript_events VALUES ('sid', ?1, ?2, 0)",
+                params![seq, line],
+            )
+            .unwrap();
+        }
+        let text = lines.join("\n") + "\n";
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        assert!(!index.payloads.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("t.jsonl");
+        std::fs::write(&file, &text).unwrap();
+        let rows = Rows::new(&conn, "sid", &seqs);
+        let path = file.as_path();
+        for light in [false, true] {
+            let mut from_file = (&path).reader(light).unwrap();
+            let mut from_rows = rows.reader(light).unwrap();
+            for i in (1..index.entries.len()).rev() {
+                let want = from_file.read(&index, i).unwrap();
+                assert_eq!(from_rows.read(&index, i).unwrap(), want, "{i} {light}");
+            }
+        }
+        let light = rows.reader(true).unwrap().read(&index, 1).unwrap();
+        assert_eq!(light["message"]["content"][1]["data"], "");
+        // A row that no longer holds the indexed entry is an error, never another value.
+        conn.execute(
+            "UPDATE transcript_events SET event_json = replace(event_json, '\"id\":\"b\"', \
+             '\"id\":\"c\"') WHERE seq = 35",
+            [],
+        )
+        .unwrap();
+        let err = rows.reader(false).unwrap().read(&index, 2).unwrap_err();
+        assert!(format!("{err:#}").contains("changed"), "{err:#}");
+    }
 
     #[test]
     fn generations_are_32_lowercase_hex_digits_and_differ() {

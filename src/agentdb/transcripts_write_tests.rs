@@ -10,6 +10,7 @@ use super::transcripts::{self, RowColumns};
 use crate::transcript::Index;
 use crate::transcript::job::{Planned, Status};
 use crate::transcript::tree::Tree;
+use crate::transcript::values::Transcript;
 
 /// The runtime's tables a rewrite touches, with their foreign keys (`dist/` of 2026.8.x).
 const SCHEMA: &str = "
@@ -109,7 +110,7 @@ fn database() -> (tempfile::TempDir, Connection) {
     (dir, conn)
 }
 
-fn remove_b(_: &Index, tree: &Tree) -> Result<Planned, String> {
+fn remove_b(_: &dyn Transcript, _: &Index, tree: &Tree) -> Result<Planned, String> {
     let mut p = Planned::default();
     p.edits.remove.insert(tree.by_id["b"]);
     Ok(p)

@@ -4,13 +4,17 @@
 //! Resolve the targets; per file, read the active path's figures in one pass
 //! (`compact::facts`), rebuild the context the way the runtime does (`transcript::tree`), let
 //! `compact::plan` choose the cut, summarise the range in a second pass (`compact::load`),
-//! optionally ask the operator's `--summarizer` (its input streamed from the file), and hand
-//! the appended line to the shared transcript job (lock, validation, atomic replace, all
+//! optionally ask the operator's `--summarizer` (its input streamed from the transcript), and
+//! hand the appended line to the shared transcript job (lock, validation, atomic replace, all
 //! without a second index of the file). Every original line stays as it was; the new entry
 //! becomes the last line. Memory is bounded by the largest line plus per-entry figures.
+//!
+//! A SQLite-era agent's sessions are planned by the same planner on their rows (read back by
+//! `seq`, see `agentdb::transcripts`), and the entry is appended as a row under the database
+//! write guard (`transcripts_db`). `--successor` is not built for them: such a database is
+//! refused (exit 3) and nothing is written to it.
 
 use std::io::{self, Write};
-use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
@@ -26,6 +30,7 @@ use crate::exit::Exit;
 use crate::transcript::Index;
 use crate::transcript::job::{Outcome, Planned};
 use crate::transcript::tree::Tree;
+use crate::transcript::values::Transcript;
 
 /// The estimator `compact` and `inspect` use for a `--tokenizer` choice; an error for a BPE
 /// tokenizer in a build without the `tiktoken` feature.
@@ -100,19 +105,21 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
     )
 }
 
-/// The per-file planner of in-place `compact` (also what `inspect` runs to predict savings).
-/// It needs an index measured with the estimator's counter (its token figures); of the file
-/// it reads again only the summarised entries, one at a time (see `compact::load`).
+/// The per-transcript planner of in-place `compact` (also what `inspect` runs to predict
+/// savings), for a file and for a session's rows alike. It needs an index measured with the
+/// estimator's counter (its token figures); of the transcript it reads again only the
+/// summarised entries, one at a time (see `compact::load`).
 pub fn planner<'a>(
     settings: &'a Settings,
     now: &'a str,
     external: Option<&'a External>,
     enforce: bool,
-) -> impl Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
-    move |path, index, tree| {
+) -> impl Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
+    move |transcript, index, tree| {
         let fail = |e: anyhow::Error| format!("{e:#}");
         let scan = facts::scan(index, tree, &settings.estimator).map_err(fail)?;
-        let mut c = match load::plan_file(path, index, tree, &scan, settings, now).map_err(fail)? {
+        let planned = load::compaction(transcript, index, tree, &scan, settings, now);
+        let mut c = match planned.map_err(fail)? {
             Ok(c) => c,
             Err(leave) => {
                 return Ok(Planned {
@@ -125,7 +132,7 @@ pub fn planner<'a>(
         let mut source = "builtin";
         if let Some(ext) = external {
             let write = |c: &Compaction, w: &mut dyn Write| {
-                load::write_request(path, index, &scan.active, c, w)
+                load::write_request(transcript, index, &scan.active, c, w)
             };
             let (note, s) = use_external(ext, &mut c, enforce, now, &write);
             notes.push(note);
@@ -181,7 +188,7 @@ fn use_external(
     c: &mut Compaction,
     enforce: bool,
     now: &str,
-    write: &(dyn Fn(&Compaction, &mut dyn Write) -> io::Result<()> + Sync),
+    write: &dyn Fn(&Compaction, &mut dyn Write) -> io::Result<()>,
 ) -> (String, &'static str) {
     if !enforce {
         return (

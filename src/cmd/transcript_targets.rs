@@ -8,8 +8,8 @@
 //! Entries whose transcript is missing, outside the sessions dir or not a primary `.jsonl`
 //! transcript are reported as skipped with the reason; transcripts of an agent that moved to
 //! SQLite are refused when its `sessions.json` is still there. An agent that only has its
-//! database is returned as a [`Database`] to commands that edit transcript rows
-//! ([`resolve_with_rows`]), and passed over with a warning by the others.
+//! database is returned as a [`Database`]: the commands edit its transcript rows (`compact
+//! --successor` refuses it).
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -55,23 +55,10 @@ pub struct Resolved {
 }
 
 /// Resolve the target flags. Stores that are missing or cannot be read, and a `--session` no
-/// store has, are recorded in `problems`.
-pub fn resolve(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<Resolved> {
-    resolve_inner(args, false, problems)
-}
-
-/// [`resolve`] for a command that edits the transcript rows of SQLite-era agents: their
-/// databases are returned in [`Resolved::databases`] instead of being passed over, and
-/// `--session` matching them is left to the caller (it reads their session nodes).
+/// store has, are recorded in `problems`. The databases of SQLite-era agents are returned in
+/// [`Resolved::databases`], and `--session` matching them is left to the caller (it reads
+/// their session nodes).
 pub fn resolve_with_rows(args: &TranscriptTargetArgs, problems: &mut Problems) -> Result<Resolved> {
-    resolve_inner(args, true, problems)
-}
-
-fn resolve_inner(
-    args: &TranscriptTargetArgs,
-    rows: bool,
-    problems: &mut Problems,
-) -> Result<Resolved> {
     if let Some(file) = &args.transcript {
         if args.session.is_some() {
             return Err(UsageError(
@@ -110,24 +97,12 @@ fn resolve_inner(
         if crate::agentdb::exists(&db)
             && (crate::agentdb::is_database_path(&t.store_path) || !t.store_path.exists())
         {
-            if rows {
-                let db = std::path::absolute(&db).unwrap_or(db);
-                out.databases.push(Database {
-                    agent_id: t.agent_id.clone(),
-                    state_dir: super::vacuum::state_dir_of(&db, &env),
-                    db,
-                });
-                continue;
-            }
-            // Said on stderr so that a nightly job never passes over it in silence; not an
-            // error: nothing is wrong with the agent's data.
-            problems.warn(format!(
-                "{}: agent {:?} keeps its transcripts in this database (SQLite era); the \
-                 transcript commands do not edit transcript rows yet, nothing was done for it",
-                db.display(),
-                t.agent_id
-            ));
-            matched_session = true;
+            let db = std::path::absolute(&db).unwrap_or(db);
+            out.databases.push(Database {
+                agent_id: t.agent_id.clone(),
+                state_dir: super::vacuum::state_dir_of(&db, &env),
+                db,
+            });
             continue;
         }
         if !t.store_path.exists() {

@@ -70,19 +70,14 @@ pub fn run(
     count: fn(&Outcome) -> usize,
     planner: &Planner,
 ) -> Result<Exit> {
-    run_inner(
-        targets,
-        mode,
-        labels,
-        count,
-        None,
-        &|_, index, tree| planner(index, tree),
-        Some(planner),
-    )
+    run_at(targets, mode, labels, count, None, &|_, index, tree| {
+        planner(index, tree)
+    })
 }
 
-/// [`run`] with a planner that reads the file itself, and whose index carries token figures
-/// measured with `measure` when given.
+/// [`run`] with a planner that reads the transcript back itself (a file, or a session's rows),
+/// and whose index carries token figures measured with `measure` when given. The transcripts
+/// of SQLite-era agents (their rows) are planned with it too.
 pub fn run_at(
     targets: &TranscriptTargetArgs,
     mode: &ModeArgs,
@@ -91,26 +86,8 @@ pub fn run_at(
     measure: Option<TokenCounter>,
     planner: &PlannerAt,
 ) -> Result<Exit> {
-    run_inner(targets, mode, labels, count, measure, planner, None)
-}
-
-/// [`run_at`]; with `rows`, the transcripts of SQLite-era agents (their rows) are planned with
-/// it too, else those agents are passed over with a warning.
-fn run_inner(
-    targets: &TranscriptTargetArgs,
-    mode: &ModeArgs,
-    labels: &Labels,
-    count: fn(&Outcome) -> usize,
-    measure: Option<TokenCounter>,
-    planner: &PlannerAt,
-    rows: Option<&Planner>,
-) -> Result<Exit> {
     let mut problems = Problems::default();
-    let resolved = if rows.is_some() {
-        transcript_targets::resolve_with_rows(targets, &mut problems)?
-    } else {
-        transcript_targets::resolve(targets, &mut problems)?
-    };
+    let resolved = transcript_targets::resolve_with_rows(targets, &mut problems)?;
     // Directories reached through a symlink are resolved once, here (see `resolved`).
     let resolved_dirs = super::resolved::of_targets(&resolved.targets);
     super::resolved::announce(&resolved_dirs, mode.enforce, mode.quiet);
@@ -185,9 +162,7 @@ fn run_inner(
         }
     }
     results.extend(resolved.skipped);
-    if let Some(rows) = rows
-        && !resolved.databases.is_empty()
-    {
+    if !resolved.databases.is_empty() {
         let session = targets
             .session
             .as_deref()
@@ -196,7 +171,7 @@ fn run_inner(
             &resolved.databases,
             session.as_ref(),
             opts,
-            rows,
+            planner,
             &mut problems,
         );
         results.extend(db_results);

@@ -12,7 +12,7 @@ use super::transcript_targets::Database;
 use crate::agentdb::{self, guard, transcripts as rows};
 use crate::exit::Refusal;
 use crate::keys::SessionSelector;
-use crate::transcript::job::{Mode, Options, Outcome, Planner, Status};
+use crate::transcript::job::{Mode, Options, Outcome, PlannerAt, Status};
 
 /// Per-session outcomes of every database, with their session keys, and whether `session`
 /// matched a session node. A database that cannot be worked on is a problem of its own
@@ -21,7 +21,7 @@ pub fn run(
     databases: &[Database],
     session: Option<&SessionSelector>,
     opts: Options,
-    planner: &Planner,
+    planner: &PlannerAt,
     problems: &mut Problems,
 ) -> (Vec<(Outcome, Option<String>)>, bool) {
     let mut results = Vec::new();
@@ -39,7 +39,7 @@ fn one(
     d: &Database,
     session: Option<&SessionSelector>,
     opts: Options,
-    planner: &Planner,
+    planner: &PlannerAt,
     results: &mut Vec<(Outcome, Option<String>)>,
 ) -> Result<bool> {
     let db = &d.db;
@@ -112,7 +112,7 @@ fn plan_one(
     d: &Database,
     s: &rows::Session,
     opts: Options,
-    planner: &Planner,
+    planner: &PlannerAt,
 ) -> (Outcome, Option<rows::Plan>) {
     let label = rows::label(&d.db, &s.session_id);
     match rows::passed_over(conn, &s.session_id) {

@@ -48,12 +48,14 @@ pub fn request(messages: &[&Value], previous_summary: Option<&str>) -> String {
 }
 
 /// Run `command` with what `input` writes on its stdin; its trimmed stdout on success.
-/// `input` runs on its own thread while the command runs; a write the command does not read
-/// (it exits first) is fine, but any other error of `input` (e.g. the transcript changed
-/// while it was read back) makes the run a failure, whatever the command printed.
+/// `input` runs on the calling thread (it may read a database connection, which stays on its
+/// thread) while other threads wait for the command, with the time limit, and read its
+/// stdout; a write the command does not read (it exits first, or is stopped at the time
+/// limit) is fine, but any other error of `input` (e.g. the transcript changed while it was
+/// read back) makes the run a failure, whatever the command printed.
 pub fn run(
     command: &str,
-    input: &(dyn Fn(&mut dyn Write) -> io::Result<()> + Sync),
+    input: &dyn Fn(&mut dyn Write) -> io::Result<()>,
     timeout: Duration,
 ) -> Result<String, Failure> {
     let mut child = Command::new("sh")
@@ -67,19 +69,11 @@ pub fn run(
         .map_err(|e| Failure::Spawn(e.to_string()))?;
     let stdin = child.stdin.take();
     let stdout = child.stdout.take();
-    // Set on a timeout: the pipe threads give up instead of waiting for the pipes (a process
+    // Set on a timeout: the pipe ends give up instead of waiting for the pipes (a process
     // the command started may still hold them).
     let stop = AtomicBool::new(false);
     std::thread::scope(|scope| {
         let stop = &stop;
-        let writer = scope.spawn(move || -> Option<String> {
-            let pipe = Pipe::new(stdin?, stop);
-            let mut w = io::BufWriter::with_capacity(1 << 16, pipe);
-            match input(&mut w).and_then(|()| w.flush()) {
-                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Some(e.to_string()),
-                _ => None,
-            }
-        });
         let reader = scope.spawn(move || {
             let mut buf = Vec::new();
             if let Some(s) = stdout {
@@ -87,32 +81,44 @@ pub fn run(
             }
             buf
         });
-        let start = Instant::now();
-        let status = loop {
-            match child.try_wait() {
-                Ok(Some(status)) => break Ok(status),
-                Ok(None) if start.elapsed() >= timeout => {
-                    stop.store(true, Ordering::SeqCst);
-                    // The command runs in its own process group: end it and whatever it
-                    // started.
-                    if let Ok(pid) = i32::try_from(child.id()) {
-                        // SAFETY: kill(2) with a negative pid signals that process group only.
-                        unsafe { libc::kill(-pid, libc::SIGKILL) };
+        let waiter = scope.spawn(move || {
+            let start = Instant::now();
+            loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => break Ok(status),
+                    Ok(None) if start.elapsed() >= timeout => {
+                        stop.store(true, Ordering::SeqCst);
+                        // The command runs in its own process group: end it and whatever it
+                        // started.
+                        if let Ok(pid) = i32::try_from(child.id()) {
+                            // SAFETY: kill(2) with a negative pid signals that process group
+                            // only.
+                            unsafe { libc::kill(-pid, libc::SIGKILL) };
+                        }
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break Err(Failure::Timeout(timeout));
                     }
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break Err(Failure::Timeout(timeout));
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-                Err(e) => {
-                    stop.store(true, Ordering::SeqCst);
-                    break Err(Failure::Spawn(e.to_string()));
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                    Err(e) => {
+                        stop.store(true, Ordering::SeqCst);
+                        break Err(Failure::Spawn(e.to_string()));
+                    }
                 }
             }
-        };
-        let input_error = writer
+        });
+        let input_error = stdin.and_then(|stdin| {
+            let pipe = Pipe::new(stdin, stop);
+            let mut w = io::BufWriter::with_capacity(1 << 16, pipe);
+            match input(&mut w).and_then(|()| w.flush()) {
+                Err(e) if e.kind() != io::ErrorKind::BrokenPipe => Some(e.to_string()),
+                _ => None,
+            }
+            // The pipe closes here: the command sees the end of its input.
+        });
+        let status = waiter
             .join()
-            .unwrap_or(Some("the input writer failed".into()));
+            .unwrap_or_else(|_| Err(Failure::Spawn("the waiting thread failed".into())));
         let out = reader.join().unwrap_or_default();
         let status = status?;
         if let Some(e) = input_error {
@@ -214,7 +220,7 @@ mod tests {
 
     const T: Duration = Duration::from_secs(10);
 
-    fn text(s: &str) -> impl Fn(&mut dyn Write) -> io::Result<()> + Sync + '_ {
+    fn text(s: &str) -> impl Fn(&mut dyn Write) -> io::Result<()> + '_ {
         move |w: &mut dyn Write| w.write_all(s.as_bytes())
     }
 

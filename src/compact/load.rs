@@ -1,14 +1,14 @@
-//! A compaction planned from a transcript file in bounded memory.
+//! A compaction planned from a transcript in bounded memory: a file, or a session's rows
+//! (anything a [`Transcript`] reads back by the index's line numbers).
 //!
-//! [`plan_file`] runs the steps on the file: the active path's figures (from the measured
+//! [`compaction`] runs the steps on the transcript: the active path's figures (from the measured
 //! index, [`super::facts::scan`], done by the caller), the decision ([`plan::decide`]), the
 //! summary of the decided range (a pass over just that range, each entry fed to a
 //! [`SummaryBuilder`] and dropped), and the entry to append ([`plan::finish`]).
 //! [`write_request`] streams the `--summarizer` request (the summarised messages, re-read one
-//! at a time) into the command's stdin. Nothing here holds more than one entry of the file.
+//! at a time) into the command's stdin. Nothing here holds more than one entry of the transcript.
 
 use std::io::{self, Write};
-use std::path::Path;
 
 use anyhow::Result;
 use serde_json::Value;
@@ -19,14 +19,14 @@ use super::plan::{self, Compaction, ContextSize, Leave, Settings, TOOL};
 use super::pruned;
 use super::summary::{self, SummaryBuilder};
 use crate::transcript::tree::Tree;
-use crate::transcript::values::EntryReader;
+use crate::transcript::values::Transcript;
 use crate::transcript::{Index, Role};
 
-/// Decide, summarise and build the entry for the transcript at `path` (indexed as `index`,
-/// `tree`, scanned as `scan`). The inner `Err` says why it is left alone; the outer one that
-/// the file could not be read as indexed.
-pub fn plan_file(
-    path: &Path,
+/// Decide, summarise and build the entry for `transcript` (indexed as `index`, `tree`,
+/// scanned as `scan`). The inner `Err` says why it is left alone; the outer one that the
+/// transcript could not be read as indexed.
+pub fn compaction(
+    transcript: &dyn Transcript,
     index: &Index,
     tree: &Tree,
     scan: &Scan,
@@ -46,7 +46,7 @@ pub fn plan_file(
         Ok(d) => d,
         Err(leave) => return Ok(Err(leave)),
     };
-    let mut reader = EntryReader::open_light(path)?;
+    let mut reader = transcript.reader(true)?;
     let mut read = |p: usize| reader.read(index, scan.active[p]);
     let previous = decision
         .cut
@@ -96,15 +96,15 @@ pub fn plan_file(
 
 /// Write the `--summarizer` request of `c` to `out`: `{"previousSummary": …, "messages":
 /// […]}` as one compact JSON document (what `JSON.stringify` writes), the summarised messages
-/// in the runtime's context shape, read back from the file one at a time.
+/// in the runtime's context shape, read back from the transcript one at a time.
 pub fn write_request(
-    path: &Path,
+    transcript: &dyn Transcript,
     index: &Index,
     active: &[usize],
     c: &Compaction,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let mut reader = EntryReader::open(path).map_err(io::Error::other)?;
+    let mut reader = transcript.reader(false).map_err(io::Error::other)?;
     let mut head = String::from("{\"previousSummary\":");
     match &c.previous_summary {
         Some(s) => crate::jsjson::write_string(&mut head, s),

@@ -6,7 +6,7 @@
 //! a transcript is never held in memory. The index pass, built measuring with the estimator's
 //! counter, records every entry's token estimate and usage; [`facts::scan`] takes the active
 //! path's figures from it (token estimate, usage, turn starts, …; tool call ids come from the
-//! index too); [`plan::decide`] chooses the cut from them; [`load::plan_file`] summarises the
+//! index too); [`plan::decide`] chooses the cut from them; [`load::compaction`] summarises the
 //! decided range in one pass over just those lines, one entry at a time
 //! ([`summary::SummaryBuilder`]); [`load::write_request`] streams the `--summarizer` input;
 //! the successor is planned per entry index ([`successor::build`]) and written by re-reading

@@ -27,7 +27,7 @@ use crate::agentdb::{self, read, space, transcripts, vacuum};
 use crate::keys;
 use crate::layout::{self, FileKind};
 use crate::store;
-use crate::transcript::job::Status;
+use crate::transcript::job::{Planner, PlannerAt, Status};
 use crate::transcript::tree::{self, Tree};
 
 /// What only a database has: where its bytes go.
@@ -195,8 +195,11 @@ fn analyse(
     f.orphan_tool_results = pairing.orphans;
     f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
     let label = transcripts::label(db, session_id);
-    let freed = |planner: &crate::transcript::job::Planner| {
-        let o = transcripts::predict(conn, &label, session_id, &index, &tree, planner);
+    let predict = |planner: &PlannerAt| {
+        transcripts::predict(conn, &label, session_id, &index, &tree, planner)
+    };
+    let freed = |planner: &Planner| {
+        let o = predict(&|_, index, tree| planner(index, tree));
         match o.status {
             Status::WouldChange => o.bytes_before as i64 - o.bytes_after as i64,
             _ => 0,
@@ -210,6 +213,11 @@ fn analyse(
     }
     if index.cache_ttl.len() > 1 {
         f.cache_ttl_bytes = freed(hooks.cache_ttl);
+    }
+    if f.context_tokens
+        .is_some_and(|t| t > hooks.compact_min_tokens)
+    {
+        f.compact_tokens = super::compact_saved(&predict(hooks.compact));
     }
     f.counts = counts;
     Ok(f)
@@ -343,6 +351,7 @@ pub fn inspect_database(
         r.reclaimable.strip_images += f.strip_bytes;
         r.reclaimable.prune_noreply += f.prune_bytes;
         r.reclaimable.prune_cache_ttl += f.cache_ttl_bytes;
+        r.reclaimable.compact_tokens += f.compact_tokens;
         r.damage.add_transcript(&transcripts::label(db, sid), f);
     }
     r.sessions = rows;
@@ -350,9 +359,6 @@ pub fn inspect_database(
     if let Some(opts) = hooks.cleanup_db {
         r.reclaimable.cleanup = predict_cleanup(target, opts, &mut r);
     }
-    r.notes.push(
-        "compact does not edit SQLite-era transcripts yet: its figure is not predicted".into(),
-    );
     Ok(r)
 }
 

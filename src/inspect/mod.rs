@@ -511,19 +511,30 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
         if f.context_tokens
             .is_some_and(|t| t > hooks.compact_min_tokens)
         {
-            let o = job::predict_at(confined, path, &index, &tree, hooks.compact);
-            if o.status == Status::WouldChange {
-                f.compact_tokens = o
-                    .details
-                    .as_ref()
-                    .and_then(|d| d.get("tokensSaved"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-            }
+            f.compact_tokens = compact_saved(&job::predict_at(
+                confined,
+                path,
+                &index,
+                &tree,
+                hooks.compact,
+            ));
         }
     }
     f.counts = counts;
     f
+}
+
+/// The context tokens a predicted `compact` saves (its `tokensSaved`), 0 when it would not
+/// change the transcript.
+fn compact_saved(o: &job::Outcome) -> u64 {
+    if o.status != Status::WouldChange {
+        return 0;
+    }
+    o.details
+        .as_ref()
+        .and_then(|d| d.get("tokensSaved"))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 /// Files that could not be read, with the reason.

@@ -132,8 +132,8 @@ fn store_json(r: &StoreReport, view: &View) -> Value {
 }
 
 /// What each command would reclaim. For a SQLite-era agent the transcript commands' figures
-/// are bytes its rows store, `compact`'s (not built for databases yet) is `null`, and
-/// `vacuum` is there.
+/// are bytes its rows store (`compact`'s, as for files, context tokens), and `vacuum` is
+/// there.
 fn reclaimable_json(r: &StoreReport) -> Value {
     let rc = &r.reclaimable;
     match &r.database {
@@ -149,7 +149,7 @@ fn reclaimable_json(r: &StoreReport) -> Value {
             "strip-images": rc.strip_images,
             "prune-noreply": rc.prune_noreply,
             "prune-cache-ttl": rc.prune_cache_ttl,
-            "compactTokens": null,
+            "compactTokens": rc.compact_tokens,
             "vacuum": db.vacuum.reclaimed(),
         }),
     }

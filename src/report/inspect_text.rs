@@ -167,8 +167,7 @@ fn render_reclaimable(out: &mut String, rc: &Reclaimable, cleanup_na: Option<&st
     render_reclaimable_of(out, rc, cleanup_na, None);
 }
 
-/// The reclaimable table; for a SQLite-era agent (`db`), `compact` is marked as not built for
-/// it and `vacuum` is added.
+/// The reclaimable table; for a SQLite-era agent (`db`), `vacuum` is added.
 fn render_reclaimable_of(
     out: &mut String,
     rc: &Reclaimable,
@@ -177,7 +176,6 @@ fn render_reclaimable_of(
 ) {
     let mut t = table(vec!["if you ran", "it would reclaim"]);
     if let Some(db) = db {
-        let na = "not built for SQLite-era agents yet".to_string();
         let cleanup = match rc.cleanup {
             Some(n) => signed(n),
             None => "not predicted yet (see cleanup --dry-run)".to_string(),
@@ -190,7 +188,10 @@ fn render_reclaimable_of(
         ] {
             t.add_row(vec![format!("{cmd} --enforce"), signed(n)]);
         }
-        t.add_row(vec!["compact --enforce".to_string(), na]);
+        t.add_row(vec![
+            "compact --enforce".to_string(),
+            format!("~{} context tokens", rc.compact_tokens),
+        ]);
         t.add_row(vec![
             "vacuum --enforce".to_string(),
             signed(db.vacuum.reclaimed()),

@@ -29,6 +29,7 @@ use super::estimate::TokenCounter;
 use super::rewrite::{self, Edits, Resolved};
 use super::tree::Tree;
 use super::validate::{self, Expectation};
+use super::values::Transcript;
 use super::{EntryType, Index};
 use crate::exit::Refusal;
 use crate::fsutil::Confined;
@@ -141,9 +142,10 @@ impl Outcome {
 /// A planner: from an index and its tree to edits, or a reason to leave the file alone.
 pub type Planner<'a> = dyn Fn(&Index, &Tree) -> Result<Planned, String> + Sync + 'a;
 
-/// A planner that also reads the file (e.g. the entries' full content, see
-/// [`super::values`]); it gets the path that was indexed.
-pub type PlannerAt<'a> = dyn Fn(&Path, &Index, &Tree) -> Result<Planned, String> + Sync + 'a;
+/// A planner that also reads the transcript back (e.g. the entries' full content, see
+/// [`super::values`]): it gets what was indexed, a file or a session's rows.
+pub type PlannerAt<'a> =
+    dyn Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, String> + Sync + 'a;
 
 /// Process one transcript. Never returns an error: every failure is an [`Outcome`] status.
 pub fn run_file(confined: &Confined, path: &Path, opts: Options, planner: &Planner) -> Outcome {
@@ -217,7 +219,7 @@ fn prepare(
     out: &mut Outcome,
 ) -> Result<Option<Prepared>, Status> {
     let (index, mut tree) = index_checked(confined, path, measure, out)?;
-    let planned = planner(path, &index, &tree).map_err(planner_status)?;
+    let planned = planner(&path, &index, &tree).map_err(planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {
@@ -377,7 +379,7 @@ fn predict_inner(
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     check_editable_with(index, tree, out)?;
-    let planned = planner(path, index, tree).map_err(planner_status)?;
+    let planned = planner(&path, index, tree).map_err(planner_status)?;
     out.notes.extend(planned.notes);
     out.details = planned.details;
     if planned.edits.is_empty() {

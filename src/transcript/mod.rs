@@ -41,7 +41,7 @@
 //! let applied = rewrite::apply(reader, &index, &resolved, &mut out)?;
 //! validate::validate(&index, &applied.index, &expectation)?;
 //! job::run_file(&confined, path, Options { mode: Mode::Preview, .. }, &planner)  // exact bytes after
-//! job::run_file_at(&confined, path, opts, &planner_at)  // planner gets the path too
+//! job::run_file_at(&confined, path, opts, &planner_at)  // planner reads the file back too
 //! let estimate = crate::compact::context_estimate(path, &index, &tree, &estimator)?; // tokens
 //! ```
 

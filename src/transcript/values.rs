@@ -1,13 +1,15 @@
-//! Full JSON values of selected entries, read back from the file by the byte ranges the index
-//! recorded (for planners that need whole messages, such as `compact`).
+//! Full JSON values of selected entries, read back by the line numbers the index recorded
+//! (for planners that need whole messages, such as `compact`): from a file by the byte ranges
+//! of its index ([`EntryReader::open`]), or from any other [`LineSource`] (the transcript rows
+//! of an agent database, one row per line).
 //!
 //! Each line is re-read, parsed with `jsjson::parse`, and checked against the index: a line
-//! whose id no longer matches means the file changed since it was indexed, which is an error
-//! rather than a silent mix of two versions.
+//! whose id no longer matches means the transcript changed since it was indexed, which is an
+//! error rather than a silent mix of two versions.
 
 use std::fs::File;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
@@ -20,17 +22,53 @@ pub fn read_entries(path: &Path, index: &Index, entries: &[usize]) -> Result<Vec
     entries.iter().map(|&i| reader.read(index, i)).collect()
 }
 
-/// Reads entries one at a time by their byte ranges into one reused buffer, so that a pass
-/// over many entries holds one line at a time. Lines are read [`WINDOW`] bytes at a time
-/// (a pass over neighbouring lines makes one read per window, not one per line); a window
-/// never reaches into a line whose payloads are left out, which is read piece by piece
-/// around them instead.
-pub struct EntryReader {
-    file: File,
-    path: PathBuf,
+/// Where the lines of an indexed transcript are read back from.
+pub trait LineSource {
+    /// Line `n` of `index` (with its line ending, if any) into `buf`; with `light`, the
+    /// base64 payloads the index recorded in it are left out (their strings read as `""`).
+    fn read_line(
+        &mut self,
+        index: &Index,
+        n: usize,
+        light: bool,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()>;
+}
+
+/// An indexed transcript whose entries a planner reads back (a file, or a session's rows).
+pub trait Transcript {
+    /// A reader of its entries; `light` for readers that never look at pictures (see
+    /// [`EntryReader::open_light`]).
+    fn reader(&self, light: bool) -> Result<EntryReader<'_>>;
+}
+
+impl Transcript for &Path {
+    fn reader(&self, light: bool) -> Result<EntryReader<'_>> {
+        if light {
+            EntryReader::open_light(self)
+        } else {
+            EntryReader::open(self)
+        }
+    }
+}
+
+/// Reads entries one at a time into one reused buffer, so that a pass over many entries holds
+/// one line at a time.
+pub struct EntryReader<'a> {
+    lines: Box<dyn LineSource + 'a>,
+    /// How errors name the transcript.
+    name: String,
     buf: Vec<u8>,
     /// Leave the base64 payloads of image blocks out (their `data` reads as `""`).
     light: bool,
+}
+
+/// The lines of a file by the byte ranges of its index. Lines are read [`WINDOW`] bytes at a
+/// time (a pass over neighbouring lines makes one read per window, not one per line); a
+/// window never reaches into a line whose payloads are left out, which is read piece by piece
+/// around them instead.
+struct FileLines {
+    file: File,
     /// The bytes of the file from `window_start` on, as last read.
     window: Vec<u8>,
     window_start: u64,
@@ -39,32 +77,42 @@ pub struct EntryReader {
 /// How much a window reads at most (a longer line is read whole).
 const WINDOW: u64 = 256 << 10;
 
-impl EntryReader {
+impl EntryReader<'static> {
     /// Open `path` (never through a symlink).
-    pub fn open(path: &Path) -> Result<EntryReader> {
+    pub fn open(path: &Path) -> Result<EntryReader<'static>> {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .with_context(|| format!("cannot open {}", path.display()))?;
-        Ok(EntryReader {
+        let lines = FileLines {
             file,
-            path: path.to_owned(),
-            buf: Vec::new(),
-            light: false,
             window: Vec::new(),
             window_start: 0,
-        })
+        };
+        Ok(EntryReader::new(path.display().to_string(), lines, false))
     }
 
     /// Like [`EntryReader::open`], for readers that never look at pictures (token estimates,
     /// summaries): the base64 payloads the index recorded are left out before parsing, so an
     /// image block's `data` reads as `""` and its bytes are neither scanned nor copied.
-    pub fn open_light(path: &Path) -> Result<EntryReader> {
+    pub fn open_light(path: &Path) -> Result<EntryReader<'static>> {
         Ok(EntryReader {
             light: true,
             ..EntryReader::open(path)?
         })
+    }
+}
+
+impl<'a> EntryReader<'a> {
+    /// A reader of the lines of `lines`, named `name` in errors.
+    pub fn new(name: String, lines: impl LineSource + 'a, light: bool) -> EntryReader<'a> {
+        EntryReader {
+            lines: Box::new(lines),
+            name,
+            buf: Vec::new(),
+            light,
+        }
     }
 
     /// The value of entry `i` of `index`; an error when the line no longer holds that entry.
@@ -81,9 +129,9 @@ impl EntryReader {
         parse: impl Fn(&[u8]) -> serde_json::Result<Value>,
     ) -> Result<Value> {
         let e = &index.entries[i];
-        self.read_line(index, e.line).with_context(|| {
-            format!("cannot read line {} of {}", e.line + 1, self.path.display())
-        })?;
+        self.lines
+            .read_line(index, e.line, self.light, &mut self.buf)
+            .with_context(|| format!("cannot read line {} of {}", e.line + 1, self.name))?;
         let raw = &self.buf[..];
         let body = raw.strip_suffix(b"\n").unwrap_or(raw);
         let body = body.strip_suffix(b"\r").unwrap_or(body);
@@ -96,14 +144,14 @@ impl EntryReader {
                 return Err(anyhow::Error::new(err).context(format!(
                     "line {} of {} does not parse",
                     e.line + 1,
-                    self.path.display()
+                    self.name
                 )));
             }
         };
         if v.get("id").and_then(Value::as_str) != e.id.as_deref() {
             bail!(
                 "{} changed while it was being read (line {})",
-                self.path.display(),
+                self.name,
                 e.line + 1
             );
         }
@@ -113,20 +161,28 @@ impl EntryReader {
         }
         Ok(v)
     }
+}
 
-    /// Read line `n` into `buf`. A light reader reads the bytes around the payloads only:
-    /// their text is neither copied from the page cache nor scanned.
-    fn read_line(&mut self, index: &Index, n: usize) -> std::io::Result<()> {
+impl LineSource for FileLines {
+    /// A light reader reads the bytes around the payloads only: their text is neither copied
+    /// from the page cache nor scanned.
+    fn read_line(
+        &mut self,
+        index: &Index,
+        n: usize,
+        light: bool,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
         use std::os::unix::fs::FileExt;
-        if self.light && !index.payloads_of(n).is_empty() {
-            super::read_line_without(&self.file, index, n, &mut self.buf, |_| true)?;
+        if light && !index.payloads_of(n).is_empty() {
+            super::read_line_without(&self.file, index, n, buf, |_| true)?;
             return Ok(());
         }
         let line = &index.lines[n];
         if line.len > WINDOW {
             // A long line is read on its own, straight into the buffer.
-            self.buf.resize(line.len as usize, 0);
-            return self.file.read_exact_at(&mut self.buf, line.start);
+            buf.resize(line.len as usize, 0);
+            return self.file.read_exact_at(buf, line.start);
         }
         let end = line.start + line.len;
         let in_window =
@@ -135,7 +191,7 @@ impl EntryReader {
             // Up to WINDOW bytes from this line on, stopping before the next line whose
             // payloads a light reader leaves out.
             let mut stop = (line.start + WINDOW).min(index.size);
-            if self.light {
+            if light {
                 let next = index.payloads.partition_point(|p| (p.line as usize) <= n);
                 if let Some(p) = index.payloads.get(next) {
                     stop = stop.min(index.lines[p.line as usize].start).max(end);
@@ -163,9 +219,8 @@ impl EntryReader {
             }
         }
         let from = (line.start - self.window_start) as usize;
-        self.buf.clear();
-        self.buf
-            .extend_from_slice(&self.window[from..from + line.len as usize]);
+        buf.clear();
+        buf.extend_from_slice(&self.window[from..from + line.len as usize]);
         Ok(())
     }
 }

@@ -88,9 +88,16 @@ fn every_session_figure_is_the_one_of_the_same_transcript_as_a_file() {
             .sum();
         assert!(total_markers > 0, "the demo has cache-ttl markers");
         // The transcript commands' figures are what their previews free on the rows;
-        // compact's is null (not built for databases yet).
+        // compact's is the context tokens its preview saves.
         let rc = &doc["stores"][0]["reclaimable"];
-        assert!(rc["compactTokens"].is_null(), "{rc}");
+        let (code, preview) = env.run_json(&["compact"]);
+        assert_eq!(code, 0, "{preview}");
+        assert_eq!(
+            rc["compactTokens"].as_u64(),
+            Some(crate::agentdb_compact::tokens_saved(&preview)),
+            "{}: compact: {rc}",
+            release.version
+        );
         for command in ["strip-images", "prune-noreply", "prune-cache-ttl"] {
             let (code, preview) = env.run_json(&[command]);
             assert_eq!(code, 0, "{preview}");

@@ -23,7 +23,7 @@ use crate::util::{
 };
 
 /// A session id for case `i` (UUID-shaped, as the runtime makes them).
-fn sid(i: usize) -> String {
+pub(crate) fn sid(i: usize) -> String {
     format!(
         "{:08x}-5a5a-4b4b-8c8c-{:012x}",
         0xc1a0_0000u32 + i as u32,
@@ -64,14 +64,14 @@ fn write_store(env: &TestEnv, n: usize) {
 
 /// Import `env`'s JSON-era store with `release`'s doctor; `None` (with a line) when the
 /// release is not installed.
-fn import(release: Release, env: &TestEnv) -> Option<()> {
+pub(crate) fn import(release: Release, env: &TestEnv) -> Option<()> {
     let oracle = oracle_path_of(release, "SQLite-era transcript rows")?;
     sqlite_import(&oracle, &env.state(), Some(&env.config_path()));
     Some(())
 }
 
 /// Every session's rows as JSONL, by session id (compressed rows decompressed).
-fn rows(env: &TestEnv) -> Vec<(String, String)> {
+pub(crate) fn rows(env: &TestEnv) -> Vec<(String, String)> {
     let conn = clawkeeper::agentdb::open_read_only(&database(env)).unwrap();
     let ids: Vec<String> = conn
         .prepare("SELECT DISTINCT session_id FROM transcript_events ORDER BY session_id")
@@ -94,7 +94,7 @@ fn rows(env: &TestEnv) -> Vec<(String, String)> {
 }
 
 /// Append one user turn to `key` with the runtime's own writer and stop it.
-fn runtime_appends(release: Release, env: &TestEnv, key: &str) {
+pub(crate) fn runtime_appends(release: Release, env: &TestEnv, key: &str) {
     let oracle = oracle_path_of(release, "append").unwrap();
     let state = env.state();
     let args = [
@@ -249,7 +249,7 @@ fn prune_cache_ttl_on_rows_matches_the_json_era_on_2026_8_2() {
 }
 
 /// A generated store of `n` sessions imported by `release` (`None` when it is not installed).
-fn imported_store(release: Release, n: usize) -> Option<TestEnv> {
+pub(crate) fn imported_store(release: Release, n: usize) -> Option<TestEnv> {
     let env = TestEnv::new();
     write_store(&env, n);
     import(release, &env)?;
@@ -265,7 +265,12 @@ fn a_live_lease_on_the_database_stops_the_rewrite_and_nothing_changes() {
     let before = rows(&env);
     let mut holder = Command::new("sleep").arg("60").spawn().unwrap();
     add_lease(&env, holder.id());
-    for command in ["prune-noreply", "strip-images", "prune-cache-ttl"] {
+    for command in [
+        "prune-noreply",
+        "strip-images",
+        "prune-cache-ttl",
+        "compact",
+    ] {
         let out = env.run(&[command, "--enforce"]);
         assert_eq!(out.status.code(), Some(4), "{command}: {}", stderr(&out));
         assert!(
@@ -309,7 +314,8 @@ fn a_session_that_changes_between_plan_and_write_is_refused_and_the_others_are_w
     let mut plans = Vec::new();
     for s in &sessions {
         let label = rows_api::label(&db, &s.session_id);
-        let (out, plan) = rows_api::plan(&conn, &label, &s.session_id, None, &noreply);
+        let (out, plan) =
+            rows_api::plan(&conn, &label, &s.session_id, None, &|_, i, t| noreply(i, t));
         if let Some(plan) = plan {
             assert_eq!(out.status, Status::WouldChange);
             plans.push((s.session_id.clone(), out, plan));
@@ -364,36 +370,63 @@ fn a_session_that_changes_between_plan_and_write_is_refused_and_the_others_are_w
 }
 
 /// Every session's rows, by session id.
-fn by_session(env: &TestEnv) -> BTreeMap<String, String> {
+pub(crate) fn by_session(env: &TestEnv) -> BTreeMap<String, String> {
     rows(env).into_iter().collect()
 }
 
 #[test]
 fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
-    const KILLS: usize = 12;
     let Some(template) = imported_store(SQLITE_LATEST, 36) else {
         return;
     };
-    let old = by_session(&template);
+    killed_at_any_moment(&template, &["strip-images", "--enforce"], 10, &|_, t| {
+        t.to_owned()
+    });
+}
+
+/// Kill `args` (an `--enforce` run on `template`'s agent database) at moments spread over an
+/// undisturbed run's span: every session is then as it was or as the undisturbed run left it
+/// (compared through `same`, which takes out of a text what differs from run to run, e.g.
+/// generated ids, given every session's rows of the env it comes from; also applied to the
+/// runtime's contexts as JSON), the database passes
+/// `integrity_check`, and a second run finishes the work. The undisturbed run must rewrite
+/// `min_rewritten` sessions.
+pub(crate) fn killed_at_any_moment(
+    template: &TestEnv,
+    args: &[&str],
+    min_rewritten: usize,
+    same: &dyn Fn(&BTreeMap<String, String>, &str) -> String,
+) {
+    const KILLS: usize = 12;
+    let normal = |env: &TestEnv| -> BTreeMap<String, String> {
+        let sessions = by_session(env);
+        sessions
+            .iter()
+            .map(|(k, v)| (k.clone(), same(&sessions, v)))
+            .collect()
+    };
+    let contexts_of =
+        |env: &TestEnv| same(&by_session(env), &contexts(SQLITE_LATEST, env).to_string());
+    let old = normal(template);
     // The undisturbed run: how long it takes, and what every session becomes.
-    let whole = copy_env(&template);
+    let whole = copy_env(template);
     let start = Instant::now();
-    let out = whole.run(&["strip-images", "--enforce"]);
+    let out = whole.run(args);
     let span = start.elapsed();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let new = by_session(&whole);
+    let new = normal(&whole);
     let rewritten = old.iter().filter(|(k, v)| new[*k] != **v).count();
-    assert!(rewritten >= 10, "{rewritten} sessions rewritten");
+    assert!(rewritten >= min_rewritten, "{rewritten} sessions rewritten");
     let mut killed_mid_run = 0;
     let mut partly = 0;
     for i in 0..KILLS {
-        let env = copy_env(&template);
+        let env = copy_env(template);
         let delay = span.mul_f64((i as f64 + 0.5) / KILLS as f64);
-        let cmd = env.command(&["strip-images", "--enforce"]);
+        let cmd = env.command(args);
         killed_mid_run += usize::from(kill_after(cmd, delay.max(Duration::from_millis(1))));
         let db = database(&env);
         assert_eq!(integrity(&db), "ok", "kill {i} at {delay:?}");
-        let now = by_session(&env);
+        let now = normal(&env);
         assert_eq!(
             now.keys().collect::<Vec<_>>(),
             old.keys().collect::<Vec<_>>()
@@ -408,14 +441,11 @@ fn strip_images_killed_at_any_moment_leaves_every_session_old_or_new() {
         }
         partly += usize::from(done > 0 && done < rewritten);
         // A second run finishes the work: the result is the undisturbed run's.
-        let out = env.run(&["strip-images", "--enforce"]);
+        let out = env.run(args);
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        assert_eq!(by_session(&env), new, "kill {i}: the run after the kill");
+        assert_eq!(normal(&env), new, "kill {i}: the run after the kill");
         if i % 4 == 0 {
-            assert_eq!(
-                contexts(SQLITE_LATEST, &env),
-                contexts(SQLITE_LATEST, &whole)
-            );
+            assert_eq!(contexts_of(&env), contexts_of(&whole));
         }
     }
     assert!(
@@ -566,6 +596,9 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
         stderr(&out)
     );
     assert_eq!(by_session(&env), before);
+    let out = env.run(&["compact", "--enforce", "--min-tokens", "0"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert_eq!(by_session(&env), before);
     let (code, preview) = env.run_json(&["prune-noreply"]);
     assert_eq!(code, 0, "{preview}");
     assert!(
@@ -628,6 +661,40 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
     assert_eq!(after[&cold], hostile[&cold]);
     assert_eq!(after[&broken], hostile[&broken]);
     assert_eq!(integrity(&db), "ok");
+    // compact reads the rows back to summarise them: the same sessions are passed over.
+    let compact = [
+        "compact",
+        "--enforce",
+        "--keep-recent-tokens",
+        "300",
+        "--min-tokens",
+        "0",
+    ];
+    let (code, done) = env.run_json(&compact);
+    assert_eq!(code, 0, "{done}");
+    let status = |id: &str| -> Value {
+        done["transcripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["path"].as_str().unwrap().ends_with(&format!("#{id}")))
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(status(&cold)["status"], "skipped", "{done}");
+    assert_eq!(status(&broken)["status"], "damaged", "{done}");
+    let compacted = by_session(&env);
+    assert_eq!(compacted[&cold], hostile[&cold]);
+    assert_eq!(compacted[&broken], hostile[&broken]);
+    for (sid, text) in &compacted {
+        // Every other session is as it was, or as it was with one compaction row more.
+        let added = text.strip_prefix(after[sid].as_str()).unwrap();
+        assert!(
+            added.is_empty() || (added.lines().count() == 1 && added.contains("\"compaction\"")),
+            "{sid}: {added}"
+        );
+    }
+    assert_eq!(integrity(&db), "ok");
 }
 
 /// The row writer appends a compaction as the runtime would load it: the summary, then the
@@ -685,7 +752,7 @@ fn an_appended_compaction_row_is_loaded_as_the_summary_and_the_kept_tail() {
             &db,
             &format!("SELECT max(seq) FROM transcript_events WHERE session_id = '{sid0}'"),
         );
-        let (mut out, plan) = rows_api::plan(&conn, &label, &sid0, None, &planner);
+        let (mut out, plan) = rows_api::plan(&conn, &label, &sid0, None, &|_, i, t| planner(i, t));
         assert_eq!(out.status, Status::WouldChange, "{:?}", out.status);
         rows_api::write(&conn, cols, &plan.unwrap(), &mut out);
         assert_eq!(out.status, Status::Changed, "{:?}", out.status);

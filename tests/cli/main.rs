@@ -5,6 +5,7 @@
 mod agentdb;
 mod agentdb_cleanup;
 mod agentdb_cleanup_safety;
+mod agentdb_compact;
 mod agentdb_inspect;
 mod agentdb_safety;
 mod agentdb_transcripts;

@@ -60,6 +60,17 @@ fn confined_for(dirs: &Dirs, dir: &Path) -> Result<Confined, String> {
     }
 }
 
+/// Why `--successor` leaves a SQLite-era agent's database alone.
+fn not_for_rows(d: &transcript_targets::Database) -> String {
+    format!(
+        "{}: refused, nothing written: compact --successor is not supported yet for an agent \
+         that keeps its transcripts in its database (agent {:?}); compact it in place \
+         (without --successor)",
+        d.db.display(),
+        d.agent_id
+    )
+}
+
 /// Run-wide settings of a successor run.
 pub(super) struct Run<'a> {
     pub settings: &'a Settings,
@@ -77,7 +88,11 @@ pub(super) fn run(
     run: &Run,
 ) -> Result<Exit> {
     let mut problems = crate::cmd::problems::Problems::default();
-    let resolved = transcript_targets::resolve(targets, &mut problems)?;
+    let resolved = transcript_targets::resolve_with_rows(targets, &mut problems)?;
+    // Not built for transcript rows: such an agent is refused, never passed over in silence.
+    for d in &resolved.databases {
+        problems.add(Exit::Refused, not_for_rows(d));
+    }
     // Every directory is resolved and confined once for the run: the transcripts' and the
     // stores' (whose entries are switched in phase 2).
     let resolved_dirs = crate::cmd::resolved::of_targets(&resolved.targets);
@@ -335,8 +350,15 @@ fn prepare(
     crate::compact::ensure_rooted(&index, &tree.active_path())
         .map_err(|e| Status::Skipped(format!("{e:#}")))?;
     let scan = facts::scan(&index, &tree, &run.settings.estimator).map_err(job::failed)?;
-    let planned = load::plan_file(&t.path, &index, &tree, &scan, run.settings, run.now)
-        .map_err(job::failed)?;
+    let planned = load::compaction(
+        &t.path.as_path(),
+        &index,
+        &tree,
+        &scan,
+        run.settings,
+        run.now,
+    )
+    .map_err(job::failed)?;
     let mut c = match planned {
         Ok(c) => c,
         Err(leave) => {
@@ -352,7 +374,7 @@ fn prepare(
     let mut source = "builtin";
     if let Some(ext) = run.external {
         let write = |c: &Compaction, w: &mut dyn Write| {
-            load::write_request(&t.path, &index, &scan.active, c, w)
+            load::write_request(&t.path.as_path(), &index, &scan.active, c, w)
         };
         let (note, s) = use_external(ext, &mut c, run.enforce, run.now, &write);
         out.notes.push(note);
