@@ -252,18 +252,17 @@ pub fn report(
     Ok(problems.finish(Exit::Success))
 }
 
-/// One line per file that ended in a problem. A damaged file is a warning; a refused one
-/// fails the run (exit 3) only when the run wrote (or, previewing, would write) nothing else.
+/// One line per transcript that ended in a problem. A damaged one is a warning; a refused one
+/// (unsafe to rewrite, a rewrite that failed validation, or one another writer changed
+/// meanwhile) fails the run with exit 3, though the others were written: a run left to cron
+/// must not end in success while a transcript it was asked to fix was left as it was.
 fn file_problems(results: &[(Outcome, Option<String>)], problems: &mut Problems) {
-    let wrote = results
-        .iter()
-        .any(|(o, _)| matches!(o.status, Status::Changed | Status::WouldChange));
     for (o, _) in results {
         let path = o.path.display();
         match &o.status {
             Status::Damaged(r) => problems.warn(format!("{path}: skipped, damaged: {r}")),
             Status::Refused(r) => problems.add(
-                if wrote { Exit::Success } else { Exit::Refused },
+                Exit::Refused,
                 format!("{path}: refused, left as it is: {r}"),
             ),
             Status::Locked(r) => {
