@@ -283,14 +283,14 @@ fn compact_killed_at_any_moment_leaves_every_session_old_or_new() {
 /// identity row too), as a writer that does not know of clawkeeper would: after the leaf.
 const APPEND_ROW: &str = r#"
 const { DatabaseSync } = require("node:sqlite");
-const [db, sid] = process.argv.slice(2);
+const [db, sid, id = "late0001"] = process.argv.slice(2);
 const d = new DatabaseSync(db);
 d.exec("PRAGMA busy_timeout = 10000");
 const seq = d.prepare("SELECT max(seq) AS m FROM transcript_events WHERE session_id = ?").get(sid).m + 1;
 const parent = d.prepare("SELECT event_id FROM transcript_event_identities WHERE session_id = ? ORDER BY seq DESC LIMIT 1").get(sid).event_id;
-const entry = JSON.stringify({ type: "custom", customType: "clawkeeper-test", data: {}, id: "late0001", parentId: parent, timestamp: "2026-03-09T00:00:00.000Z" });
+const entry = JSON.stringify({ type: "custom", customType: "clawkeeper-test", data: {}, id, parentId: parent, timestamp: "2026-03-09T00:00:00.000Z" });
 d.prepare("INSERT INTO transcript_events (session_id, seq, event_json, created_at) VALUES (?, ?, ?, 0)").run(sid, seq, entry);
-d.prepare("INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, parent_id, message_idempotency_key, created_at) VALUES (?, 'late0001', ?, 'custom', ?, NULL, 0)").run(sid, seq, parent);
+d.prepare("INSERT INTO transcript_event_identities (session_id, event_id, seq, event_type, parent_id, message_idempotency_key, created_at) VALUES (?, ?, ?, 'custom', ?, NULL, 0)").run(sid, id, seq, parent);
 d.close();
 "#;
 
@@ -422,4 +422,56 @@ fn the_summarizer_reads_the_rows_and_a_session_written_meanwhile_is_refused() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
     assert_eq!(by_session(&env), before);
+}
+
+/// A run over every session where one is refused (a writer appends to it while the summariser
+/// runs) writes the others and exits 3: a run left to cron does not end in success while a
+/// session it was asked to compact was left as it was.
+#[test]
+fn a_refused_session_makes_the_run_exit_3_and_the_others_are_written() {
+    let release = SQLITE_LATEST;
+    let Some(env) = imported(release, 3) else {
+        return;
+    };
+    let db = database(&env);
+    let (code, preview) = env.run_json(&compact(&[]));
+    assert_eq!(code, 0, "{preview}");
+    let would: Vec<String> = preview["transcripts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["status"] == "would-change")
+        .map(|t| t["path"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(would.len() >= 2, "{preview}");
+    // The first session the run compacts gets a row from another writer while its summariser
+    // runs (each call appends one, with an id of its own).
+    let victim = would[0].rsplit('#').next().unwrap().to_owned();
+    let script = env.work().join("append-row.cjs");
+    std::fs::write(&script, APPEND_ROW).unwrap();
+    let oracle = oracle_path_of(release, "a writer").unwrap();
+    let summarizer = format!(
+        "cat > /dev/null; '{}' '{}' '{}' '{victim}' late$$; echo model summary",
+        oracle_node(&oracle).display(),
+        script.display(),
+        db.display()
+    );
+    let (code, run) = env.run_json(&compact(&["--enforce", "--summarizer", &summarizer]));
+    assert_eq!(code, 3, "{run}");
+    let status = |path: &str| {
+        run["transcripts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["path"] == path)
+            .map(|t| t["status"].clone())
+    };
+    assert_eq!(status(&would[0]), Some(json!("refused")), "{run}");
+    for path in &would[1..] {
+        assert_eq!(status(path), Some(json!("changed")), "{run}");
+    }
+    assert_eq!(integrity(&db), "ok");
+    let ctx = contexts(release, &env);
+    let loaded = ctx.as_object().unwrap();
+    assert!(loaded.values().all(|c| c["ok"] == true), "{ctx}");
 }
