@@ -78,14 +78,16 @@ fn normalize_delivery(e: &mut Value) {
 }
 
 /// The `session_nodes` columns the runtime's entry write (`writeSessionEntry`, an upsert of
-/// the whole node) sets besides `entry_json` and `archived_at`, from the entry. An archive in
+/// the whole node) sets besides `entry_json`, `archived_at` and the [`ENTRY_PROJECTIONS`],
+/// from the entry. An archive in
 /// place leaves their values as they are, but sets them as the runtime does: SQLite rewrites
 /// the index entries of every column an update sets, and those pages are in the WAL the disk
 /// budget measures.
-const NODE_WRITE_COLUMNS: [&str; 22] = [
-    "current_session_id",
-    "entry_valid",
-    "updated_at",
+const NODE_WRITE_COLUMNS: [&str; 3] = ["current_session_id", "entry_valid", "updated_at"];
+
+/// The projections of an entry in `session_nodes` (but `archived_at` and the owner columns):
+/// set again by an entry write (see [`NODE_WRITE_COLUMNS`]), nulled by [`clear_node`].
+const ENTRY_PROJECTIONS: [&str; 19] = [
     "status",
     "created_at",
     "created_via",
@@ -119,6 +121,7 @@ fn archive_in_place(
     let present = columns(tx, "session_nodes")?;
     let again: String = NODE_WRITE_COLUMNS
         .iter()
+        .chain(&ENTRY_PROJECTIONS)
         .filter(|c| present.iter().any(|p| p == *c))
         .map(|c| format!(", {c} = {c}"))
         .collect();
@@ -454,35 +457,17 @@ fn clear_node(tx: &Connection, key: &str, sid: &str, updated_at: i64) -> Result<
             [key],
         )?;
     }
-    const CLEARED: &[&str] = &[
-        "status",
-        "created_at",
-        "created_via",
-        "created_actor_type",
-        "created_actor_id",
-        "project_id",
-        "parent_session_key",
-        "spawned_by",
-        "fork_source_session_key",
-        "fork_source_session_id",
-        "fork_source_entry_id",
-        "label",
-        "display_name",
-        "category",
-        "icon",
-        "pinned_at",
+    const OWNER: [&str; 6] = [
         "archived_at",
-        "last_read_at",
-        "last_interaction_at",
-        "last_activity_at",
         "owner_actor_type",
         "owner_actor_id",
         "owner_assigned_by_type",
         "owner_assigned_by_id",
         "owner_assigned_at",
     ];
-    let nulls: String = CLEARED
+    let nulls: String = ENTRY_PROJECTIONS
         .iter()
+        .chain(&OWNER)
         .filter(|c| cols.iter().any(|x| x == *c))
         .map(|c| format!(", {c} = NULL"))
         .collect();
@@ -784,6 +769,38 @@ fn delete_entries(
     Ok((n, archives))
 }
 
+/// The maintenance's removals in the order the release deletes them (its `removalReasons`):
+/// model-run probes, stale entries, cap victims. 2026.9.x reads its age candidates oldest
+/// first (`updated_at`, then key), 2026.8.x in key order, as the plan lists them.
+fn maintenance_order<'a>(
+    plan: &'a plan::EntryPlan,
+    before: &Store,
+    rules: Rules,
+    owned: &HashSet<&String>,
+) -> Vec<&'a String> {
+    let updated = |k: &String| {
+        before
+            .get(k)
+            .and_then(|e| e.get("updatedAt"))
+            .and_then(Value::as_f64)
+            .unwrap_or(f64::NEG_INFINITY)
+    };
+    let by_age = |keys: &'a [String]| {
+        let mut v: Vec<&'a String> = keys.iter().collect();
+        if rules == Rules::V9 {
+            v.sort_by(|a, b| updated(a).total_cmp(&updated(b)));
+        }
+        v
+    };
+    let archived: HashSet<&String> = plan.archived.iter().map(|(k, _)| k).collect();
+    by_age(&plan.model_run)
+        .into_iter()
+        .chain(by_age(&plan.stale))
+        .chain(&plan.capped)
+        .filter(|k| !archived.contains(k) && !owned.contains(k))
+        .collect()
+}
+
 /// How many maintenance removals one finalization batch deletes
 /// (`MAX_SESSION_MAINTENANCE_BATCH_ENTRIES`).
 const MAINTENANCE_BATCH: usize = 64;
@@ -879,10 +896,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let (fixed, fix_archives) = delete_entries(&tx, &l, &before, &fixes)?;
     archive_in_place(&tx, &s, &entry_plan.archived)?;
     tx.commit()?;
-    let removals: Vec<&String> = entry_plan
-        .deleted()
-        .filter(|k| !owned.contains(*k))
-        .collect();
+    let removals = maintenance_order(&entry_plan, &before, rules, &owned);
     let (removed, changed) = delete_maintenance_removals(conn, &l, &before, &removals)?;
     // The removals' own publish round (their archives are published already when the
     // maintenance's rounds ran: they were pending then).
