@@ -42,7 +42,7 @@ exit_codes! {
     /// instead, as `openclaw sessions cleanup` does.
     Usage = 2, "usage error: unknown flag, missing or bad argument (cleanup exits 1)";
     /// Refused: the input is unsafe to write (unparsable store, agent moved to SQLite, …).
-    Refused = 3, "refused: unsafe input, or a transcript rewrite that failed validation (that transcript left as it was, the others written)";
+    Refused = 3, "refused: unsafe input, or a rewrite that failed (the others are written)";
     /// Something was skipped because its lock is held by a live process.
     Locked = 4, "skipped: a lock is held by a live process";
     /// Refused: the plan removes more entries than `--max-delete` allows.
