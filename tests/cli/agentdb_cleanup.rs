@@ -940,6 +940,15 @@ fn generated_cases_match_the_references() {
     assert!(failed.is_empty(), "failing seeds: {failed:?}");
 }
 
+#[test]
+fn stale_entries_are_deleted_oldest_first_as_the_release_deletes_them() {
+    // Seed 30000 (2026.9.6, `pruneAfter:"10d"`, `maxEntries:3`): the release deletes its
+    // stale entries in the order it reads its age candidates (`updated_at`), so its archive
+    // rows take other free pages than a deletion in key order would; the WAL it leaves, which
+    // `diskBudget.totalBytesBefore` counts, is three pages larger.
+    generated_case(30000);
+}
+
 /// The demo imported by 2026.9.6 with the demo config (a plan that archives, deletes and
 /// evicts).
 fn demo_env() -> Option<TestEnv> {
