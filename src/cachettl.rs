@@ -215,8 +215,7 @@ pub fn plan(index: &Index, tree: &Tree) -> Plan {
             cover[i] = own | below;
         }
     }
-    let last_line_entry = index.lines.last().and_then(|l| l.entry());
-    let pinned = crate::transcript::tree::kept_across_unparsable(index, tree);
+    let held = crate::transcript::tree::Held::new(index, tree);
     let labelled: HashSet<&str> = index
         .entries
         .iter()
@@ -228,16 +227,8 @@ pub fn plan(index: &Index, tree: &Tree) -> Plan {
         let id = index.entries[i].id.as_deref().unwrap_or_default();
         if !removable.contains(&i) {
             out.read_by_a_fork += 1;
-        } else if Some(i) == tree.leaf || Some(i) == last_line_entry {
-            out.held_back.push((i, "it is the leaf (last entry)"));
-        } else if index.mentioned_by_unparsable(id) {
-            out.held_back
-                .push((i, "an unparsable line mentions its id"));
-        } else if pinned.contains(&i) {
-            out.held_back.push((
-                i,
-                "a compaction beyond an unparsable line keeps it in context",
-            ));
+        } else if let Some(why) = held.reason(index, tree, i) {
+            out.held_back.push((i, why));
         } else if labelled.contains(id) {
             out.held_back.push((i, "a label names it"));
         } else {

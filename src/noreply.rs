@@ -338,31 +338,21 @@ fn effect(index: &Index, i: usize) -> Effect {
 /// tool pairing: see [`pairing_guard`].
 pub fn plan(index: &Index, tree: &Tree, keep: usize) -> PrunePlan {
     let mut out = PrunePlan::default();
-    let last_line_entry = index.lines.last().and_then(|l| l.entry());
-    let pinned = crate::transcript::tree::kept_across_unparsable(index, tree);
+    let held = crate::transcript::tree::Held::new(index, tree);
     // (entry, run length before it)
     let mut stack: Vec<(usize, usize)> = tree.roots(index).into_iter().map(|r| (r, 0)).collect();
     while let Some((i, before)) = stack.pop() {
-        let e = &index.entries[i];
         let run = match effect(index, i) {
             Effect::Count => before + 1,
             Effect::Break => 0,
             Effect::Transparent => before,
         };
         if matches!(effect(index, i), Effect::Count) && run > keep {
-            let id = e.id.as_deref().unwrap_or_default();
-            if Some(i) == tree.leaf || Some(i) == last_line_entry {
-                out.held_back.push((i, "it is the leaf (last entry)"));
-            } else if index.mentioned_by_unparsable(id) {
-                out.held_back
-                    .push((i, "an unparsable line mentions its id"));
-            } else if pinned.contains(&i) {
-                out.held_back.push((
-                    i,
-                    "a compaction beyond an unparsable line keeps it in context",
-                ));
-            } else {
-                out.remove.insert(i);
+            match held.reason(index, tree, i) {
+                Some(why) => out.held_back.push((i, why)),
+                None => {
+                    out.remove.insert(i);
+                }
             }
         }
         stack.extend(tree.children(i).map(|c| (c, run)));

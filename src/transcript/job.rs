@@ -5,8 +5,8 @@
 //! 1. refuse symlinks and anything that is not a regular file directly inside the confined
 //!    directory; open with `O_NOFOLLOW`;
 //! 2. index the file and refuse files the tool cannot edit safely (no session header on the
-//!    first line, a v1 header without ids, duplicate ids, `leaf` control records or
-//!    side-appended entries of newer runtimes);
+//!    first line, a v1 header without ids, duplicate ids); `leaf` control records and
+//!    side-appended entries of newer runtimes are read as the runtime's loader reads them;
 //! 3. ask the planner for [`Edits`]; nothing to do means the file is not touched at all;
 //! 4. resolve and stream the rewrite: into a counting sink for a preview (which is validated
 //!    exactly like a real run), or, with `enforce`, into a temp file beside the original while
@@ -24,13 +24,13 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
 
+use super::Index;
 use super::append::{self, Appended};
 use super::estimate::TokenCounter;
 use super::rewrite::{self, Edits, Resolved};
 use super::tree::Tree;
 use super::validate::{self, Expectation};
 use super::values::Transcript;
-use super::{EntryType, Index};
 use crate::exit::Refusal;
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Acquire};
@@ -247,8 +247,8 @@ fn prepare(
 }
 
 /// Index the file (without following a symlink; with token figures measured with `measure`,
-/// if given) and refuse what this tool does not edit: no session header, a v1 file, `leaf`
-/// control records, duplicate ids. Fills the byte and unparsable-line fields of `out`.
+/// if given) and refuse what this tool does not edit: no session header, a v1 file,
+/// duplicate ids. Fills the byte and unparsable-line fields of `out`.
 pub fn index_checked(
     confined: &Confined,
     path: &Path,
@@ -323,17 +323,6 @@ fn refuse_uneditable(index: &Index, out: &mut Outcome) -> Result<(), Status> {
             ));
         }
         Some(_) => {}
-    }
-    if index.entries.iter().any(|e| e.kind == EntryType::Leaf) {
-        return Err(Status::Skipped(
-            "the file has `leaf` control records, which this tool does not edit".into(),
-        ));
-    }
-    if index.entries.iter().any(|e| e.side_append) {
-        return Err(Status::Skipped(
-            "the file has side-appended entries (appendMode \"side\"), which this tool does not edit"
-                .into(),
-        ));
     }
     Ok(())
 }

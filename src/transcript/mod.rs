@@ -223,6 +223,45 @@ struct Rare {
     version: Option<u64>,
     /// Media references in the text of a user or toolResult message (see [`Entry::media_refs`]).
     media: probe::MediaRefs,
+    /// The `leaf` control record the runtime reads (see [`Entry::leaf_record`]).
+    leaf: Option<LeafRecord>,
+}
+
+/// A `leaf` control record as the runtime reads it (`parseOpaqueLeafEntry`): a line of type
+/// `leaf` with a non-empty string `id`, a `parentId` that is null or a string, a `targetId`
+/// that is null or a string, an `appendParentId` that is absent, null or a string, and an
+/// `appendMode` that is absent or `"side"`. Any other `leaf` line is invisible to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeafRecord {
+    /// `targetId` (`None`: null): where the runtime's leaf moves.
+    pub target: Option<Box<str>>,
+    /// `appendParentId`: absent (`None`), null (`Some(None)`), or an id: what the next
+    /// append hangs below (absent: the new leaf).
+    pub append_parent: Option<Option<Box<str>>>,
+}
+
+impl LeafRecord {
+    fn from_probe(p: &LineProbe<'_>) -> Option<LeafRecord> {
+        let nullable = |v: &Lenient<'_>| match v {
+            Lenient::Null => Some(None),
+            Lenient::Str(s) => Some(Some(Box::from(s.as_ref()))),
+            _ => None,
+        };
+        let parent_ok = matches!(p.parent_id, Lenient::Null | Lenient::Str(_));
+        let mode_ok = match &p.append_mode {
+            Lenient::Absent => true,
+            m => m.as_str() == Some("side"),
+        };
+        let append_parent = match &p.append_parent_id {
+            Lenient::Absent => None,
+            v => Some(nullable(v)?),
+        };
+        (parent_ok && mode_ok).then_some(())?;
+        Some(LeafRecord {
+            target: nullable(&p.target_id)?,
+            append_parent,
+        })
+    }
 }
 
 /// Content block types that are tool calls, under every alias the runtime accepts.
@@ -246,12 +285,16 @@ impl Entry {
         };
         let first_kept = p.first_kept_entry_id.as_str().map(Box::from);
         let target = p.target_id.as_str().map(Box::from);
-        let rare = (first_kept.is_some() || target.is_some()).then(|| {
+        let leaf = (kind == EntryType::Leaf && p.id.as_str().is_some_and(|s| !s.is_empty()))
+            .then(|| LeafRecord::from_probe(p))
+            .flatten();
+        let rare = (first_kept.is_some() || target.is_some() || leaf.is_some()).then(|| {
             Box::new(Rare {
                 first_kept,
                 target,
                 version: None,
                 media: (0, 0),
+                leaf,
             })
         });
         let mut e = Entry {
@@ -323,6 +366,11 @@ impl Entry {
     /// `label.targetId` / `leaf.targetId`.
     pub fn target(&self) -> Option<&str> {
         self.rare.as_ref()?.target.as_deref()
+    }
+
+    /// The `leaf` control record the runtime reads in this line, if any.
+    pub fn leaf_record(&self) -> Option<&LeafRecord> {
+        self.rare.as_ref()?.leaf.as_ref()
     }
 
     /// Media references in the text of a user or toolResult message (its string content or

@@ -168,6 +168,8 @@ pub struct LineProbe<'a> {
     /// but null and false.
     pub summary_truthy: bool,
     pub append_mode: Lenient<'a>,
+    /// `appendParentId` (read for `leaf` control records).
+    pub append_parent_id: Lenient<'a>,
     /// With a measure: the entry's own `content` (what a `custom_message` puts in context).
     pub content: ContentMeasure,
     /// Where the key of the entry's own `content` ends, when the key has no escapes (see
@@ -263,6 +265,7 @@ impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
                     (p.summary, p.summary_truthy) = a.next_value_seed(SummarySeed(self.marker))?
                 }
                 "appendMode" => p.append_mode = a.next_value()?,
+                "appendParentId" => p.append_parent_id = a.next_value()?,
                 "content" => {
                     p.content_key_end = self.opts.key_end(&key);
                     if self.opts.measure.is_some() {
@@ -286,7 +289,7 @@ impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
 }
 
 /// The members of a line the index reads (see [`LineSeed`]).
-const ENTRY_FIELDS: [&str; 8] = [
+const ENTRY_FIELDS: [&str; 9] = [
     "type",
     "id",
     "parentId",
@@ -295,6 +298,7 @@ const ENTRY_FIELDS: [&str; 8] = [
     "targetId",
     "summary",
     "appendMode",
+    "appendParentId",
 ];
 
 /// `summary` as a [`Lenient`] plus its truthiness (see [`LineProbe::summary_truthy`]).

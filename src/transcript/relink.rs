@@ -7,13 +7,16 @@
 //! kept entry would silently move to another branch. [`pin_parents`] replays the loader over
 //! the rewritten file and, for every kept indexed entry whose parent would then differ from its
 //! nearest kept indexed ancestor in the original, writes that ancestor's id (or `null`) as its
-//! `parentId`: an id of an indexed entry (or null) is never re-linked.
+//! `parentId`: an id of an indexed entry (or null) is not re-linked, except in the one case
+//! a `leaf` record makes (right after a record whose `appendParentId` is not its leaf, an
+//! entry naming that append parent hangs below the leaf); there the validator has the last
+//! word, and a rewrite it cannot check is refused.
 
 use std::collections::BTreeSet;
 
 use super::rewrite::{LineAction, Patch};
 use super::tree::{Loader, Tree, is_link, is_node};
-use super::{Index, Parent};
+use super::{EntryType, Index, Parent};
 
 /// Where an entry's context continues above it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,9 +39,12 @@ pub fn pin_parents(
     let entries = &index.entries;
     let n = entries.len();
     let kept = |i: usize| !removed.contains(&i) && is_node(&entries[i]);
-    // Without a kept link the runtime re-links nothing that the rewrite has not already
-    // made explicit (entries without a `parentId` below a removed leaf are patched before).
-    if !(0..n).any(|i| kept(i) && is_link(&entries[i].kind, &entries[i].parent)) {
+    // Without a kept link or `leaf` record the runtime re-links nothing that the rewrite has
+    // not already made explicit (entries without a `parentId` below a removed leaf are
+    // patched before).
+    if !(0..n).any(|i| {
+        kept(i) && (is_link(&entries[i].kind, &entries[i].parent) || tree.leaf_effect(i).is_some())
+    }) {
         return;
     }
     let kept_indexed = |i: usize| kept(i) && entries[i].kind.is_runtime_indexed();
@@ -51,7 +57,11 @@ pub fn pin_parents(
         let e = &entries[i];
         let parent = written(index, actions, i);
         if !e.kind.is_runtime_indexed() {
-            loader.read(index, i, &parent);
+            // (`leaf` records are never removed, nor what they name: each has its effect.)
+            match tree.leaf_effect(i) {
+                Some(effect) => loader.take_leaf_record(effect),
+                None => loader.read(index, i, &parent),
+            }
             continue;
         }
         let want = match tree.parent(i) {
@@ -77,6 +87,12 @@ pub fn pin_parents(
                             Step::Answer(None)
                         } else if entries[j].kind.is_runtime_indexed() {
                             Step::Answer(Some(j))
+                        } else if entries[j].kind == EntryType::Leaf {
+                            // A record stands for the parent the runtime keeps for it.
+                            match tree.parent(j) {
+                                Some(k) => Step::Next(k),
+                                None => Step::Answer(None),
+                            }
                         } else {
                             match written(index, actions, j) {
                                 Parent::Id(next) => match tree.by_id.get(&*next) {

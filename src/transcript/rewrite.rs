@@ -10,7 +10,8 @@
 //! - a compaction whose `firstKeptEntryId` is removed points at the first kept entry that
 //!   follows it on the compaction's path, else at the compaction itself (keep nothing, as
 //!   before);
-//! - the leaf is never removed (that is an error, not a silent adjustment).
+//! - the leaf is never removed, nor a `leaf` record or an entry one names (that is an
+//!   error, not a silent adjustment).
 //!
 //! [`apply`] then streams the source once: untouched lines are copied byte for byte, removed
 //! lines are skipped, and changed lines are parsed with `jsjson::parse`, patched, and written
@@ -112,9 +113,18 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
     {
         bail!("refusing to remove the last line");
     }
+    let named_by_leaf_records = tree.named_by_leaf_records(index);
     for &i in &removed {
-        if entries[i].id.is_none() || entries[i].kind == EntryType::Session {
+        if entries[i].id.is_none()
+            || matches!(entries[i].kind, EntryType::Session | EntryType::Leaf)
+        {
             bail!("line {} is not a removable entry", entries[i].line + 1);
+        }
+        if named_by_leaf_records.contains(&i) {
+            bail!(
+                "a `leaf` record names the entry on line {}",
+                entries[i].line + 1
+            );
         }
     }
     let mut removed_ids: HashSet<String> = removed
@@ -129,6 +139,7 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             && e.target().is_some_and(|t| removed_ids.contains(t))
             && Some(i) != tree.leaf
             && !pinned.contains(&i)
+            && !named_by_leaf_records.contains(&i)
             && e.id
                 .as_deref()
                 .is_some_and(|id| !index.mentioned_by_unparsable(id))

@@ -8,7 +8,12 @@
 //! or whose `parentId` names that link while the leaf is another entry, hangs below the
 //! current leaf; every other `parentId` is followed as written (see [`Loader`]). The **leaf**
 //! is the last entry in file order whose type the runtime indexes and that is not
-//! side-appended (unknown types are opaque to it and never become the leaf). The **active
+//! side-appended (unknown types are opaque to it and never become the leaf), unless a `leaf`
+//! control record after it moves the leaf: newer runtimes write one when they rewrite a file
+//! whose last entry is not the leaf (after removing the reply of an interrupted turn or of a
+//! context overflow). A record the runtime reads sets its leaf and the entry the next append
+//! hangs below, and stands for that leaf where a `parentId` names it; one naming an entry
+//! not read yet is ignored but keeps its own `parentId` (see [`LeafEffect`]). The **active
 //! path** is the chain from the leaf up through `parentId` to a root, reversed; the walk stops
 //! at a missing parent (as the runtime does) and at a repeated id (a cycle).
 //!
@@ -23,7 +28,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::{Entry, EntryType, Index, Parent, Role};
+use super::{Entry, EntryType, Index, LeafRecord, Parent, Role};
 
 /// Parent links over the entries of an [`Index`] (all positions are entry indices).
 #[derive(Debug, Clone)]
@@ -43,6 +48,20 @@ pub struct Tree {
     pub dangling: Vec<usize>,
     /// The leaf entry.
     pub leaf: Option<usize>,
+    /// What each `leaf` control record the runtime accepts does to its loader (see
+    /// [`LeafEffect`]), by entry index.
+    leaf_effects: HashMap<usize, LeafEffect>,
+}
+
+/// What an accepted `leaf` control record does as the runtime's loader reads it: the leaf
+/// moves to `leaf` (the record's `targetId`, or the indexed entry a chain of opaque entries
+/// from it ends at; `None`: no leaf), and the next append hangs below `append` (the record's
+/// `appendParentId`, or the new leaf when it has none; `None`: null). The record itself then
+/// stands for `leaf` wherever a `parentId` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeafEffect {
+    pub leaf: Option<usize>,
+    pub append: Option<usize>,
 }
 
 /// No parent, in [`Tree`]'s compact parent table.
@@ -96,8 +115,39 @@ impl Tree {
         let mut parent: Vec<Option<usize>> = vec![None; n];
         let mut dangling = Vec::new();
         let mut loader = Loader::default();
+        let mut leaf_effects = HashMap::new();
+        let mut rejected_leaf_records = HashSet::new();
         for (i, e) in index.entries.iter().enumerate() {
             if !is_node(e) {
+                continue;
+            }
+            if e.kind == EntryType::Leaf {
+                // A `leaf` line the runtime does not read is no entry to it: nothing hangs
+                // through it. One it reads stands for the leaf it sets, or, when it names an
+                // entry not read yet, for its own `parentId` (when that is known by then).
+                let Some(record) = e.leaf_record() else {
+                    continue;
+                };
+                let seen = SoFar {
+                    index,
+                    by_id: &by_id,
+                    parent: &parent,
+                    rejected: &rejected_leaf_records,
+                    before: i,
+                };
+                match seen.leaf_effect(record) {
+                    Some(effect) => {
+                        parent[i] = effect.leaf;
+                        loader.take_leaf_record(effect);
+                        leaf_effects.insert(i, effect);
+                    }
+                    None => {
+                        parent[i] = e.parent.id().and_then(|p| {
+                            seen.lookup(p).filter(|&j| seen.known(j) != Known::Unknown)
+                        });
+                        rejected_leaf_records.insert(i);
+                    }
+                }
                 continue;
             }
             if let Some(leaf) = loader.hangs_below(index, i, &e.parent) {
@@ -139,7 +189,40 @@ impl Tree {
             child_list,
             dangling,
             leaf,
+            leaf_effects,
         }
+    }
+
+    /// What the `leaf` control record at entry `i` does to the runtime's loader, when the
+    /// runtime accepts it (see [`LeafEffect`]).
+    pub fn leaf_effect(&self, i: usize) -> Option<LeafEffect> {
+        self.leaf_effects.get(&i).copied()
+    }
+
+    /// Entries the `leaf` control records depend on: those their `parentId`, `targetId` and
+    /// `appendParentId` name, and those they resolve to. A rewrite keeps them, so every
+    /// record still means what it meant (the records themselves are never removed).
+    pub fn named_by_leaf_records(&self, index: &Index) -> HashSet<usize> {
+        let mut named = HashSet::new();
+        for (i, e) in index.entries.iter().enumerate() {
+            let Some(record) = e.leaf_record() else {
+                continue;
+            };
+            let ids = [
+                e.parent.id(),
+                record.target.as_deref(),
+                record.append_parent.as_ref().and_then(|a| a.as_deref()),
+            ];
+            named.extend(
+                ids.into_iter()
+                    .flatten()
+                    .filter_map(|id| self.by_id.get(id)),
+            );
+            if let Some(effect) = self.leaf_effect(i) {
+                named.extend(effect.leaf.into_iter().chain(effect.append));
+            }
+        }
+        named
     }
 
     /// The resolved parent of entry `i` (`None`: a root, a missing parent, or not a tree node).
@@ -246,6 +329,13 @@ impl Loader {
         let id_of = |i: Option<usize>| i.and_then(|i| index.entries[i].id.as_deref());
         match parent {
             Parent::Absent => Some(self.leaf),
+            // Only after a `leaf` record whose `appendParentId` is null: the next append's
+            // null `parentId` is the runtime's own, so it hangs below the leaf.
+            Parent::Null
+                if !e.side_append && self.append_parent.is_none() && self.leaf.is_some() =>
+            {
+                Some(self.leaf)
+            }
             Parent::Id(pid)
                 if !e.side_append
                     && id_of(self.append_parent) == Some(&**pid)
@@ -257,7 +347,14 @@ impl Loader {
         }
     }
 
-    /// Take in tree node `i`, whose `parentId` is `parent`.
+    /// Take in an accepted `leaf` control record (see [`Tree::leaf_effect`]).
+    pub fn take_leaf_record(&mut self, effect: LeafEffect) {
+        self.leaf = effect.leaf;
+        self.append_parent = effect.append;
+    }
+
+    /// Take in tree node `i`, whose `parentId` is `parent` (a `leaf` control record goes
+    /// through [`Loader::take_leaf_record`] instead).
     pub fn read(&mut self, index: &Index, i: usize, parent: &Parent) {
         let e = &index.entries[i];
         if e.kind.is_runtime_indexed() {
@@ -268,6 +365,92 @@ impl Loader {
         } else if is_link(&e.kind, parent) {
             self.append_parent = Some(i);
         }
+    }
+}
+
+/// What the runtime's loader knows of an entry when it reads a later line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Known {
+    /// An entry it indexes.
+    Indexed,
+    /// An opaque entry it keeps a parent for: a link, or a `leaf` record it accepted.
+    Opaque,
+    /// A `leaf` record it read but did not accept: it keeps a parent for it, but no later
+    /// record may name it.
+    Rejected,
+    /// Not read yet, or nothing it keeps.
+    Unknown,
+}
+
+/// The entries the runtime's loader has read before entry `before`, for the `leaf` record
+/// there (`resolveOpaqueLeafControl`, `resolveCanonicalParentId`).
+struct SoFar<'a> {
+    index: &'a Index,
+    by_id: &'a HashMap<Arc<str>, usize>,
+    parent: &'a [Option<usize>],
+    rejected: &'a HashSet<usize>,
+    before: usize,
+}
+
+impl SoFar<'_> {
+    fn lookup(&self, id: &str) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    fn known(&self, j: usize) -> Known {
+        let e = &self.index.entries[j];
+        if j >= self.before {
+            Known::Unknown
+        } else if e.kind.is_runtime_indexed() {
+            Known::Indexed
+        } else if self.rejected.contains(&j) {
+            Known::Rejected
+        } else if is_link(&e.kind, &e.parent) || e.leaf_record().is_some() {
+            Known::Opaque
+        } else {
+            Known::Unknown
+        }
+    }
+
+    /// Whether a record may name `id` (null included): an entry indexed or opaque so far.
+    fn may_name(&self, id: Option<&str>) -> bool {
+        id.is_none_or(|id| {
+            self.lookup(id)
+                .is_some_and(|j| matches!(self.known(j), Known::Indexed | Known::Opaque))
+        })
+    }
+
+    /// The indexed entry a chain of opaque entries from `j` ends at, so far.
+    fn canonical(&self, j: usize) -> Option<usize> {
+        let mut cur = Some(j);
+        let mut seen = HashSet::new();
+        while let Some(c) = cur {
+            match self.known(c) {
+                Known::Indexed => return Some(c),
+                Known::Opaque | Known::Rejected if seen.insert(c) => cur = self.parent[c],
+                _ => return None,
+            }
+        }
+        None
+    }
+
+    /// The effect of a `leaf` record, or `None` when the runtime rejects it because it names
+    /// an entry it has not read (or a rejected record).
+    fn leaf_effect(&self, record: &LeafRecord) -> Option<LeafEffect> {
+        let append_id = record.append_parent.as_ref().map(|a| a.as_deref());
+        if !self.may_name(record.target.as_deref()) || !append_id.is_none_or(|a| self.may_name(a)) {
+            return None;
+        }
+        let leaf = record
+            .target
+            .as_deref()
+            .and_then(|t| self.lookup(t))
+            .and_then(|t| self.canonical(t));
+        let append = match append_id {
+            None => leaf,
+            Some(a) => a.and_then(|a| self.lookup(a)),
+        };
+        Some(LeafEffect { leaf, append })
     }
 }
 
@@ -292,24 +475,23 @@ pub fn contributes(e: &Entry) -> bool {
     }
 }
 
-/// The entry a compaction's `firstKeptEntryId` effectively names. When it names an entry of a
-/// type the runtime does not index and that names a parent (null included), the runtime
-/// substitutes, in this order: that entry's nearest indexed ancestor; the indexed entry just
-/// below it on the compaction's own branch; the first indexed entry in the file that hangs
-/// below it through unindexed entries only; the compaction's nearest indexed ancestor. The
-/// two searches below it follow `parentId`s as written (see [`Tree::written_parent`]). So do
-/// we. `None` when the id is not in the file, names an unindexed entry without a `parentId`
-/// (the runtime leaves it as it is, naming nothing on the path), or nothing qualifies.
+/// The entry a compaction's `firstKeptEntryId` effectively names. When it names an opaque
+/// entry the runtime keeps a parent for (a link, null included, or a `leaf` record it read),
+/// the runtime substitutes, in this order: that entry's nearest indexed ancestor; the indexed
+/// entry just below it on the compaction's own branch; the first indexed entry in the file
+/// that hangs below it through unindexed entries only; the compaction's nearest indexed
+/// ancestor. The two searches below it follow indexed entries' `parentId`s as written (see
+/// [`Tree::written_parent`]) and opaque entries' parents as the runtime keeps them. So do
+/// we. `None` when the id is not in the file, names another unindexed entry (the runtime
+/// leaves it as it is, naming nothing on the path), or nothing qualifies.
 pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Option<usize> {
     let id = index.entries[compaction].first_kept()?;
     let start = tree.by_id.get(id).copied()?;
     let indexed = |i: usize| index.entries[i].kind.is_runtime_indexed();
     let ancestor = nearest_indexed(index, tree, Some(start));
-    if ancestor.is_some() || index.entries[start].kind != EntryType::Other {
+    let s = &index.entries[start];
+    if ancestor.is_some() || !(is_link(&s.kind, &s.parent) || s.leaf_record().is_some()) {
         return ancestor;
-    }
-    if !matches!(index.entries[start].parent, Parent::Id(_) | Parent::Null) {
-        return None;
     }
     // Below it on the compaction's branch: the last indexed entry met walking up to it.
     let mut seen = HashSet::new();
@@ -325,10 +507,14 @@ pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Op
         if !seen.insert(i) {
             break;
         }
-        if indexed(i) {
+        // (Past an indexed entry as its `parentId` is written; past an opaque one as the
+        // runtime keeps its parent.)
+        cur = if indexed(i) {
             below = Some(i);
-        }
-        cur = tree.written_parent(index, i);
+            tree.written_parent(index, i)
+        } else {
+            tree.parent(i)
+        };
     }
     // Anywhere in the file: the first indexed entry whose unindexed ancestors reach it.
     for i in (0..index.entries.len()).filter(|&i| indexed(i)) {
@@ -397,6 +583,43 @@ pub fn kept_across_unparsable(index: &Index, tree: &Tree) -> HashSet<usize> {
         }
     }
     pinned
+}
+
+/// The entries a planner must keep whatever its rule says, and why (see [`Held::reason`]).
+pub struct Held {
+    last_line: Option<usize>,
+    across_unparsable: HashSet<usize>,
+    named_by_leaf_records: HashSet<usize>,
+}
+
+impl Held {
+    pub fn new(index: &Index, tree: &Tree) -> Held {
+        Held {
+            last_line: index.lines.last().and_then(|l| l.entry()),
+            across_unparsable: kept_across_unparsable(index, tree),
+            named_by_leaf_records: tree.named_by_leaf_records(index),
+        }
+    }
+
+    /// Why entry `i` must stay: it is the leaf or the last line, an unparsable line mentions
+    /// its id, a compaction beyond an unparsable line keeps it, or a `leaf` record depends on
+    /// it. `None`: a planner may remove it.
+    pub fn reason(&self, index: &Index, tree: &Tree, i: usize) -> Option<&'static str> {
+        let id = index.entries[i].id.as_deref().unwrap_or_default();
+        if Some(i) == tree.leaf {
+            Some("it is the leaf")
+        } else if Some(i) == self.last_line {
+            Some("it is the last line")
+        } else if index.mentioned_by_unparsable(id) {
+            Some("an unparsable line mentions its id")
+        } else if self.across_unparsable.contains(&i) {
+            Some("a compaction beyond an unparsable line keeps it in context")
+        } else if self.named_by_leaf_records.contains(&i) {
+            Some("a `leaf` record names it")
+        } else {
+            None
+        }
+    }
 }
 
 /// The context of a path, as the runtime rebuilds it.

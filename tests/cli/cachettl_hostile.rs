@@ -186,7 +186,7 @@ fn files_it_cannot_edit_stay_as_they_are() {
     let (code, v) = env.run_json(&["prune-cache-ttl", "--transcript", "dup.jsonl", "--enforce"]);
     assert_eq!((code, status(&v)), (0, "damaged"), "{v}");
     assert_eq!(fs::read_to_string(&p).unwrap(), dup);
-    // `leaf` control records of newer runtimes: skipped.
+    // A `leaf` control record of newer runtimes names m3: m3 stays (its own leaf too).
     let leaf = file(&[
         user("u0", "x").replace("\"x\"", "null"),
         ok("m1", "u0", 1000, "p"),
@@ -198,8 +198,20 @@ fn files_it_cannot_edit_stay_as_they_are() {
     ]);
     let p = env.write("leaf.jsonl", leaf.as_bytes());
     let (code, v) = env.run_json(&["prune-cache-ttl", "--transcript", "leaf.jsonl", "--enforce"]);
-    assert_eq!((code, status(&v)), (0, "skipped"), "{v}");
-    assert_eq!(fs::read_to_string(&p).unwrap(), leaf);
+    assert_eq!((code, status(&v)), (0, "changed"), "{v}");
+    let after = fs::read_to_string(&p).unwrap();
+    let ids: Vec<String> = after
+        .lines()
+        .skip(1)
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(ids, ["u0", "m1", "m3", "l1"], "{after}");
+    assert!(after.ends_with(&format!("{}\n", leaf.lines().last().unwrap())));
     // A live lock: exit 4, nothing written; a preview needs no lock and writes nothing.
     let text = hostile();
     let p = env.write("t.jsonl", text.as_bytes());

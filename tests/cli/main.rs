@@ -28,6 +28,7 @@ mod hostile_lines;
 mod inspect;
 mod inspect_targets;
 mod jsnumber;
+mod leafrec;
 mod mediarefs;
 mod model;
 mod mutations;

@@ -140,30 +140,57 @@ fn files_without_a_parsable_header_are_refused() {
 }
 
 #[test]
-fn v1_leaf_control_and_side_append_files_are_skipped() {
+fn v1_files_are_skipped() {
     let env = TestEnv::new();
     let v1 = prunable().replace("\"version\":3,", "");
     env.write("v1.jsonl", v1.as_bytes());
     let (code, v) = env.run_json(&["prune-noreply", "--transcript", "v1.jsonl", "--enforce"]);
     assert_eq!((code, status(&v)), (0, "skipped"), "{v}");
-    let leaf = format!(
-        "{}{}\n",
-        prunable(),
-        r#"{"type":"leaf","id":"lf","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","targetId":"u2"}"#
-    );
-    env.write("leaf.jsonl", leaf.as_bytes());
-    let (_, v) = env.run_json(&["prune-noreply", "--transcript", "leaf.jsonl", "--enforce"]);
-    assert_eq!(status(&v), "skipped", "{v}");
-    assert_eq!(fs::read_to_string(env.path("leaf.jsonl")).unwrap(), leaf);
-    let side = format!(
-        "{}{}\n",
-        prunable(),
-        r#"{"type":"custom","id":"sd","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","customType":"x","appendMode":"side"}"#
-    );
-    env.write("side.jsonl", side.as_bytes());
-    let (_, v) = env.run_json(&["prune-noreply", "--transcript", "side.jsonl", "--enforce"]);
-    assert_eq!(status(&v), "skipped", "{v}");
-    assert_eq!(fs::read_to_string(env.path("side.jsonl")).unwrap(), side);
+    assert_eq!(fs::read_to_string(env.path("v1.jsonl")).unwrap(), v1);
+}
+
+/// Files with `leaf` control records and side-appended entries are edited as the runtime
+/// reads them: a record and what it names stay byte for byte, whatever the rule says.
+#[test]
+fn leaf_records_and_what_they_name_are_kept_and_side_appends_are_edited() {
+    let env = TestEnv::new();
+    let run = |name: &str, text: &str| {
+        env.write(name, text.as_bytes());
+        let (code, v) = env.run_json(&["prune-noreply", "--transcript", name, "--enforce"]);
+        assert_eq!(code, 0, "{v}");
+        (v, fs::read_to_string(env.path(name)).unwrap())
+    };
+    // A record as the runtime writes it after removing an interrupted turn's reply: n2 goes.
+    let record = r#"{"type":"leaf","id":"lf","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","targetId":"u2"}"#;
+    let (v, after) = run("leaf.jsonl", &format!("{}{record}\n", prunable()));
+    assert_eq!(status(&v), "changed", "{v}");
+    assert_eq!(v["transcripts"][0]["entriesRemoved"], 1, "{v}");
+    assert!(!after.contains(r#""id":"n2""#) && after.ends_with(&format!("{record}\n")));
+    // Hostile: records that name the silent reply the rule removes (as target, as append
+    // parent, as raw tail), and one the runtime rejects (it names an entry not read yet):
+    // n2 stays each time, and the file is left as it was.
+    for (k, record) in [
+        r#"{"type":"leaf","id":"lf","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","targetId":"n2"}"#,
+        r#"{"type":"leaf","id":"lf","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","targetId":"u2","appendParentId":"n2"}"#,
+        r#"{"type":"leaf","id":"lf","parentId":"n2","timestamp":"2026-03-01T00:00:05.000Z","targetId":"u2"}"#,
+        r#"{"type":"leaf","id":"lf","parentId":"n2","timestamp":"2026-03-01T00:00:05.000Z","targetId":"later"}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let text = format!("{}{record}\n", prunable());
+        let (v, after) = run(&format!("named{k}.jsonl"), &text);
+        assert_eq!(status(&v), "unchanged", "{k}: {v}");
+        assert_eq!(after, text, "{k}");
+        let notes = v["transcripts"][0]["notes"].to_string();
+        let why = if k == 0 { "it is the leaf" } else { "a `leaf` record names it" };
+        assert!(notes.contains(why), "{k}: {v}");
+    }
+    // A side-appended entry after the leaf: n2 goes, and the side entry stays beside u2.
+    let side = r#"{"type":"custom","id":"sd","parentId":"u2","timestamp":"2026-03-01T00:00:05.000Z","customType":"x","appendMode":"side"}"#;
+    let (v, after) = run("side.jsonl", &format!("{}{side}\n", prunable()));
+    assert_eq!(status(&v), "changed", "{v}");
+    assert!(!after.contains(r#""id":"n2""#) && after.ends_with(&format!("{side}\n")));
 }
 
 #[test]

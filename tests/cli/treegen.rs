@@ -245,7 +245,7 @@ pub fn removable(index: &Index) -> Vec<usize> {
 /// What happened to one edit.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// The file is not one the tool edits (no header, duplicate ids, leaf records).
+    /// The file is not one the tool edits (no header, duplicate ids), or has leaf records.
     NotEditable,
     /// `resolve` refused the edits.
     Refused,
@@ -255,7 +255,9 @@ pub enum Verdict {
     Accepted,
 }
 
-/// Whether the tool would edit this file at all (the same gate as `transcript::job`).
+/// Whether the tool would edit this file at all (the gate of `transcript::job`), and whether
+/// the independent checker below can follow it: it does not model `leaf` records, so files
+/// with them are left to `tests/cli/leafrec.rs`, which checks them against the runtime.
 pub fn editable(index: &Index, tree: &Tree) -> bool {
     index
         .header()
