@@ -230,6 +230,24 @@ pub fn predict(
     out
 }
 
+/// Database sessions with `leaf` control records or side-appended entries are passed over:
+/// the SQLite-era runtimes read them through another loader than the JSON era's, which this
+/// tool follows for files, and no session they wrote with such records has been compared yet.
+fn refuse_navigation_records(index: &Index) -> Result<(), Status> {
+    let has = index
+        .entries
+        .iter()
+        .any(|e| e.kind == crate::transcript::EntryType::Leaf || e.side_append);
+    if has {
+        return Err(Status::Skipped(
+            "the session has `leaf` control records or side-appended entries, which this tool \
+             does not edit in SQLite-era databases yet"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
 fn predict_inner(
     conn: &Connection,
     session_id: &str,
@@ -239,6 +257,7 @@ fn predict_inner(
     out: &mut Outcome,
 ) -> Result<(), Status> {
     job::check_editable_with(index, tree, out)?;
+    refuse_navigation_records(index)?;
     let rows = rows_of(conn, session_id).map_err(job::failed)?;
     if rows.len() != index.lines.len() {
         return Err(Status::Damaged(format!(
@@ -320,6 +339,7 @@ fn plan_inner(
     let rows = rows_of(conn, session_id).map_err(job::failed)?;
     let snapshot = snapshot_of(conn, session_id).map_err(job::failed)?;
     let tree = job::check_editable(&index, out)?;
+    refuse_navigation_records(&index)?;
     if rows.len() != index.lines.len() {
         return Err(Status::Damaged(format!(
             "{} rows read as {} lines (a row holds a line break); not editing",

@@ -573,7 +573,8 @@ fn strip_images_then_vacuum_gives_back_what_inspect_predicted() {
 }
 
 /// Hostile databases: an unknown schema version, the gateway lifecycle lock held by the
-/// runtime's own code, a session in cold storage, a row holding a line break.
+/// runtime's own code, a session in cold storage, a row holding a line break, a session with a
+/// `leaf` control record.
 #[test]
 fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
     let Some(env) = imported_store(SQLITE_LATEST, 6) else {
@@ -635,8 +636,18 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
          seq = (SELECT max(seq) FROM transcript_events WHERE session_id = '{broken}' \
          AND event_json IS NOT NULL)"
     ));
+    // A session whose last row is a `leaf` control record: passed over (the SQLite-era
+    // loader is not the one this tool follows for files).
+    let leafy = sid(2);
+    sql(&format!(
+        "UPDATE transcript_events SET event_json = json_set(event_json, '$.type', 'leaf', \
+         '$.targetId', json_extract(event_json, '$.parentId')), event_zstd = NULL, \
+         event_utf8_bytes = NULL, navigation_json = NULL WHERE session_id = '{leafy}' AND \
+         seq = (SELECT max(seq) FROM transcript_events WHERE session_id = '{leafy}')"
+    ));
     let hostile = by_session(&env);
     assert_ne!(hostile[&broken], before[&broken]);
+    assert!(hostile[&leafy].contains(r#""type":"leaf""#));
     let (code, done) = env.run_json(&["strip-images", "--enforce"]);
     assert_eq!(code, 0, "{done}");
     let status = |id: &str| -> Value {
@@ -656,10 +667,18 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
             .contains("cold storage")
     );
     assert_eq!(status(&broken)["status"], "damaged", "{done}");
+    assert_eq!(status(&leafy)["status"], "skipped", "{done}");
+    assert!(
+        status(&leafy)["reason"]
+            .as_str()
+            .unwrap()
+            .contains("`leaf` control records")
+    );
     assert!(done["totals"]["changed"].as_u64().unwrap() > 0, "{done}");
     let after = by_session(&env);
     assert_eq!(after[&cold], hostile[&cold]);
     assert_eq!(after[&broken], hostile[&broken]);
+    assert_eq!(after[&leafy], hostile[&leafy]);
     assert_eq!(integrity(&db), "ok");
     // compact reads the rows back to summarise them: the same sessions are passed over.
     let compact = [
@@ -686,6 +705,7 @@ fn hostile_databases_are_refused_or_passed_over_and_nothing_else_changes() {
     let compacted = by_session(&env);
     assert_eq!(compacted[&cold], hostile[&cold]);
     assert_eq!(compacted[&broken], hostile[&broken]);
+    assert_eq!(compacted[&leafy], hostile[&leafy]);
     for (sid, text) in &compacted {
         // Every other session is as it was, or as it was with one compaction row more.
         let added = text.strip_prefix(after[sid].as_str()).unwrap();
