@@ -67,17 +67,32 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     if new.header().is_none() || new.header_raw != old.header_raw {
         return fail("the header line changed or is no longer first");
     }
-    let old_tree = Tree::build(old);
-    let new_tree = Tree::build(new);
+    let old = (old, &Tree::build(old));
+    let new = (new, &Tree::build(new));
+    links_kept(old, new)?;
+    leaf_kept(old, new, expect)?;
+    ids_as_expected(old.1, new.1, expect)?;
+    if expect.check_context {
+        context_kept(old, new, expect)?;
+        cache_ttl_kept(old.0, new.0)?;
+    }
+    unparsable_kept(old.0, new.0)
+}
+
+/// A transcript with its tree.
+type Built<'a> = (&'a Index, &'a Tree);
+
+/// Ids are borrowed from the indexes, never copied: a big transcript has many of them.
+fn id_of(idx: &Index, i: usize) -> &str {
+    idx.entries[i].id.as_deref().unwrap_or_default()
+}
+
+/// Ids are unique; every `parentId` names an entry in the file, unless the original already
+/// named that missing id (it may name a line only the runtime can parse); no new cycle.
+fn links_kept((old, old_tree): Built<'_>, (new, new_tree): Built<'_>) -> Result<(), Invalid> {
     if !new_tree.duplicate_ids.is_empty() {
         return fail(format!("duplicate entry id {}", new_tree.duplicate_ids[0]));
     }
-    // Ids are borrowed from the indexes, never copied: a big transcript has many of them.
-    fn id_of(idx: &Index, i: usize) -> &str {
-        idx.entries[i].id.as_deref().unwrap_or_default()
-    }
-    // A parent id missing from the file is tolerated only if the original already referred to
-    // that missing id (it may name a line only the runtime can parse).
     fn missing_parent(idx: &Index, i: usize) -> &str {
         idx.entries[i].parent.id().unwrap_or_default()
     }
@@ -107,6 +122,15 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     {
         return fail(format!("entry {} is part of a parent cycle", id_of(new, i)));
     }
+    Ok(())
+}
+
+/// The leaf is the same entry, or the last appended one.
+fn leaf_kept(
+    (old, old_tree): Built<'_>,
+    (new, new_tree): Built<'_>,
+    expect: &Expectation,
+) -> Result<(), Invalid> {
     let expected_leaf = match expect.appended_ids.last() {
         Some(id) => Some(id.as_str()),
         None => old_tree.leaf_id(old),
@@ -118,7 +142,11 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             new_tree.leaf_id(new)
         ));
     }
-    // New ids = old ids - removed + appended (old and new ids are each unique by now).
+    Ok(())
+}
+
+/// New ids = old ids - removed + appended (old and new ids are each unique by now).
+fn ids_as_expected(old_tree: &Tree, new_tree: &Tree, expect: &Expectation) -> Result<(), Invalid> {
     let appended: HashSet<&str> = expect.appended_ids.iter().map(|k| &**k).collect();
     let lost = old_tree
         .by_id
@@ -140,11 +168,19 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             "entry ids differ from the expected set (missing {lost:?}, unexpected {extra:?})"
         ));
     }
-    let (old_ctx, old_pairing) = tree::active_context(old, &old_tree);
-    let (new_ctx, new_pairing) = tree::active_context(new, &new_tree);
-    if !expect.check_context {
-        return unparsable_kept(old, new);
-    }
+    Ok(())
+}
+
+/// The active context is the old one minus exactly the removed entries (or, for an appended
+/// compaction, its summary followed by the old context from its first kept entry on), and
+/// tool call/result pairing is no worse.
+fn context_kept(
+    (old, old_tree): Built<'_>,
+    (new, new_tree): Built<'_>,
+    expect: &Expectation,
+) -> Result<(), Invalid> {
+    let (old_ctx, old_pairing) = tree::active_context(old, old_tree);
+    let (new_ctx, new_pairing) = tree::active_context(new, new_tree);
     fn key<'a>(idx: &'a Index, c: &ContextItem) -> (bool, &'a str) {
         match *c {
             ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
@@ -186,8 +222,7 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
             "tool call pairing got worse ({old_pairing:?} before, {new_pairing:?} after)"
         ));
     }
-    cache_ttl_kept(old, new)?;
-    unparsable_kept(old, new)
+    Ok(())
 }
 
 /// The cache-TTL marker the runtime reads for every provider and model is the same entry
