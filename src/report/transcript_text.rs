@@ -95,14 +95,26 @@ pub fn render(
     verbose: bool,
 ) {
     let totals = Totals::of(rows);
-    let all = rows;
     let listed: Vec<Row> = rows
         .iter()
         .filter(|(o, _, _)| verbose || o.status != Status::Unchanged)
         .copied()
         .collect();
-    let rows = &listed[..];
     let _ = writeln!(out, "{command}: {mode}");
+    let prefix = write_dirs(out, &listed);
+    let notes = write_table(out, count_header, &listed, prefix.as_deref());
+    if !notes.is_empty() {
+        let _ = writeln!(out, "Notes:");
+        for (name, note) in notes {
+            write_indented(out, "  ", &format!("{}: {note}", middle(&name, 70)));
+        }
+    }
+    write_totals(out, &totals, rows.len() - listed.len(), count_header, extra);
+}
+
+/// The directories of the listed transcripts, and the session-key prefix the table leaves
+/// out (returned).
+fn write_dirs(out: &mut String, rows: &[Row]) -> Option<String> {
     let mut dirs: Vec<&Path> = Vec::new();
     for (o, _, _) in rows {
         if let Some(d) = o.path.parent().filter(|d| !d.as_os_str().is_empty())
@@ -118,6 +130,16 @@ pub fn render(
     if let Some(p) = &prefix {
         write_indented(out, "", &format!("(session keys shown without \"{p}\")"));
     }
+    prefix
+}
+
+/// The table of listed transcripts; returns the notes to print below it (file name, note).
+fn write_table(
+    out: &mut String,
+    count_header: &str,
+    rows: &[Row],
+    prefix: Option<&str>,
+) -> Vec<(String, String)> {
     let cells: Vec<Vec<String>> = rows
         .iter()
         .map(|(o, _, n)| {
@@ -151,10 +173,7 @@ pub fn render(
         let name = file_name(&o.path);
         let label = match key {
             Some(k) => {
-                let k = prefix
-                    .as_deref()
-                    .and_then(|p| k.strip_prefix(p))
-                    .unwrap_or(k);
+                let k = prefix.and_then(|p| k.strip_prefix(p)).unwrap_or(k);
                 format!("{}\n{}", middle(k, first), middle(&name, first))
             }
             None => middle(&name, first),
@@ -162,42 +181,49 @@ pub fn render(
         let mut row = vec![label];
         row.extend(rest);
         t.add_row(row);
-        if let Some(reason) = status_name(&o.status).1 {
-            notes.push((name.clone(), reason.to_string()));
-        }
-        if !o.unparsable_lines.is_empty() {
-            let lines: Vec<String> = o
-                .unparsable_lines
-                .iter()
-                .map(|l| format!("{name}:{l}"))
-                .collect();
-            notes.push((
-                name.clone(),
-                format!(
-                    "kept unparsable {} as {}: {}",
-                    if lines.len() == 1 { "line" } else { "lines" },
-                    if lines.len() == 1 {
-                        "it is"
-                    } else {
-                        "they are"
-                    },
-                    lines.join(", ")
-                ),
-            ));
-        }
-        notes.extend(o.notes.iter().map(|n| (name.clone(), n.clone())));
+        notes.extend(notes_of(o, &name));
     }
     right(&mut t, 2);
     let _ = writeln!(out, "{t}");
-    if !notes.is_empty() {
-        let _ = writeln!(out, "Notes:");
-        for (name, note) in notes {
-            write_indented(out, "  ", &format!("{}: {note}", middle(&name, 70)));
-        }
+    notes
+}
+
+/// The notes of one transcript: why it has its status, the unparsable lines kept, and the
+/// job's own notes.
+fn notes_of(o: &Outcome, name: &str) -> Vec<(String, String)> {
+    let mut notes = Vec::new();
+    if let Some(reason) = status_name(&o.status).1 {
+        notes.push((name.to_owned(), reason.to_string()));
     }
-    // The same totals as the JSON `totals`: files (skipped, and other problem statuses when
-    // there are any), the count, bytes, unparsable lines kept.
-    let unlisted = all.len() - rows.len();
+    if !o.unparsable_lines.is_empty() {
+        let lines: Vec<String> = o
+            .unparsable_lines
+            .iter()
+            .map(|l| format!("{name}:{l}"))
+            .collect();
+        let (noun, verb) = if lines.len() == 1 {
+            ("line", "it is")
+        } else {
+            ("lines", "they are")
+        };
+        notes.push((
+            name.to_owned(),
+            format!("kept unparsable {noun} as {verb}: {}", lines.join(", ")),
+        ));
+    }
+    notes.extend(o.notes.iter().map(|n| (name.to_owned(), n.clone())));
+    notes
+}
+
+/// The same totals as the JSON `totals`: files (skipped, and other problem statuses when
+/// there are any), the count, bytes, unparsable lines kept.
+fn write_totals(
+    out: &mut String,
+    totals: &Totals,
+    unlisted: usize,
+    count_header: &str,
+    extra: Option<(usize, &str)>,
+) {
     let mut files = super::count(totals.files, "transcript", "transcripts");
     if unlisted > 0 {
         files += &format!(" ({unlisted} unchanged, not listed)");
