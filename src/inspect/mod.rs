@@ -264,50 +264,12 @@ pub fn inspect_store(
     }
     scan_dir(&dir, store_path, s, now_ms, &mut r);
     r.store_fields = store_fields(s);
-    // Entries and their transcripts.
-    let mut rows = Vec::new();
-    for (key, entry) in s {
-        let kind = keys::classify(key, Some(entry));
-        let updated_at = store::updated_at(entry);
-        let k = r.kinds.entry(kind).or_default();
-        k.entries += 1;
-        if let Some(u) = updated_at {
-            k.oldest = Some(k.oldest.map_or(u, |o| o.min(u)));
-            k.newest = Some(k.newest.map_or(u, |n| n.max(u)));
-        }
-        let transcript = store::entry_transcript(entry, &dir);
-        rows.push(SessionRow {
-            key: key.clone(),
-            session_id: store::session_id(entry).map(str::to_owned),
-            kind,
-            updated_at,
-            transcript,
-            facts: None,
-        });
-    }
+    let mut rows = session_rows(s, &dir, &mut r);
     if let Some(sel) = &filters.session {
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
-    // Each transcript once, with its size.
-    let mut unique: Vec<(PathBuf, u64)> = Vec::new();
-    let mut listed: HashSet<PathBuf> = HashSet::new();
-    for row in &rows {
-        let meta = row.transcript.as_ref().map(std::fs::metadata);
-        match (&row.transcript, meta) {
-            (Some(p), Some(Ok(m))) if m.is_file() => {
-                if listed.insert(p.clone()) {
-                    unique.push((p.clone(), m.len()));
-                }
-                continue;
-            }
-            // A missing transcript has no size: it never passes `--larger-than`.
-            _ if row.session_id.is_some() && filters.larger_than.is_none() => {
-                r.damage.missing_transcripts.push(row.key.clone())
-            }
-            _ => {}
-        }
-    }
+    let unique = unique_transcripts(&rows, filters, &mut r);
     (hooks.progress)(Tick::Planned(unique.iter().map(|(_, n)| n).sum()));
     let confined = Confined::new(&dir).ok();
     // The cleanup prediction works on its own scratch mirror: it runs beside the transcript
@@ -342,9 +304,74 @@ pub fn inspect_store(
     if let Some(min) = filters.larger_than {
         rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
     }
-    // Reclaimable and damage over the selected transcripts, each file once.
+    add_transcript_figures(&rows, &mut r);
+    r.sessions = rows;
+    let (cleanup, unreadable) = cleanup?;
+    r.reclaimable.cleanup = cleanup;
+    for (p, why) in unreadable {
+        if !r.damage.unreadable.iter().any(|(q, _)| q == &p) {
+            r.damage.unreadable.push((p, why));
+        }
+    }
+    r.notes.append(&mut cleanup_notes);
+    Ok(r)
+}
+
+/// Every entry with its transcript; counts entries per kind on the way.
+fn session_rows(s: &store::Store, dir: &Path, r: &mut StoreReport) -> Vec<SessionRow> {
+    let mut rows = Vec::new();
+    for (key, entry) in s {
+        let kind = keys::classify(key, Some(entry));
+        let updated_at = store::updated_at(entry);
+        let k = r.kinds.entry(kind).or_default();
+        k.entries += 1;
+        if let Some(u) = updated_at {
+            k.oldest = Some(k.oldest.map_or(u, |o| o.min(u)));
+            k.newest = Some(k.newest.map_or(u, |n| n.max(u)));
+        }
+        rows.push(SessionRow {
+            key: key.clone(),
+            session_id: store::session_id(entry).map(str::to_owned),
+            kind,
+            updated_at,
+            transcript: store::entry_transcript(entry, dir),
+            facts: None,
+        });
+    }
+    rows
+}
+
+/// Each transcript of `rows` once, with its size; entries whose transcript is missing are
+/// recorded as damage.
+fn unique_transcripts(
+    rows: &[SessionRow],
+    filters: &Filters,
+    r: &mut StoreReport,
+) -> Vec<(PathBuf, u64)> {
+    let mut unique: Vec<(PathBuf, u64)> = Vec::new();
+    let mut listed: HashSet<PathBuf> = HashSet::new();
+    for row in rows {
+        let meta = row.transcript.as_ref().map(std::fs::metadata);
+        match (&row.transcript, meta) {
+            (Some(p), Some(Ok(m))) if m.is_file() => {
+                if listed.insert(p.clone()) {
+                    unique.push((p.clone(), m.len()));
+                }
+            }
+            // A missing transcript has no size: it never passes `--larger-than`.
+            _ if row.session_id.is_some() && filters.larger_than.is_none() => {
+                r.damage.missing_transcripts.push(row.key.clone())
+            }
+            _ => {}
+        }
+    }
+    unique
+}
+
+/// Reclaimable bytes and damage over the selected transcripts, each file once.
+fn add_transcript_figures(rows: &[SessionRow], r: &mut StoreReport) {
     let mut seen: HashSet<&PathBuf> = HashSet::new();
-    for row in &rows {
+    for row in rows {
         let (Some(p), Some(f)) = (&row.transcript, &row.facts) else {
             continue;
         };
@@ -357,16 +384,6 @@ pub fn inspect_store(
         r.reclaimable.compact_tokens += f.compact_tokens;
         r.damage.add_transcript(p, f);
     }
-    r.sessions = rows;
-    let (cleanup, unreadable) = cleanup?;
-    r.reclaimable.cleanup = cleanup;
-    for (p, why) in unreadable {
-        if !r.damage.unreadable.iter().any(|(q, _)| q == &p) {
-            r.damage.unreadable.push((p, why));
-        }
-    }
-    r.notes.append(&mut cleanup_notes);
-    Ok(r)
 }
 
 fn passes_before_scan(row: &SessionRow, f: &Filters, now_ms: f64) -> bool {
