@@ -255,10 +255,48 @@ pub fn inspect_database(
         ));
     }
     scan_files(db, &mut r);
+    let (mut rows, archived_entries) = session_rows(&conn, &mut r).with_context(ctx)?;
+    if let Some(sel) = &filters.session {
+        r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
+    }
+    rows.retain(|row| passes_before_scan(row, filters, now_ms));
+    let wanted = sessions_with_rows(&conn, &rows, filters, &mut r)?;
+    let done = analyse_sessions(db, &wanted, hooks);
+    for row in &mut rows {
+        row.facts = row
+            .session_id
+            .as_ref()
+            .and_then(|sid| done.get(sid))
+            .cloned();
+    }
+    if let Some(min) = filters.larger_than {
+        rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
+    }
+    let mut seen: HashSet<&str> = HashSet::new();
+    for row in &rows {
+        let (Some(sid), Some(f)) = (&row.session_id, &row.facts) else {
+            continue;
+        };
+        // Damage is named by the database and the session id.
+        if seen.insert(sid) {
+            r.add_transcript(&transcripts::label(db, sid), f);
+        }
+    }
+    r.sessions = rows;
+    r.database = Some(db_facts(&conn, db, &schema, archived_entries).with_context(ctx)?);
+    if let Some(opts) = hooks.cleanup_db {
+        r.reclaimable.cleanup = predict_cleanup(target, opts, &mut r);
+    }
+    Ok(r)
+}
+
+/// Every session node as a row, with the per-kind counts and per-field bytes of its entry;
+/// also how many entries are archived.
+fn session_rows(conn: &Connection, r: &mut StoreReport) -> Result<(Vec<SessionRow>, u64)> {
     let mut rows = Vec::new();
     let mut by_field = std::collections::HashMap::new();
     let mut archived_entries = 0;
-    read::for_each_session_node(&conn, |n| {
+    read::for_each_session_node(conn, |n| {
         r.entries += 1;
         r.store_bytes += n.entry_bytes;
         archived_entries += u64::from(n.archived_at.is_some());
@@ -268,12 +306,7 @@ pub fn inspect_database(
         let updated_at = entry
             .and_then(store::updated_at)
             .or(Some(n.updated_at as f64));
-        let k = r.kinds.entry(kind).or_default();
-        k.entries += 1;
-        if let Some(u) = updated_at {
-            k.oldest = Some(k.oldest.map_or(u, |o| o.min(u)));
-            k.newest = Some(k.newest.map_or(u, |x| x.max(u)));
-        }
+        r.count_entry(kind, updated_at);
         rows.push(SessionRow {
             key: n.key.clone(),
             session_id: Some(n.session_id.clone()).filter(|s| !s.is_empty()),
@@ -282,24 +315,28 @@ pub fn inspect_database(
             transcript: None,
             facts: None,
         });
-    })
-    .with_context(ctx)?;
+    })?;
     let mut fields: Vec<(String, u64)> = by_field.into_iter().collect();
     fields.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     r.store_fields = fields;
-    if let Some(sel) = &filters.session {
-        r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
-    }
-    rows.retain(|row| passes_before_scan(row, filters, now_ms));
+    Ok((rows, archived_entries))
+}
+
+/// The session ids of `rows` that have transcript rows, each once; entries whose session
+/// has none are recorded as damage.
+fn sessions_with_rows<'a>(
+    conn: &Connection,
+    rows: &'a [SessionRow],
+    filters: &Filters,
+    r: &mut StoreReport,
+) -> Result<Vec<&'a str>> {
     let with_rows: HashSet<String> = conn
         .prepare("SELECT DISTINCT session_id FROM transcript_events")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
-    // Each session's rows once, sessions in parallel: every worker reads through its own
-    // read-only connection (WAL readers do not block each other).
     let mut wanted: Vec<&str> = Vec::new();
     let mut listed: HashSet<&str> = HashSet::new();
-    for row in &rows {
+    for row in rows {
         let Some(sid) = row.session_id.as_deref() else {
             continue;
         };
@@ -311,7 +348,17 @@ pub fn inspect_database(
             r.damage.missing_transcripts.push(row.key.clone());
         }
     }
-    let done: std::collections::HashMap<String, TranscriptFacts> = wanted
+    Ok(wanted)
+}
+
+/// Each session's rows once, sessions in parallel: every worker reads through its own
+/// read-only connection (WAL readers do not block each other).
+fn analyse_sessions(
+    db: &Path,
+    wanted: &[&str],
+    hooks: &Hooks,
+) -> std::collections::HashMap<String, TranscriptFacts> {
+    wanted
         .par_iter()
         .map_init(
             || agentdb::open_read_only(db),
@@ -328,38 +375,7 @@ pub fn inspect_database(
                 ((*sid).to_owned(), facts)
             },
         )
-        .collect();
-    for row in &mut rows {
-        row.facts = row
-            .session_id
-            .as_ref()
-            .and_then(|sid| done.get(sid))
-            .cloned();
-    }
-    if let Some(min) = filters.larger_than {
-        rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
-    }
-    let mut seen: HashSet<&str> = HashSet::new();
-    for row in &rows {
-        let (Some(sid), Some(f)) = (&row.session_id, &row.facts) else {
-            continue;
-        };
-        if !seen.insert(sid) {
-            continue;
-        }
-        // Damage is named by the database and the session id.
-        r.reclaimable.strip_images += f.strip_bytes;
-        r.reclaimable.prune_noreply += f.prune_bytes;
-        r.reclaimable.prune_cache_ttl += f.cache_ttl_bytes;
-        r.reclaimable.compact_tokens += f.compact_tokens;
-        r.damage.add_transcript(&transcripts::label(db, sid), f);
-    }
-    r.sessions = rows;
-    r.database = Some(db_facts(&conn, db, &schema, archived_entries).with_context(ctx)?);
-    if let Some(opts) = hooks.cleanup_db {
-        r.reclaimable.cleanup = predict_cleanup(target, opts, &mut r);
-    }
-    Ok(r)
+        .collect()
 }
 
 /// The drop of the agent's disk bytes under `cleanup --enforce`, from the real apply on a

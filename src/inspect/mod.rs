@@ -234,6 +234,28 @@ pub struct StoreReport {
     pub database: Option<database::DbFacts>,
 }
 
+impl StoreReport {
+    /// Count one entry of `kind` last updated at `updated_at` in the per-kind figures.
+    fn count_entry(&mut self, kind: SessionKind, updated_at: Option<f64>) {
+        let k = self.kinds.entry(kind).or_default();
+        k.entries += 1;
+        if let Some(u) = updated_at {
+            k.oldest = Some(k.oldest.map_or(u, |o| o.min(u)));
+            k.newest = Some(k.newest.map_or(u, |n| n.max(u)));
+        }
+    }
+
+    /// Add one transcript's reclaimable figures and damage, under `label` (its path, or the
+    /// database and session id).
+    fn add_transcript(&mut self, label: &Path, f: &TranscriptFacts) {
+        self.reclaimable.strip_images += f.strip_bytes;
+        self.reclaimable.prune_noreply += f.prune_bytes;
+        self.reclaimable.prune_cache_ttl += f.cache_ttl_bytes;
+        self.reclaimable.compact_tokens += f.compact_tokens;
+        self.damage.add_transcript(label, f);
+    }
+}
+
 /// Inspect one store.
 pub fn inspect_store(
     agent_id: &str,
@@ -323,12 +345,7 @@ fn session_rows(s: &store::Store, dir: &Path, r: &mut StoreReport) -> Vec<Sessio
     for (key, entry) in s {
         let kind = keys::classify(key, Some(entry));
         let updated_at = store::updated_at(entry);
-        let k = r.kinds.entry(kind).or_default();
-        k.entries += 1;
-        if let Some(u) = updated_at {
-            k.oldest = Some(k.oldest.map_or(u, |o| o.min(u)));
-            k.newest = Some(k.newest.map_or(u, |n| n.max(u)));
-        }
+        r.count_entry(kind, updated_at);
         rows.push(SessionRow {
             key: key.clone(),
             session_id: store::session_id(entry).map(str::to_owned),
@@ -353,8 +370,10 @@ fn unique_transcripts(
     for row in rows {
         let meta = row.transcript.as_ref().map(std::fs::metadata);
         match (&row.transcript, meta) {
+            // (A transcript two entries share is listed once, and is not missing.)
             (Some(p), Some(Ok(m))) if m.is_file() => {
-                if listed.insert(p.clone()) {
+                let first = listed.insert(p.clone());
+                if first {
                     unique.push((p.clone(), m.len()));
                 }
             }
@@ -375,14 +394,9 @@ fn add_transcript_figures(rows: &[SessionRow], r: &mut StoreReport) {
         let (Some(p), Some(f)) = (&row.transcript, &row.facts) else {
             continue;
         };
-        if !seen.insert(p) {
-            continue;
+        if seen.insert(p) {
+            r.add_transcript(p, f);
         }
-        r.reclaimable.strip_images += f.strip_bytes;
-        r.reclaimable.prune_noreply += f.prune_bytes;
-        r.reclaimable.prune_cache_ttl += f.cache_ttl_bytes;
-        r.reclaimable.compact_tokens += f.compact_tokens;
-        r.damage.add_transcript(p, f);
     }
 }
 
