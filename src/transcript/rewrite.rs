@@ -721,6 +721,42 @@ mod tests {
         ));
     }
 
+    /// A re-parented line is written as the parse path writes it, whether it is spliced where
+    /// it lies (stringify's form, an id of the same length), spliced into a new line (another
+    /// length, or no `parentId` yet) or parsed (any other form, or a `\r` to drop).
+    #[test]
+    fn re_parented_lines_are_written_as_the_parse_path_writes_them() {
+        let children = [
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"café \" \n"}}"#,
+            r#"{"type":"message","id":"c","parentId":"bb","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"message","id":"c","message":{"role":"user","content":"y"},"n":[1.5,-2,1e+21]}"#,
+            r#"{"type":"message", "id":"c","parentId":"b","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"a\/b"},"n":1.0}"#,
+            "{\"type\":\"message\",\"id\":\"c\",\"parentId\":\"b\",\"message\":{\"role\":\"user\",\"content\":\"y\"}}\r",
+        ];
+        for child in children {
+            let silent = if child.contains("\"bb\"") { "bb" } else { "b" };
+            let text = [
+                H.to_string(),
+                r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#.to_string(),
+                format!(r#"{{"type":"message","id":"{silent}","parentId":"a","message":{{"role":"assistant","content":"NO_REPLY"}}}}"#),
+                child.to_string(),
+                String::new(),
+            ]
+            .join("\n");
+            let (out, r) = run(&text, &[silent]);
+            assert_eq!(r.removed, 1, "{child}");
+            let body = child.strip_suffix('\r').unwrap_or(child);
+            let mut v = crate::jsjson::parse(body.as_bytes()).unwrap();
+            v.as_object_mut()
+                .unwrap()
+                .insert("parentId".into(), Value::String("a".into()));
+            let want = format!("{}\n", crate::jsjson::to_string_compact(&v));
+            assert!(out.ends_with(&want), "{child}:\n{out}");
+            assert_eq!(out.lines().count(), 3, "{out}");
+        }
+    }
+
     /// Removing `s1` would leave `e1`'s parentId naming the unknown entry just before it while
     /// the runtime's leaf there is `a1`: the runtime would hang `e1` below `a1` (checked with
     /// OpenClaw 2026.7.1 on these files). `e1` names `u1`, where it was, instead.
