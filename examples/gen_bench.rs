@@ -2,12 +2,17 @@
 //!
 //!   cargo run --release --example gen_bench -- store DIR [SESSIONS] [MEAN_KB]
 //!   cargo run --release --example gen_bench -- transcript FILE [MB]
+//!   cargo run --release --example gen_bench -- huge-reply FILE [MB]
+//!   cargo run --release --example gen_bench -- huge-message FILE [MB]
 //!
 //! `store` writes a state dir `DIR/agents/main/sessions/` with `sessions.json`, one transcript
 //! per session (user and tool-result images, tool output, thinking, runs of silent NO_REPLY
 //! replies), archives and orphans, plus `DIR/openclaw.json`. `transcript` writes one large
-//! transcript of about MB megabytes. The same arguments always give the same bytes, apart from
-//! ages, which are relative to the time of generation.
+//! transcript of about MB megabytes. `huge-reply` writes a transcript whose one assistant
+//! reply of about MB megabytes follows two silent `NO_REPLY`s (so `prune-noreply` re-parents that
+//! line); `huge-message` one of 131 lines: 128 ordinary messages (about 75 KB each), a user
+//! message of about MB megabytes, and a tool result with an image. The same arguments always
+//! give the same bytes, apart from ages, which are relative to the time of generation.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -60,6 +65,11 @@ impl Rng {
         }
         s.truncate(len);
         String::from_utf8(s).unwrap()
+    }
+    /// About `mb` megabytes of words (a block of them, repeated).
+    fn huge_text(&mut self, mb: u64) -> String {
+        let block = self.words(1 << 16);
+        block.repeat(((mb << 20) / block.len() as u64).max(1) as usize)
     }
     fn words(&mut self, n: usize) -> String {
         const W: &[&str] = &[
@@ -255,9 +265,79 @@ impl<W: Write> Writer<W> {
 }
 
 fn write_transcript(path: &Path, seed: u64, session_id: &str, start: u64, target: u64) -> u64 {
-    let file = BufWriter::with_capacity(1 << 20, File::create(path).unwrap());
+    let mut w = writer(path, seed, start, session_id);
+    let image_pct = if w.rng.chance(40) { 30 } else { 3 };
+    while w.bytes < target {
+        if w.rng.chance(15) {
+            w.silent_run();
+        } else {
+            w.turn(image_pct, 60, 4);
+        }
+    }
+    w.out.flush().unwrap();
+    w.bytes
+}
+
+/// A transcript with one line of about `mb` megabytes: a user prompt answered by two silent
+/// `NO_REPLY`s, then an assistant reply of `mb` MB whose parent is the second one, then a
+/// last user message (so that `prune-noreply` removes the second silent reply and re-parents
+/// the huge line).
+fn write_huge_reply(path: &Path, session_id: &str, start: u64, mb: u64) -> u64 {
+    let mut w = writer(path, 0x4e6_7e91, start, session_id);
+    w.entry(&format!(
+        "{{\"role\":\"user\",\"content\":\"ping\",\"timestamp\":{}}}",
+        w.t
+    ));
+    for _ in 0..2 {
+        w.assistant("{\"type\":\"text\",\"text\":\"NO_REPLY\"}", "stop");
+    }
+    let text = w.rng.huge_text(mb);
+    w.assistant(
+        &format!("{{\"type\":\"text\",\"text\":\"{text}\"}}"),
+        "stop",
+    );
+    w.entry(&format!(
+        "{{\"role\":\"user\",\"content\":\"thanks\",\"timestamp\":{}}}",
+        w.t
+    ));
+    w.out.flush().unwrap();
+    w.bytes
+}
+
+/// A transcript of 131 lines: the header, 64 turns of about 70 KB per message, a user
+/// message of about `mb` megabytes, and a tool result with a 1 MB image.
+fn write_huge_message(path: &Path, session_id: &str, start: u64, mb: u64) -> u64 {
+    let mut w = writer(path, 0x4e6_7e92, start, session_id);
+    for _ in 0..64 {
+        let text = w.rng.words(12_000);
+        w.entry(&format!(
+            "{{\"role\":\"user\",\"content\":\"{text}\",\"timestamp\":{}}}",
+            w.t
+        ));
+        let reply = w.rng.words(12_000);
+        w.assistant(
+            &format!("{{\"type\":\"text\",\"text\":\"{reply}\"}}"),
+            "stop",
+        );
+    }
+    let text = w.rng.huge_text(mb);
+    w.entry(&format!(
+        "{{\"role\":\"user\",\"content\":[{{\"type\":\"text\",\"text\":\"{text}\"}}],\"timestamp\":{}}}",
+        w.t
+    ));
+    let img = w.image(1024);
+    w.entry(&format!(
+        "{{\"role\":\"toolResult\",\"toolCallId\":\"toolu_1\",\"toolName\":\"browser\",\"content\":[{{\"type\":\"text\",\"text\":\"shot\"}},{img}],\"isError\":false,\"timestamp\":{}}}",
+        w.t
+    ));
+    w.out.flush().unwrap();
+    w.bytes
+}
+
+/// A writer of a new transcript at `path`, its session header written.
+fn writer(path: &Path, seed: u64, start: u64, session_id: &str) -> Writer<BufWriter<File>> {
     let mut w = Writer {
-        out: file,
+        out: BufWriter::with_capacity(1 << 20, File::create(path).unwrap()),
         rng: Rng(seed),
         parent: None,
         t: start,
@@ -270,16 +350,7 @@ fn write_transcript(path: &Path, seed: u64, session_id: &str, start: u64, target
         iso(start)
     );
     w.line(&header);
-    let image_pct = if w.rng.chance(40) { 30 } else { 3 };
-    while w.bytes < target {
-        if w.rng.chance(15) {
-            w.silent_run();
-        } else {
-            w.turn(image_pct, 60, 4);
-        }
-    }
-    w.out.flush().unwrap();
-    w.bytes
+    w
 }
 
 fn gen_store(dir: &Path, sessions: u64, mean_kb: u64) {
@@ -361,19 +432,32 @@ fn main() {
             let mean_kb = args.get(3).map_or(500, |s| s.parse().unwrap());
             gen_store(Path::new(&args[1]), sessions, mean_kb);
         }
-        Some("transcript") if args.len() >= 2 => {
-            let mb: u64 = args.get(2).map_or(500, |s| s.parse().unwrap());
+        Some(kind @ ("transcript" | "huge-reply" | "huge-message")) if args.len() >= 2 => {
             let path = Path::new(&args[1]);
             if let Some(p) = path.parent() {
                 fs::create_dir_all(p).unwrap();
             }
             let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-            let n = write_transcript(path, 0xb16_f11e, &stem, now_ms() - 86_400_000, mb << 20);
-            eprintln!("transcript: {} MB in {}", n >> 20, path.display());
+            let start = now_ms() - 86_400_000;
+            let n = match kind {
+                "transcript" => {
+                    let mb: u64 = args.get(2).map_or(500, |s| s.parse().unwrap());
+                    write_transcript(path, 0xb16_f11e, &stem, start, mb << 20)
+                }
+                "huge-reply" => {
+                    let mb: u64 = args.get(2).map_or(180, |s| s.parse().unwrap());
+                    write_huge_reply(path, &stem, start, mb)
+                }
+                _ => {
+                    let mb: u64 = args.get(2).map_or(180, |s| s.parse().unwrap());
+                    write_huge_message(path, &stem, start, mb)
+                }
+            };
+            eprintln!("{kind}: {} MB in {}", n >> 20, path.display());
         }
         _ => {
             eprintln!(
-                "usage: gen_bench store DIR [SESSIONS] [MEAN_KB] | gen_bench transcript FILE [MB]"
+                "usage: gen_bench store DIR [SESSIONS] [MEAN_KB] | gen_bench transcript|huge-reply|huge-message FILE [MB]"
             );
             std::process::exit(2);
         }

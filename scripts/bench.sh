@@ -3,13 +3,15 @@
 # same bytes. Generates its inputs deterministically (examples/gen_bench.rs):
 #   (a) a store of $SESSIONS sessions (default 3000, about 1.5 GB),
 #   (b) one transcript of about $BIG_MB MB (default 500);
+#   (c) two transcripts with one line of about $HUGE_MB MB (default 180): a reply that
+#       prune-noreply re-parents, and a 131-line transcript whose user message is that line;
 # then prints a Markdown report: times (best of $RUNS), ratios against the baselines, and the
 # peak resident memory of every command on the big transcript. Needs 10 GB + 4 × RUNS × 1.6 GB
 # free in WORKDIR (used copies of the store are removed only at the end).
 # Nothing here is a test: run it on a quiet machine and paste the report into BENCHMARKS.md.
 #
 #   usage: scripts/bench.sh [WORKDIR]        (default: /tmp/clawkeeper-bench)
-#   env:   SESSIONS, MEAN_KB, BIG_MB, RUNS (repetitions, best time kept; default 3),
+#   env:   SESSIONS, MEAN_KB, BIG_MB, HUGE_MB, RUNS (repetitions, best time kept; default 3),
 #          CLAWKEEPER_ORACLE (path of the reference wrapper; see scripts/oracle/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +19,7 @@ W="${1:-/tmp/clawkeeper-bench}"
 SESSIONS="${SESSIONS:-3000}"
 MEAN_KB="${MEAN_KB:-500}"
 BIG_MB="${BIG_MB:-500}"
+HUGE_MB="${HUGE_MB:-180}"
 RUNS="${RUNS:-3}"
 ORACLE="${CLAWKEEPER_ORACLE:-$HOME/.cache/openclaw-oracle/openclaw}"
 GEN_VERSION=3 # bump when examples/gen_bench.rs changes what it writes
@@ -44,6 +47,15 @@ if [ ! -f "$W/big/.done-$GEN_VERSION-$BIG_MB" ]; then
     > "$W/big/agents/main/sessions/sessions.json"
   touch "$W/big/.done-$GEN_VERSION-$BIG_MB"
 fi
+for kind in huge-reply huge-message; do
+  if [ ! -f "$W/$kind/.done-$GEN_VERSION-$HUGE_MB" ]; then
+    rm -rf "$W/$kind"
+    "$GEN" "$kind" "$W/$kind/agents/main/sessions/$SID.jsonl" "$HUGE_MB" >&2
+    printf '{\n  "agent:main:main": {\n    "sessionId": "%s",\n    "updatedAt": %s\n  }\n}' \
+      "$SID" "$(date +%s%3N)" > "$W/$kind/agents/main/sessions/sessions.json"
+    touch "$W/$kind/.done-$GEN_VERSION-$HUGE_MB"
+  fi
+done
 SESS="$W/store/agents/main/sessions"
 STORE="$SESS/sessions.json"
 BIGDIR="$W/big/agents/main/sessions"
@@ -139,4 +151,20 @@ done
 fresh_big
 echo "| compact --successor --enforce | $(peak_mb "$BIN" compact --successor --enforce --json --store "$BIGWORK/sessions.json") MB |"
 echo "| inspect | $(peak_mb "$BIN" inspect --json --store "$BIGSTORE") MB |"
-rm -rf "$W/work" "$W"/used-* "$W"/copy-* "$W/bigwork"
+echo
+reply_mb=$(du -sm "$W/huge-reply/agents/main/sessions/$SID.jsonl" | cut -f1)
+message_mb=$(du -sm "$W/huge-message/agents/main/sessions/$SID.jsonl" | cut -f1)
+echo "Peak resident memory on one huge line: a $reply_mb MB transcript whose $HUGE_MB MB reply follows"
+echo "a removed silent reply (prune-noreply re-parents it), and a $message_mb MB transcript of 131 lines"
+echo "whose $HUGE_MB MB user message is followed by a tool result with an image:"
+echo
+echo "| command | peak RSS |"
+echo "|---|---|"
+REPLY="$W/huge-reply/agents/main/sessions/sessions.json"
+MESSAGE="$W/huge-message/agents/main/sessions/sessions.json"
+echo "| prune-noreply --dry-run (huge reply) | $(peak_mb "$BIN" prune-noreply --dry-run --json --store "$REPLY") MB |"
+rm -rf "$W/replywork"; cp -r "$W/huge-reply" "$W/replywork"; sync
+echo "| prune-noreply --enforce (huge reply) | $(peak_mb "$BIN" prune-noreply --enforce --json --store "$W/replywork/agents/main/sessions/sessions.json") MB |"
+echo "| compact --dry-run (huge message) | $(peak_mb "$BIN" compact --dry-run --json --store "$MESSAGE") MB |"
+echo "| inspect (huge message) | $(peak_mb "$BIN" inspect --json --store "$MESSAGE") MB |"
+rm -rf "$W/work" "$W"/used-* "$W"/copy-* "$W/bigwork" "$W/replywork"

@@ -55,6 +55,7 @@ pub mod probe;
 mod relink;
 pub mod rewrite;
 pub mod span;
+pub mod splice;
 pub mod tree;
 pub mod validate;
 pub mod values;
@@ -598,7 +599,13 @@ impl Index {
 /// Lines are handed out of the read buffer itself; only a line that spans two reads is
 /// copied (into a buffer as long as the longest such line, released after a huge one). The
 /// 1 MiB read buffer is the thread's own, reused from file to file.
-pub fn for_each_line(r: impl Read, f: impl FnMut(&[u8])) -> std::io::Result<()> {
+pub fn for_each_line(r: impl Read, mut f: impl FnMut(&[u8])) -> std::io::Result<()> {
+    for_each_line_mut(r, |line| f(line))
+}
+
+/// [`for_each_line`], handing each line out as a mutable slice of the read buffer (a caller
+/// may change a line where it lies before it looks at it again; the next read overwrites it).
+pub fn for_each_line_mut(r: impl Read, f: impl FnMut(&mut [u8])) -> std::io::Result<()> {
     thread_local! {
         static READ_BUF: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
     }
@@ -612,7 +619,7 @@ pub fn for_each_line(r: impl Read, f: impl FnMut(&[u8])) -> std::io::Result<()> 
 fn lines_through(
     mut r: impl Read,
     buf: &mut [u8],
-    mut f: impl FnMut(&[u8]),
+    mut f: impl FnMut(&mut [u8]),
 ) -> std::io::Result<()> {
     let mut carry: Vec<u8> = Vec::new();
     loop {
@@ -622,28 +629,29 @@ fn lines_through(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),
         };
-        let mut chunk = &buf[..n];
+        let mut chunk = &mut buf[..n];
         if !carry.is_empty() {
             let Some(i) = memchr::memchr(b'\n', chunk) else {
                 carry.extend_from_slice(chunk);
                 continue;
             };
             carry.extend_from_slice(&chunk[..=i]);
-            f(&carry);
+            f(&mut carry);
             carry.clear();
             if carry.capacity() > 1 << 20 {
                 carry = Vec::new();
             }
-            chunk = &chunk[i + 1..];
+            chunk = &mut chunk[i + 1..];
         }
         while let Some(i) = memchr::memchr(b'\n', chunk) {
-            f(&chunk[..=i]);
-            chunk = &chunk[i + 1..];
+            let (line, rest) = chunk.split_at_mut(i + 1);
+            f(line);
+            chunk = rest;
         }
         carry.extend_from_slice(chunk);
     }
     if !carry.is_empty() {
-        f(&carry);
+        f(&mut carry);
     }
     Ok(())
 }

@@ -335,8 +335,9 @@ pub fn apply_lines(
     let mut failed: Option<anyhow::Error> = None;
     let changed =
         |n: usize| anyhow::anyhow!("the file changed while it was being read (line {})", n + 1);
-    // Lines are handed out of the read buffer itself (see `for_each_line`).
-    super::for_each_line(src.take(index.size), |raw| {
+    // Lines are handed out of the read buffer itself (see `for_each_line_mut`), and a line
+    // whose patch keeps its length is patched there.
+    super::for_each_line_mut(src.take(index.size), |raw| {
         if failed.is_some() {
             return;
         }
@@ -352,6 +353,11 @@ pub fn apply_lines(
                     builder.push_copied(raw, index, n);
                 }
                 LineAction::Drop => {}
+                LineAction::Patch(patch) if patch_in_place(n, line, raw, patch)? => {
+                    out(Output::Patched(n, raw))?;
+                    written += raw.len() as u64;
+                    builder.push_line(raw);
+                }
                 LineAction::Patch(patch) => {
                     let text = patch_line(n, line, raw, patch)?;
                     out(Output::Patched(n, &text))?;
@@ -386,25 +392,54 @@ pub fn apply_lines(
 /// The bytes [`apply`] writes for line `n` (`raw`, terminator included) under `patch`: the
 /// entry parsed, patched, and written as `JSON.stringify` would, with the line's `\n` kept
 /// (a `\r` before it is dropped with the rest of the old formatting).
+///
+/// A patch that only sets top-level ids of a line already in `JSON.stringify`'s form is
+/// spliced into the line's bytes instead (the same bytes, one copy; see [`super::splice`]).
 fn patch_line(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Vec<u8>> {
-    let v = patched_value(n, line, raw, patch)?;
-    let mut text = crate::jsjson::to_string_compact(&v).into_bytes();
+    let body = patch_body(n, line, raw)?;
+    let mut text = match spliced(body, patch) {
+        Some(s) => {
+            let mut text = Vec::with_capacity(s.len() + 1);
+            s.write_to(body, &mut text);
+            text
+        }
+        None => crate::jsjson::to_string_compact(&patched_value(n, body, patch)?).into_bytes(),
+    };
     if line.terminated {
         text.push(b'\n');
     }
     Ok(text)
 }
 
-/// The length of what [`patch_line`] writes, without building it.
-pub fn patched_len(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<usize> {
-    let v = patched_value(n, line, raw, patch)?;
-    let mut len = crate::jsjson::Len(0);
-    crate::jsjson::write_value(&mut len, &v, None, 0);
-    Ok(len.0 + usize::from(line.terminated))
+/// Patch line `n` (`raw`, terminator included) where it lies, when [`patch_line`] would write
+/// a line of the same length by splicing; `false`, with `raw` untouched, otherwise.
+fn patch_in_place(n: usize, line: &Line, raw: &mut [u8], patch: &Patch) -> Result<bool> {
+    let body = patch_body(n, line, raw)?;
+    let len = body.len();
+    // (A `\r` before the terminator is dropped: not the same length.)
+    if len + usize::from(line.terminated) != raw.len() {
+        return Ok(false);
+    }
+    Ok(spliced(body, patch).is_some_and(|s| s.apply_in_place(&mut raw[..len])))
 }
 
-/// The entry of line `n` with `patch` applied.
-fn patched_value(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Value> {
+/// The length of what [`patch_line`] writes, without building it.
+pub fn patched_len(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<usize> {
+    let body = patch_body(n, line, raw)?;
+    let len = match spliced(body, patch) {
+        Some(s) => s.len(),
+        None => {
+            let mut len = crate::jsjson::Len(0);
+            crate::jsjson::write_value(&mut len, &patched_value(n, body, patch)?, None, 0);
+            len.0
+        }
+    };
+    Ok(len + usize::from(line.terminated))
+}
+
+/// The JSON text of line `n` (`raw`), without its terminator (nor a `\r` before it), when it
+/// can be patched (it is an entry).
+fn patch_body<'a>(n: usize, line: &Line, raw: &'a [u8]) -> Result<&'a [u8]> {
     if line.kind != LineKind::Entry {
         bail!("line {} cannot be patched: it is not an entry", n + 1);
     }
@@ -413,7 +448,32 @@ fn patched_value(n: usize, line: &Line, raw: &[u8], patch: &Patch) -> Result<Val
     } else {
         raw
     };
-    let body = body.strip_suffix(b"\r").unwrap_or(body);
+    Ok(body.strip_suffix(b"\r").unwrap_or(body))
+}
+
+/// `body` with `patch` spliced in, when the patch sets only top-level ids and splicing writes
+/// what [`patched_value`] serialised would.
+fn spliced(body: &[u8], patch: &Patch) -> Option<super::splice::Splice> {
+    if !patch.blocks.is_empty() || patch.media > 0 {
+        return None;
+    }
+    let json = |s: &str| {
+        let mut t = String::new();
+        crate::jsjson::write_string(&mut t, s);
+        t.into_bytes()
+    };
+    let mut sets = Vec::new();
+    if let Some(parent) = &patch.parent {
+        sets.push(("parentId", parent.as_deref().map_or(b"null".to_vec(), json)));
+    }
+    if let Some(fk) = &patch.first_kept {
+        sets.push(("firstKeptEntryId", json(fk)));
+    }
+    super::splice::set_members(body, &sets)
+}
+
+/// The entry of line `n` (its JSON text `body`) with `patch` applied.
+fn patched_value(n: usize, body: &[u8], patch: &Patch) -> Result<Value> {
     let mut v = crate::jsjson::parse(body).map_err(|e| {
         if crate::jsjson::is_too_deep(&e) {
             anyhow::Error::new(crate::jsjson::TooDeep { line: n + 1 })
@@ -670,6 +730,42 @@ mod tests {
         assert!(out.ends_with(
             "{\"type\":\"message\",\"id\":\"c\",\"message\":{\"role\":\"user\",\"content\":\"y\"},\"parentId\":\"a\"}\n"
         ));
+    }
+
+    /// A re-parented line is written as the parse path writes it, whether it is spliced where
+    /// it lies (stringify's form, an id of the same length), spliced into a new line (another
+    /// length, or no `parentId` yet) or parsed (any other form, or a `\r` to drop).
+    #[test]
+    fn re_parented_lines_are_written_as_the_parse_path_writes_them() {
+        let children = [
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"café \" \n"}}"#,
+            r#"{"type":"message","id":"c","parentId":"bb","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"message","id":"c","message":{"role":"user","content":"y"},"n":[1.5,-2,1e+21]}"#,
+            r#"{"type":"message", "id":"c","parentId":"b","message":{"role":"user","content":"y"}}"#,
+            r#"{"type":"message","id":"c","parentId":"b","message":{"role":"user","content":"a\/b"},"n":1.0}"#,
+            "{\"type\":\"message\",\"id\":\"c\",\"parentId\":\"b\",\"message\":{\"role\":\"user\",\"content\":\"y\"}}\r",
+        ];
+        for child in children {
+            let silent = if child.contains("\"bb\"") { "bb" } else { "b" };
+            let text = [
+                H.to_string(),
+                r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#.to_string(),
+                format!(r#"{{"type":"message","id":"{silent}","parentId":"a","message":{{"role":"assistant","content":"NO_REPLY"}}}}"#),
+                child.to_string(),
+                String::new(),
+            ]
+            .join("\n");
+            let (out, r) = run(&text, &[silent]);
+            assert_eq!(r.removed, 1, "{child}");
+            let body = child.strip_suffix('\r').unwrap_or(child);
+            let mut v = crate::jsjson::parse(body.as_bytes()).unwrap();
+            v.as_object_mut()
+                .unwrap()
+                .insert("parentId".into(), Value::String("a".into()));
+            let want = format!("{}\n", crate::jsjson::to_string_compact(&v));
+            assert!(out.ends_with(&want), "{child}:\n{out}");
+            assert_eq!(out.lines().count(), 3, "{out}");
+        }
     }
 
     /// Removing `s1` would leave `e1`'s parentId naming the unknown entry just before it while
