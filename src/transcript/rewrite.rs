@@ -101,114 +101,16 @@ pub struct Resolved {
 
 /// Resolve `edits` into per-line actions.
 pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
-    let entries = &index.entries;
-    let mut removed: BTreeSet<usize> = edits.remove.clone();
-    if let Some(leaf) = tree.leaf
-        && removed.contains(&leaf)
-    {
-        bail!("refusing to remove the leaf entry");
-    }
-    if let Some(last) = index.lines.last().and_then(|l| l.entry())
-        && removed.contains(&last)
-    {
-        bail!("refusing to remove the last line");
-    }
-    let named_by_leaf_records = tree.named_by_leaf_records(index);
-    for &i in &removed {
-        if entries[i].id.is_none()
-            || matches!(entries[i].kind, EntryType::Session | EntryType::Leaf)
-        {
-            bail!("line {} is not a removable entry", entries[i].line + 1);
-        }
-        if named_by_leaf_records.contains(&i) {
-            bail!(
-                "a `leaf` record names the entry on line {}",
-                entries[i].line + 1
-            );
-        }
-    }
-    let mut removed_ids: HashSet<String> = removed
-        .iter()
-        .filter_map(|&i| entries[i].id.as_deref().map(str::to_owned))
-        .collect();
-    // Labels of removed targets go too (their own removal cannot cascade further: nothing
-    // targets a label, and their children are re-parented below).
-    let pinned = tree::kept_across_unparsable(index, tree);
-    for (i, e) in entries.iter().enumerate() {
-        if e.kind == EntryType::Label
-            && e.target().is_some_and(|t| removed_ids.contains(t))
-            && Some(i) != tree.leaf
-            && !pinned.contains(&i)
-            && !named_by_leaf_records.contains(&i)
-            && e.id
-                .as_deref()
-                .is_some_and(|id| !index.mentioned_by_unparsable(id))
-        {
-            // (A label that must stay keeps pointing at the removed target; the runtime
-            // ignores labels of unknown entries.)
-            removed.insert(i);
-        }
-    }
-    removed_ids.extend(
-        removed
-            .iter()
-            .filter_map(|&i| entries[i].id.as_deref().map(str::to_owned)),
-    );
-    for id in &removed_ids {
-        if index.mentioned_by_unparsable(id) {
-            bail!("an unparsable line mentions entry {id}; it cannot be removed safely");
-        }
-    }
-
-    // Nearest kept ancestor, through the tree's resolved parents. A removed entry whose
-    // `parentId` names an id that is not in the tree passes it on unchanged (it may name a line
-    // only the runtime can parse); a cycle made only of removed entries ends at null.
-    let nearest_kept = |start: usize| -> Option<String> {
-        let mut i = start;
-        for _ in 0..=removed.len() {
-            if !removed.contains(&i) {
-                return entries[i].id.as_deref().map(str::to_owned);
-            }
-            match tree.parent(i) {
-                Some(p) => i = p,
-                None => {
-                    return entries[i]
-                        .parent
-                        .id()
-                        .filter(|pid| !tree.by_id.contains_key(*pid))
-                        .map(str::to_owned);
-                }
-            }
-        }
-        None
-    };
-
+    let (removed, removed_ids) = removals(index, tree, &edits.remove)?;
     let mut actions = vec![LineAction::Keep; index.lines.len()];
     let mut blocks_replaced = 0;
     let mut media_refs_replaced = 0;
-    for (i, e) in entries.iter().enumerate() {
+    for (i, e) in index.entries.iter().enumerate() {
         if removed.contains(&i) {
             actions[e.line] = LineAction::Drop;
             continue;
         }
-        let mut patch = Patch::default();
-        if let Some(p) = tree.parent(i)
-            && removed.contains(&p)
-        {
-            patch.parent = Some(nearest_kept(p));
-        }
-        if e.kind == EntryType::Compaction {
-            let literal = e.first_kept().and_then(|fk| tree.by_id.get(fk));
-            let effective = tree::effective_first_kept(index, tree, i);
-            let target = match (literal, effective) {
-                (Some(l), _) if removed.contains(l) => Some(*l),
-                (_, Some(eff)) if removed.contains(&eff) => Some(eff),
-                _ => None,
-            };
-            if let Some(gone) = target {
-                patch.first_kept = Some(retarget_first_kept(index, tree, i, gone, &removed)?);
-            }
-        }
+        let mut patch = links_patch(index, tree, &removed, i)?;
         if let Some(blocks) = edits.replace_blocks.get(&i) {
             blocks_replaced += blocks.len();
             patch.blocks = blocks.clone();
@@ -244,6 +146,128 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
         append,
         appended_ids,
     })
+}
+
+/// The entries removed (the planned ones plus the labels of removed targets) and their ids,
+/// or why the planned removals cannot be made.
+fn removals(
+    index: &Index,
+    tree: &Tree,
+    planned: &BTreeSet<usize>,
+) -> Result<(BTreeSet<usize>, HashSet<String>)> {
+    let entries = &index.entries;
+    let mut removed: BTreeSet<usize> = planned.clone();
+    if let Some(leaf) = tree.leaf
+        && removed.contains(&leaf)
+    {
+        bail!("refusing to remove the leaf entry");
+    }
+    if let Some(last) = index.lines.last().and_then(|l| l.entry())
+        && removed.contains(&last)
+    {
+        bail!("refusing to remove the last line");
+    }
+    let named_by_leaf_records = tree.named_by_leaf_records(index);
+    for &i in &removed {
+        if entries[i].id.is_none()
+            || matches!(entries[i].kind, EntryType::Session | EntryType::Leaf)
+        {
+            bail!("line {} is not a removable entry", entries[i].line + 1);
+        }
+        if named_by_leaf_records.contains(&i) {
+            bail!(
+                "a `leaf` record names the entry on line {}",
+                entries[i].line + 1
+            );
+        }
+    }
+    let id_set = |removed: &BTreeSet<usize>| -> HashSet<String> {
+        removed
+            .iter()
+            .filter_map(|&i| entries[i].id.as_deref().map(str::to_owned))
+            .collect()
+    };
+    let planned_ids = id_set(&removed);
+    // Labels of removed targets go too (their own removal cannot cascade further: nothing
+    // targets a label, and their children are re-parented below).
+    let pinned = tree::kept_across_unparsable(index, tree);
+    for (i, e) in entries.iter().enumerate() {
+        if e.kind == EntryType::Label
+            && e.target().is_some_and(|t| planned_ids.contains(t))
+            && Some(i) != tree.leaf
+            && !pinned.contains(&i)
+            && !named_by_leaf_records.contains(&i)
+            && e.id
+                .as_deref()
+                .is_some_and(|id| !index.mentioned_by_unparsable(id))
+        {
+            // (A label that must stay keeps pointing at the removed target; the runtime
+            // ignores labels of unknown entries.)
+            removed.insert(i);
+        }
+    }
+    let removed_ids = id_set(&removed);
+    for id in &removed_ids {
+        if index.mentioned_by_unparsable(id) {
+            bail!("an unparsable line mentions entry {id}; it cannot be removed safely");
+        }
+    }
+    Ok((removed, removed_ids))
+}
+
+/// The `parentId` and `firstKeptEntryId` changes kept entry `i` needs once `removed` are
+/// gone.
+fn links_patch(index: &Index, tree: &Tree, removed: &BTreeSet<usize>, i: usize) -> Result<Patch> {
+    let e = &index.entries[i];
+    let mut patch = Patch::default();
+    if let Some(p) = tree.parent(i)
+        && removed.contains(&p)
+    {
+        patch.parent = Some(nearest_kept(index, tree, removed, p));
+    }
+    if e.kind == EntryType::Compaction {
+        let literal = e.first_kept().and_then(|fk| tree.by_id.get(fk));
+        let effective = tree::effective_first_kept(index, tree, i);
+        let target = match (literal, effective) {
+            (Some(l), _) if removed.contains(l) => Some(*l),
+            (_, Some(eff)) if removed.contains(&eff) => Some(eff),
+            _ => None,
+        };
+        if let Some(gone) = target {
+            patch.first_kept = Some(retarget_first_kept(index, tree, i, gone, removed)?);
+        }
+    }
+    Ok(patch)
+}
+
+/// The id of the nearest kept ancestor of `start`, through the tree's resolved parents. A
+/// removed entry whose `parentId` names an id that is not in the tree passes it on unchanged
+/// (it may name a line only the runtime can parse); a cycle made only of removed entries
+/// ends at null.
+fn nearest_kept(
+    index: &Index,
+    tree: &Tree,
+    removed: &BTreeSet<usize>,
+    start: usize,
+) -> Option<String> {
+    let entries = &index.entries;
+    let mut i = start;
+    for _ in 0..=removed.len() {
+        if !removed.contains(&i) {
+            return entries[i].id.as_deref().map(str::to_owned);
+        }
+        match tree.parent(i) {
+            Some(p) => i = p,
+            None => {
+                return entries[i]
+                    .parent
+                    .id()
+                    .filter(|pid| !tree.by_id.contains_key(*pid))
+                    .map(str::to_owned);
+            }
+        }
+    }
+    None
 }
 
 /// The first kept entry the runtime indexes after `gone` on compaction `c`'s path, else `c`'s
