@@ -810,15 +810,15 @@ const MAINTENANCE_BATCH: usize = 64;
 /// [`MAINTENANCE_BATCH`] entries, each deleted with its transcripts archived as rows in a write
 /// transaction of its own, then published in a publish round of its own. An
 /// entry another connection changed since the plan is left as it is, as the runtime skips a
-/// changed entry. Returns the entries deleted and the keys left.
+/// changed entry. Returns the entries deleted and the keys left, in deletion order.
 fn delete_maintenance_removals(
     conn: &Connection,
     l: &Layout,
     before: &Store,
     keys: &[&String],
-) -> Result<(usize, HashSet<String>)> {
+) -> Result<(usize, Vec<String>)> {
     let mut deleted = 0;
-    let mut changed = HashSet::new();
+    let mut changed = Vec::new();
     for batch in keys.chunks(MAINTENANCE_BATCH) {
         let tx = begin(conn)?;
         let mut current = Vec::with_capacity(batch.len());
@@ -826,7 +826,7 @@ fn delete_maintenance_removals(
             if super::load_entry(&tx, key)?.as_ref() == before.get(*key) {
                 current.push(*key);
             } else {
-                changed.insert((*key).clone());
+                changed.push((*key).clone());
             }
         }
         let (n, archives) = delete_entries(&tx, l, before, &current)?;
@@ -835,6 +835,30 @@ fn delete_maintenance_removals(
         publish_round(conn, l, &archives)?;
     }
     Ok((deleted, changed))
+}
+
+/// A hook for the tests of what another writer does between the lifecycle transaction and
+/// the first deletion batch: in debug builds, the SQL in
+/// `CLAWKEEPER_TEST_SQL_AFTER_LIFECYCLE` runs there on a connection of its own. Release
+/// builds have no hook.
+mod test_hook {
+    use std::path::Path;
+
+    use anyhow::Result;
+
+    #[cfg(debug_assertions)]
+    pub fn after_lifecycle(db: &Path) -> Result<()> {
+        if let Some(sql) = std::env::var_os("CLAWKEEPER_TEST_SQL_AFTER_LIFECYCLE") {
+            let sql = sql.to_string_lossy();
+            rusqlite::Connection::open(db)?.execute_batch(&sql)?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(debug_assertions))]
+    pub fn after_lifecycle(_db: &Path) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// `refreshSqliteSessionPlannerStatisticsBestEffort`: `ANALYZE` once a run deleted at least
@@ -896,6 +920,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let (fixed, fix_archives) = delete_entries(&tx, &l, &before, &fixes)?;
     archive_in_place(&tx, &s, &entry_plan.archived)?;
     tx.commit()?;
+    test_hook::after_lifecycle(&t.db)?;
     let removals = maintenance_order(&entry_plan, &before, rules, &owned);
     let (removed, changed) = delete_maintenance_removals(conn, &l, &before, &removals)?;
     // The removals' own publish round (their archives are published already when the
@@ -977,6 +1002,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             Rules::V9 => final_count,
             Rules::V8 => lifecycle_count,
         }),
+        changed_meanwhile: changed,
     }))
 }
 
