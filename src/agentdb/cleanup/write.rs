@@ -270,23 +270,13 @@ pub(super) fn materialize(
 /// Delete the index rows and the window of `sid` (the window's delete cascades to its
 /// events, watermark and the other per-window tables).
 pub(super) fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
-    let has = |t: &str| -> Result<bool> {
-        Ok(tx
-            .query_row(
-                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-                [t],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
-    };
-    if has("session_transcript_fts_rows")? {
+    if has_table(tx, "session_transcript_fts_rows")? {
         tx.execute(
             "DELETE FROM session_transcript_fts_rows WHERE session_id = ?1",
             [sid],
         )?;
     }
-    if has("session_transcript_fts")? {
+    if has_table(tx, "session_transcript_fts")? {
         tx.execute(
             "DELETE FROM session_transcript_fts WHERE session_id = ?1",
             [sid],
@@ -296,7 +286,7 @@ pub(super) fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
         "session_transcript_active_events",
         "session_transcript_index_state",
     ] {
-        if has(t)? {
+        if has_table(tx, t)? {
             tx.execute(&format!("DELETE FROM {t} WHERE session_id = ?1"), [sid])?;
         }
     }
