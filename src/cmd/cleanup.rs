@@ -380,7 +380,16 @@ impl<'a> Run<'a> {
             self.progress
                 .message(&format!("cleaning {}", db.db.display()));
             match cleanup_db::apply_one(&db, &self.env, &self.db_opts, p, wait) {
-                Ok(s) => out.push((*i, s)),
+                Ok(s) => {
+                    for key in &s.changed_meanwhile {
+                        self.problems.warn(format!(
+                            "{}: the entry {key} was not removed: another connection changed \
+                             it after the plan, so it is left as it is for a later cleanup",
+                            db.db.display()
+                        ));
+                    }
+                    out.push((*i, s))
+                }
                 Err(e) => self.problems.error(&e),
             }
         }

@@ -50,30 +50,50 @@ fn chunk_bytes(key: &str, entry: &Value) -> i64 {
     crate::jsjson::pretty_member_len(key, entry, 1) as i64
 }
 
-#[allow(clippy::too_many_arguments)]
-/// Run the budget. `removed_paths` collects every canonical path removed (or that would be).
-pub fn enforce(
+/// What the budget is asked to keep and may not touch.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits<'a> {
+    /// `maxDiskBytes` (`None`: no budget).
+    pub max_bytes: Option<i64>,
+    /// `highWaterBytes`, what a budget over `max_bytes` cleans down to (`None`: no budget).
+    pub high_water_bytes: Option<i64>,
+    /// The `--active-key` entry, never evicted.
+    pub active_key: Option<&'a str>,
+    /// The keys the entry steps preserve, never evicted either.
+    pub preserve: &'a [String],
+    /// Warn mode: measure only.
+    pub warn_only: bool,
+}
+
+/// The prompt blobs of the projected store: references per hash, the blob files on disk by
+/// hash, and the bytes of the blobs the projection would still have to write.
+struct PromptBlobs<'f> {
+    refs: HashMap<String, usize>,
+    existing: HashMap<&'f str, &'f FileInfo>,
+    virtual_bytes: HashMap<String, i64>,
+}
+
+/// The directory as the budget measures it: the files' sizes, the store counted at its
+/// projected (pretty, blobs split out) length, and the blobs it still has to write.
+struct Measure<'f> {
+    total: i64,
+    projected_store: i64,
+    blobs: PromptBlobs<'f>,
+}
+
+fn measure<'f>(
     d: &Dir<'_>,
-    s: &mut Store,
-    max: Option<i64>,
-    high_water: Option<i64>,
-    active_key: Option<&str>,
-    preserve: &[String],
-    warn_only: bool,
-    removed_paths: &mut Vec<PathBuf>,
-) -> Result<Option<BudgetReport>> {
-    let (Some(max), Some(high)) = (max, high_water) else {
-        return Ok(None);
-    };
-    let files = d.files();
-    let (scanned, blob_files) = &*files;
+    s: &Store,
+    scanned: &'f [FileInfo],
+    blob_files: &'f [FileInfo],
+) -> Measure<'f> {
     let store_canonical = crate::store::paths::canonical(d.store_path);
     let store_size = scanned
         .iter()
         .find(|f| f.canonical == store_canonical)
         .map_or(0, |f| f.size as i64);
     let (projected_view, needed) = blobs::project(s);
-    let mut projected = store::serialized_len(&projected_view) as i64;
+    let projected_store = store::serialized_len(&projected_view) as i64;
     let existing: HashMap<&str, &FileInfo> = blob_files
         .iter()
         .filter_map(|f| files::blob_hash(&f.name).map(|h| (h, f)))
@@ -84,89 +104,129 @@ pub fn enforce(
             virtual_bytes.insert(b.hash.clone(), b.prompt.len() as i64);
         }
     }
-    let mut refs = files::blob_refcounts(&projected_view);
-    drop(projected_view);
-    let mut total: i64 = scanned
+    let refs = files::blob_refcounts(&projected_view);
+    let total = scanned
         .iter()
         .chain(blob_files)
         .map(|f| f.size as i64)
         .sum::<i64>()
         - store_size
-        + projected
+        + projected_store
         + virtual_bytes.values().sum::<i64>();
-    let before = total;
-    let report = |total: i64, files: u64, entries: u64, freed: i64, over: bool| BudgetReport {
-        total_bytes_before: before,
-        total_bytes_after: total,
-        removed_files: files,
-        removed_entries: entries,
-        freed_bytes: freed,
-        max_bytes: max,
-        high_water_bytes: high,
-        over_budget: over,
-    };
-    if total <= max {
-        return Ok(Some(report(total, 0, 0, 0, false)));
+    Measure {
+        total,
+        projected_store,
+        blobs: PromptBlobs {
+            refs,
+            existing,
+            virtual_bytes,
+        },
     }
-    if warn_only {
-        return Ok(Some(report(total, 0, 0, 0, true)));
+}
+
+/// The budget's running figures.
+#[derive(Debug, Clone, Copy)]
+struct Tally {
+    total: i64,
+    removed_files: u64,
+    removed_entries: u64,
+    freed: i64,
+}
+
+impl Tally {
+    /// Count a file removal that freed `n` bytes (none when `n` is not positive).
+    fn file_removed(&mut self, n: i64) {
+        if n > 0 {
+            self.total -= n;
+            self.freed += n;
+            self.removed_files += 1;
+        }
     }
-    let referenced = d.referenced(s)?;
-    let temp_cutoff = super::now_ms() - TEMP_STALE_MS;
-    let blob_cutoff = super::now_ms() - TEMP_STALE_MS;
-    let basename = d.store_basename();
-    let mut remover = Remover::new(d.confined, scanned.iter().chain(blob_files));
-    let (mut removed_files, mut removed_entries, mut freed) = (0u64, 0u64, 0i64);
-    let mut blob_queue: Vec<&FileInfo> = blob_files
-        .iter()
-        .filter(|f| files::blob_removable(f, &refs, blob_cutoff, temp_cutoff))
-        .collect();
-    blob_queue.sort_by(|a, b| {
+}
+
+/// One enforcement, once the directory is over its budget: what it removes through, its
+/// figures, and the mark it cleans down to.
+struct Pass<'a> {
+    remover: Remover<'a>,
+    tally: Tally,
+    high: i64,
+    temp_cutoff: f64,
+    blob_cutoff: f64,
+}
+
+/// Oldest first (by mtime), ties as listed.
+fn oldest_first(files: &mut [&FileInfo]) {
+    files.sort_by(|a, b| {
         a.mtime_ms
             .partial_cmp(&b.mtime_ms)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
-    for f in blob_queue {
-        if total <= high {
-            break;
-        }
-        let n = remover.remove_blob(f, &refs, blob_cutoff, temp_cutoff) as i64;
-        if n <= 0 {
-            continue;
-        }
-        total -= n;
-        freed += n;
-        removed_files += 1;
+}
+
+impl Pass<'_> {
+    fn under_high_water(&self) -> bool {
+        self.tally.total <= self.high
     }
-    let mut queue: Vec<&FileInfo> = scanned
-        .iter()
-        .filter(|f| {
-            if layout::is_store_temp_name(&f.name, &basename) {
-                f.mtime_ms <= temp_cutoff
-            } else {
-                layout::is_archive_name(&f.name) || files::is_orphan(f, &referenced)
+
+    /// Phase 1: removable prompt blobs, then stale store temps, archives and orphan
+    /// artifacts, each oldest first, until at or below the high-water mark.
+    fn remove_files(
+        &mut self,
+        d: &Dir<'_>,
+        scanned: &[FileInfo],
+        blob_files: &[FileInfo],
+        referenced: &PathSet,
+        refs: &HashMap<String, usize>,
+    ) {
+        let basename = d.store_basename();
+        let mut blob_queue: Vec<&FileInfo> = blob_files
+            .iter()
+            .filter(|f| files::blob_removable(f, refs, self.blob_cutoff, self.temp_cutoff))
+            .collect();
+        oldest_first(&mut blob_queue);
+        for f in blob_queue {
+            if self.under_high_water() {
+                break;
             }
-        })
-        .collect();
-    queue.sort_by(|a, b| {
-        a.mtime_ms
-            .partial_cmp(&b.mtime_ms)
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
-    for f in queue {
-        if total <= high {
-            break;
+            let n = self
+                .remover
+                .remove_blob(f, refs, self.blob_cutoff, self.temp_cutoff);
+            self.tally.file_removed(n as i64);
         }
-        let n = remover.remove(&f.path, Some(&f.canonical)) as i64;
-        if n <= 0 {
-            continue;
+        let mut queue: Vec<&FileInfo> = scanned
+            .iter()
+            .filter(|f| {
+                if layout::is_store_temp_name(&f.name, &basename) {
+                    f.mtime_ms <= self.temp_cutoff
+                } else {
+                    layout::is_archive_name(&f.name) || files::is_orphan(f, referenced)
+                }
+            })
+            .collect();
+        oldest_first(&mut queue);
+        for f in queue {
+            if self.under_high_water() {
+                break;
+            }
+            let n = self.remover.remove(&f.path, Some(&f.canonical));
+            self.tally.file_removed(n as i64);
         }
-        total -= n;
-        freed += n;
-        removed_files += 1;
     }
-    if total > high {
-        let active = active_key
+
+    /// Phase 2: evict unprotected entries, least recently updated first, until at or below
+    /// the high-water mark: the projected store shrinks by the entry's chunk, its prompt blob
+    /// goes with its last reference, and its transcript and sidecars with the last entry
+    /// using its session id.
+    fn evict_entries(
+        &mut self,
+        d: &Dir<'_>,
+        s: &mut Store,
+        limits: &Limits<'_>,
+        mut projected: i64,
+        blobs: &mut PromptBlobs<'_>,
+    ) {
+        let active = limits
+            .active_key
             .map(|k| crate::js::js_trim(k).to_lowercase())
             .filter(|k| !k.is_empty());
         let mut id_refs: HashMap<String, usize> = HashMap::new();
@@ -180,20 +240,8 @@ pub fn enforce(
             .iter()
             .map(|(k, e)| (k.clone(), chunk_bytes(k, e)))
             .collect();
-        let mut order: Vec<(String, f64)> = s
-            .iter()
-            .map(|(k, e)| {
-                (
-                    k.clone(),
-                    store::updated_at(e)
-                        .filter(|u| u.is_finite())
-                        .unwrap_or(0.0),
-                )
-            })
-            .collect();
-        order.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal));
-        for (key, _) in order {
-            if total <= high {
+        for key in eviction_order(s) {
+            if self.under_high_water() {
                 break;
             }
             if active
@@ -203,7 +251,7 @@ pub fn enforce(
                 continue;
             }
             let Some(entry) = s.get(&key) else { continue };
-            if keys::should_preserve(&key, Some(entry), preserve) {
+            if keys::should_preserve(&key, Some(entry), limits.preserve) {
                 continue;
             }
             let blob_hash = projected_store
@@ -217,29 +265,11 @@ pub fn enforce(
                 Some(c) if c >= 0 => (projected - (c + 2)).max(2),
                 _ => store::serialized_len(&projected_store) as i64,
             };
-            total += projected - prev;
+            self.tally.total += projected - prev;
             if let Some(h) = blob_hash {
-                let left = refs.get(&h).copied().unwrap_or(1).saturating_sub(1);
-                if left > 0 {
-                    refs.insert(h, left);
-                } else {
-                    refs.remove(&h);
-                    let virt = virtual_bytes.get(&h).copied().unwrap_or(0);
-                    if virt > 0 {
-                        total -= virt;
-                    } else if let Some(f) = existing.get(h.as_str())
-                        && files::blob_removable(f, &refs, blob_cutoff, temp_cutoff)
-                    {
-                        let n = remover.remove_blob(f, &refs, blob_cutoff, temp_cutoff) as i64;
-                        if n > 0 {
-                            total -= n;
-                            freed += n;
-                            removed_files += 1;
-                        }
-                    }
-                }
+                self.release_blob(h, blobs);
             }
-            removed_entries += 1;
+            self.tally.removed_entries += 1;
             let Some(id) = store::session_id(&entry) else {
                 continue;
             };
@@ -249,29 +279,118 @@ pub fn enforce(
                 continue;
             }
             id_refs.remove(id);
-            for p in files::entry_artifacts(&entry, d.sessions_dir) {
-                // Its `sessionFile` may name the store or a kept session's file.
-                if super::protect::store_or_kept(&p, d.store_path, |k| id_refs.contains_key(k)) {
-                    continue;
-                }
-                let n = remover.remove(&p, None) as i64;
-                if n <= 0 {
-                    continue;
-                }
-                total -= n;
-                freed += n;
-                removed_files += 1;
-            }
+            self.remove_artifacts(d, &entry, &id_refs);
         }
     }
-    removed_paths.extend(remover.removed);
-    Ok(Some(report(
+
+    /// Drop one reference to the prompt blob `h`; with its last, the blob goes: its bytes
+    /// leave the total when it was still to be written, else its file is removed.
+    fn release_blob(&mut self, h: String, blobs: &mut PromptBlobs<'_>) {
+        let left = blobs.refs.get(&h).copied().unwrap_or(1).saturating_sub(1);
+        if left > 0 {
+            blobs.refs.insert(h, left);
+            return;
+        }
+        blobs.refs.remove(&h);
+        let virt = blobs.virtual_bytes.get(&h).copied().unwrap_or(0);
+        if virt > 0 {
+            self.tally.total -= virt;
+        } else if let Some(f) = blobs.existing.get(h.as_str())
+            && files::blob_removable(f, &blobs.refs, self.blob_cutoff, self.temp_cutoff)
+        {
+            let n = self
+                .remover
+                .remove_blob(f, &blobs.refs, self.blob_cutoff, self.temp_cutoff);
+            self.tally.file_removed(n as i64);
+        }
+    }
+
+    /// Remove the transcript and sidecars of an evicted entry whose session id no kept entry
+    /// uses (`id_refs`: the kept entries' session ids).
+    fn remove_artifacts(&mut self, d: &Dir<'_>, entry: &Value, id_refs: &HashMap<String, usize>) {
+        for p in files::entry_artifacts(entry, d.sessions_dir) {
+            // Its `sessionFile` may name the store or a kept session's file.
+            if super::protect::store_or_kept(&p, d.store_path, |k| id_refs.contains_key(k)) {
+                continue;
+            }
+            let n = self.remover.remove(&p, None);
+            self.tally.file_removed(n as i64);
+        }
+    }
+}
+
+/// The keys by `updatedAt`, oldest first (a missing or non-finite one counts as 0; ties in
+/// store order).
+fn eviction_order(s: &Store) -> Vec<String> {
+    let mut order: Vec<(String, f64)> = s
+        .iter()
+        .map(|(k, e)| {
+            (
+                k.clone(),
+                store::updated_at(e)
+                    .filter(|u| u.is_finite())
+                    .unwrap_or(0.0),
+            )
+        })
+        .collect();
+    order.sort_by(|a, b| a.1.partial_cmp(&b.1).unwrap_or(std::cmp::Ordering::Equal));
+    order.into_iter().map(|(k, _)| k).collect()
+}
+
+/// Run the budget. `removed_paths` collects every canonical path removed (or that would be).
+pub fn enforce(
+    d: &Dir<'_>,
+    s: &mut Store,
+    limits: &Limits<'_>,
+    removed_paths: &mut Vec<PathBuf>,
+) -> Result<Option<BudgetReport>> {
+    let (Some(max), Some(high)) = (limits.max_bytes, limits.high_water_bytes) else {
+        return Ok(None);
+    };
+    let files = d.files();
+    let (scanned, blob_files) = &*files;
+    let Measure {
         total,
-        removed_files,
-        removed_entries,
-        freed,
-        true,
-    )))
+        projected_store,
+        mut blobs,
+    } = measure(d, s, scanned, blob_files);
+    let before = total;
+    let report = |t: &Tally, over: bool| BudgetReport {
+        total_bytes_before: before,
+        total_bytes_after: t.total,
+        removed_files: t.removed_files,
+        removed_entries: t.removed_entries,
+        freed_bytes: t.freed,
+        max_bytes: max,
+        high_water_bytes: high,
+        over_budget: over,
+    };
+    let tally = Tally {
+        total,
+        removed_files: 0,
+        removed_entries: 0,
+        freed: 0,
+    };
+    if total <= max {
+        return Ok(Some(report(&tally, false)));
+    }
+    if limits.warn_only {
+        return Ok(Some(report(&tally, true)));
+    }
+    let referenced = d.referenced(s)?;
+    let mut pass = Pass {
+        temp_cutoff: super::now_ms() - TEMP_STALE_MS,
+        blob_cutoff: super::now_ms() - TEMP_STALE_MS,
+        remover: Remover::new(d.confined, scanned.iter().chain(blob_files)),
+        tally,
+        high,
+    };
+    pass.remove_files(d, scanned, blob_files, &referenced, &blobs.refs);
+    if !pass.under_high_water() {
+        pass.evict_entries(d, s, limits, projected_store, &mut blobs);
+    }
+    removed_paths.extend(pass.remover.removed);
+    Ok(Some(report(&pass.tally, true)))
 }
 
 /// The unreferenced-artifact sweep: stale store temps, orphan transcripts, checkpoints and
@@ -416,18 +535,16 @@ mod tests {
         };
         let dir = Dir::new(&d, &store_path, None);
         let mut removed = Vec::new();
-        let r = enforce(
-            &dir,
-            &mut s,
-            Some(1000),
-            Some(800),
-            None,
-            &[],
-            false,
-            &mut removed,
-        )
-        .unwrap()
-        .unwrap();
+        let limits = Limits {
+            max_bytes: Some(1000),
+            high_water_bytes: Some(800),
+            active_key: None,
+            preserve: &[],
+            warn_only: false,
+        };
+        let r = enforce(&dir, &mut s, &limits, &mut removed)
+            .unwrap()
+            .unwrap();
         assert!(r.over_budget);
         assert_eq!(r.removed_entries, 2, "{r:?}");
         assert_eq!(r.removed_files, 3);
@@ -437,7 +554,12 @@ mod tests {
         );
         assert!(r.total_bytes_after <= 800 || s.len() == 1);
         let mut s2 = s.clone();
-        let none = enforce(&dir, &mut s2, None, None, None, &[], false, &mut removed).unwrap();
+        let unlimited = Limits {
+            max_bytes: None,
+            high_water_bytes: None,
+            ..limits
+        };
+        let none = enforce(&dir, &mut s2, &unlimited, &mut removed).unwrap();
         assert!(none.is_none());
     }
 }

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use super::budget::{self, Dir, SweepReport};
+use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, PathSet, RemovedFiles};
 use super::log::{self, LogLine};
@@ -35,6 +35,17 @@ pub struct Options {
 impl Options {
     fn is_warn(&self) -> bool {
         self.mode == Value::String("warn".into())
+    }
+
+    /// The disk budget's limits under these options.
+    fn budget_limits<'a>(&'a self, preserve: &'a [String], warn_only: bool) -> budget::Limits<'a> {
+        budget::Limits {
+            max_bytes: self.maintenance.max_disk_bytes,
+            high_water_bytes: self.maintenance.high_water_bytes,
+            active_key: self.active_key.as_deref(),
+            preserve,
+            warn_only,
+        }
     }
 }
 
@@ -95,148 +106,297 @@ fn keyset(removed: &entries::Removed) -> HashSet<String> {
 ///
 /// A plan changes nothing on disk, so the sessions directory is scanned in a second thread
 /// while the store is read and its entries are planned.
-pub fn preview(agent_id: &str, store_path: &Path, o: &Options) -> Result<Preview> {
+pub fn preview(agent_id: &str, store_path: &Path, opts: &Options) -> Result<Preview> {
     let dir = sessions_dir_of(store_path);
     std::thread::scope(|sc| {
         let scan = sc.spawn(|| budget::scan(&dir));
         let scanned = || scan.join().unwrap_or_else(|_| budget::scan(&dir));
-        plan(agent_id, store_path, o, &dir, scanned)
+        plan(agent_id, store_path, opts, &dir, scanned)
     })
 }
 
-/// The entry steps, in OpenClaw's order: stale model-run probes (only when the store is over
-/// its cap), stale entries, then the cap. Returns what each removed.
-fn entry_steps(
-    s: &mut Store,
-    m: &Maintenance,
-    preserve: &[String],
-) -> (entries::Removed, entries::Removed, entries::Removed) {
-    let model_runs = if entries::should_prune_model_runs(s.len(), m.max_entries) {
-        entries::prune_model_runs(s, m.model_run_prune_after_ms, preserve, super::now_ms())
+/// What the `--fix-*` flags remove (and `--fix-missing` repairs) in a store.
+struct Fixes {
+    missing: entries::FixMissing,
+    dm_scope: entries::Removed,
+}
+
+/// The `--fix-*` steps on `store`, in OpenClaw's order: `--fix-missing`, `--fix-dm-scope`.
+fn fix_steps(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> Fixes {
+    let missing = if opts.fix_missing {
+        entries::fix_missing(store, dir)
+    } else {
+        Default::default()
+    };
+    let dm_scope = if opts.fix_dm_scope {
+        entries::retire_dm_scope(store, &opts.dm_scope, agent_id, opts.active_key.as_deref())
     } else {
         Vec::new()
     };
-    let stale = entries::prune_stale(s, m.prune_after_ms, preserve, super::now_ms());
-    let capped = entries::cap(s, m.max_entries, preserve);
-    (model_runs, stale, capped)
+    Fixes { missing, dm_scope }
+}
+
+/// What the entry steps removed.
+#[derive(Default)]
+struct Pruned {
+    model_runs: entries::Removed,
+    stale: entries::Removed,
+    capped: entries::Removed,
+}
+
+impl Pruned {
+    fn entries(&self) -> impl Iterator<Item = &(String, Value)> {
+        self.model_runs
+            .iter()
+            .chain(&self.stale)
+            .chain(&self.capped)
+    }
+}
+
+/// The entry steps, in OpenClaw's order: stale model-run probes (only when the store is over
+/// its cap), stale entries, then the cap.
+fn entry_steps(store: &mut Store, maintenance: &Maintenance, preserve: &[String]) -> Pruned {
+    let model_runs = if entries::should_prune_model_runs(store.len(), maintenance.max_entries) {
+        entries::prune_model_runs(
+            store,
+            maintenance.model_run_prune_after_ms,
+            preserve,
+            super::now_ms(),
+        )
+    } else {
+        Vec::new()
+    };
+    let stale = entries::prune_stale(store, maintenance.prune_after_ms, preserve, super::now_ms());
+    let capped = entries::cap(store, maintenance.max_entries, preserve);
+    Pruned {
+        model_runs,
+        stale,
+        capped,
+    }
+}
+
+/// The figures of one store's run, for its summary.
+#[derive(Default)]
+struct Counted {
+    before: u64,
+    after: u64,
+    repaired: u64,
+    missing: u64,
+    dm_scope_retired: u64,
+    model_run_pruned: u64,
+    pruned: u64,
+    capped: u64,
+    unreferenced: SweepReport,
+    disk_budget: Option<BudgetReport>,
+    /// What an applied run logged and left in use (`None` for a plan).
+    applied: Option<Applied>,
+}
+
+#[derive(Default)]
+struct Applied {
+    logs: Vec<LogLine>,
+    left_in_use: Vec<(PathBuf, String)>,
+}
+
+impl Counted {
+    /// Whether the run removes or repairs anything.
+    fn mutates(&self) -> bool {
+        self.missing > 0
+            || self.repaired > 0
+            || self.dm_scope_retired > 0
+            || self.model_run_pruned > 0
+            || self.pruned > 0
+            || self.capped > 0
+            || self.unreferenced.removed_files > 0
+            || self
+                .disk_budget
+                .as_ref()
+                .is_some_and(|b| b.removed_entries > 0 || b.removed_files > 0)
+    }
+
+    fn summary(
+        self,
+        agent_id: &str,
+        store_path: &Path,
+        opts: &Options,
+        would_mutate: bool,
+    ) -> Summary {
+        let applied_count = self.applied.is_some().then_some(self.after);
+        let applied = self.applied.unwrap_or_default();
+        Summary {
+            agent_id: agent_id.to_string(),
+            store_path: store_path.to_string_lossy().into_owned(),
+            mode: opts.mode.clone(),
+            dry_run: opts.dry_run && applied_count.is_none(),
+            before_count: self.before,
+            after_count: self.after,
+            repaired: self.repaired,
+            missing: self.missing,
+            dm_scope_retired: self.dm_scope_retired,
+            model_run_pruned: self.model_run_pruned,
+            pruned: self.pruned,
+            capped: self.capped,
+            unreferenced: self.unreferenced,
+            disk_budget: self.disk_budget,
+            would_mutate,
+            applied_count,
+            logs: applied.logs,
+            left_in_use: applied.left_in_use,
+        }
+    }
 }
 
 /// `preview` with the directory scan that `scanned` returns.
 fn plan(
     agent_id: &str,
     store_path: &Path,
-    o: &Options,
+    opts: &Options,
     dir: &Path,
     scanned: impl FnOnce() -> budget::Scanned,
 ) -> Result<Preview> {
-    let dir = dir.to_path_buf();
     let loaded = store::load(store_path)?;
     let stamp = loaded.stamp;
     let before = loaded.store;
-    let mut s = before.clone();
-    let fm = if o.fix_missing {
-        entries::fix_missing(&mut s, &dir)
-    } else {
-        Default::default()
-    };
-    let dm = if o.fix_dm_scope {
-        entries::retire_dm_scope(&mut s, &o.dm_scope, agent_id, o.active_key.as_deref())
-    } else {
-        Vec::new()
-    };
-    let preserve = keys::preserve_set(o.active_key.as_deref());
-    let m = &o.maintenance;
-    let (model_runs, stale, capped) = entry_steps(&mut s, m, &preserve);
+    let mut store = before.clone();
+    let fixes = fix_steps(&mut store, agent_id, dir, opts);
+    let preserve = keys::preserve_set(opts.active_key.as_deref());
+    let pruned = entry_steps(&mut store, &opts.maintenance, &preserve);
     let mut excluded = PathSet::default();
-    let real = paths::RealDir::new(&dir);
-    for (k, _) in model_runs.iter().chain(&stale).chain(&capped).chain(&dm) {
+    let real = paths::RealDir::new(dir);
+    for (k, _) in pruned.entries().chain(&fixes.dm_scope) {
         if let Some(e) = before.get(k) {
             excluded.extend(
-                files::entry_artifacts_canonical(e, &dir, real.as_ref())
+                files::entry_artifacts_canonical(e, dir, real.as_ref())
                     .into_iter()
                     .map(PathBuf::into_os_string),
             );
         }
     }
-    let before_budget: Vec<String> = s.keys().cloned().collect();
-    let d = Dir::simulated(&dir, store_path, scanned());
+    let before_budget: Vec<String> = store.keys().cloned().collect();
+    let simulated = Dir::simulated(dir, store_path, scanned());
     let mut budget_removed = Vec::new();
     let disk_budget = budget::enforce(
-        &d,
-        &mut s,
-        m.max_disk_bytes,
-        m.high_water_bytes,
-        o.active_key.as_deref(),
-        &preserve,
-        false,
+        &simulated,
+        &mut store,
+        &opts.budget_limits(&preserve, false),
         &mut budget_removed,
     )?;
     excluded.extend(budget_removed.into_iter().map(PathBuf::into_os_string));
-    let unreferenced = budget::sweep(&d, &s, m.prune_after_ms, &excluded)?;
+    let unreferenced = budget::sweep(
+        &simulated,
+        &store,
+        opts.maintenance.prune_after_ms,
+        &excluded,
+    )?;
     let budget_evicted: HashSet<String> = before_budget
         .into_iter()
-        .filter(|k| !s.contains_key(k))
+        .filter(|k| !store.contains_key(k))
         .collect();
-    let mut repaired: HashSet<String> = fm.repaired.iter().map(|r| r.key.clone()).collect();
-    let missing_keys = keyset(&fm.removed);
-    let (mr_keys, stale_keys, capped_keys, dm_keys) = (
-        keyset(&model_runs),
-        keyset(&stale),
-        keyset(&capped),
-        keyset(&dm),
-    );
+    let missing_keys = keyset(&fixes.missing.removed);
+    let model_run_keys = keyset(&pruned.model_runs);
+    let stale_keys = keyset(&pruned.stale);
+    let capped_keys = keyset(&pruned.capped);
+    let dm_scope_keys = keyset(&fixes.dm_scope);
+    let mut repaired: HashSet<String> = fixes
+        .missing
+        .repaired
+        .iter()
+        .map(|r| r.key.clone())
+        .collect();
     repaired.retain(|k| {
         ![
             &missing_keys,
-            &mr_keys,
+            &model_run_keys,
             &stale_keys,
             &capped_keys,
             &budget_evicted,
-            &dm_keys,
+            &dm_scope_keys,
         ]
         .iter()
         .any(|set| set.contains(k))
     });
-    let b = disk_budget.as_ref();
-    let summary = Summary {
-        agent_id: agent_id.to_string(),
-        store_path: store_path.to_string_lossy().into_owned(),
-        mode: o.mode.clone(),
-        dry_run: o.dry_run,
-        before_count: before.len() as u64,
-        after_count: s.len() as u64,
+    let counted = Counted {
+        before: before.len() as u64,
+        after: store.len() as u64,
         repaired: repaired.len() as u64,
-        missing: fm.removed.len() as u64,
-        dm_scope_retired: dm.len() as u64,
-        model_run_pruned: model_runs.len() as u64,
-        pruned: stale.len() as u64,
-        capped: capped.len() as u64,
-        would_mutate: !fm.removed.is_empty()
-            || !repaired.is_empty()
-            || !dm.is_empty()
-            || !model_runs.is_empty()
-            || !stale.is_empty()
-            || !capped.is_empty()
-            || unreferenced.removed_files > 0
-            || b.is_some_and(|b| b.removed_entries > 0 || b.removed_files > 0),
+        missing: fixes.missing.removed.len() as u64,
+        dm_scope_retired: fixes.dm_scope.len() as u64,
+        model_run_pruned: pruned.model_runs.len() as u64,
+        pruned: pruned.stale.len() as u64,
+        capped: pruned.capped.len() as u64,
         unreferenced,
         disk_budget,
-        applied_count: None,
-        logs: Vec::new(),
-        left_in_use: Vec::new(),
+        applied: None,
     };
+    let would_mutate = counted.mutates();
     Ok(Preview {
-        summary,
+        summary: counted.summary(agent_id, store_path, opts, would_mutate),
         before,
         repaired_keys: repaired,
         missing_keys,
-        model_run_keys: mr_keys,
+        model_run_keys,
         stale_keys,
         capped_keys,
         budget_evicted_keys: budget_evicted,
-        dm_scope_keys: dm_keys,
+        dm_scope_keys,
         stamp,
     })
+}
+
+/// The `--fix-*` changes as made to the store.
+struct FixesMade {
+    missing: u64,
+    dm_scope_retired: u64,
+    /// The files of the retired dm-scope entries, archived after the store is saved.
+    dm_scope_files: RemovedFiles,
+    repairs: Vec<entries::Repair>,
+}
+
+/// The `--fix-*` changes, as in OpenClaw: decided on a copy, then made to `store` only where
+/// the entry is still exactly what was decided on.
+fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> FixesMade {
+    let mut decided = store.clone();
+    let fixes = fix_steps(&mut decided, agent_id, dir, opts);
+    let mut remove_if_unchanged = |key: &str, expected: &Value| -> Option<Value> {
+        if store.get(key) == Some(expected) {
+            store.shift_remove(key)
+        } else {
+            None
+        }
+    };
+    let missing = fixes
+        .missing
+        .removed
+        .iter()
+        .filter(|(k, e)| remove_if_unchanged(k, e).is_some())
+        .count() as u64;
+    let mut dm_scope_files = RemovedFiles::default();
+    let mut dm_scope_retired = 0u64;
+    for (k, e) in &fixes.dm_scope {
+        if let Some(removed) = remove_if_unchanged(k, e) {
+            dm_scope_retired += 1;
+            if store::session_id(&removed).is_some() {
+                dm_scope_files.remember(&removed);
+            }
+        }
+    }
+    for r in &fixes.missing.repaired {
+        let Some(Value::Object(current)) = store.get_mut(&r.key) else {
+            continue;
+        };
+        let same_id =
+            current.get("sessionId").and_then(Value::as_str) == Some(r.session_id.as_str());
+        let same_file = current.get("sessionFile").and_then(Value::as_str) == r.previous.as_deref();
+        if same_id && same_file && entries::exists_with_messages(Path::new(&r.new)) {
+            current.insert("sessionFile".into(), Value::String(r.new.clone()));
+        }
+    }
+    FixesMade {
+        missing,
+        dm_scope_retired,
+        dm_scope_files,
+        repairs: fixes.missing.repaired,
+    }
 }
 
 /// Apply the cleanup to one store for real and report what happened. With `planned` (the stamp a preview saw), a store that changed since
@@ -247,123 +407,28 @@ fn plan(
 pub fn apply(
     agent_id: &str,
     store_path: &Path,
-    o: &Options,
+    opts: &Options,
     planned: Option<Option<store::Stamp>>,
     held: Option<&Confined>,
 ) -> Result<Summary> {
     let dir = sessions_dir_of(store_path);
-    if let Some(c) = held
-        && !c.is_at(&dir)
-    {
-        return Err(crate::exit::Refusal::Unsafe(format!(
-            "refusing to clean {}: {} no longer leads to {}, the directory this run resolved it to (was a symlink replaced?); nothing was changed",
-            store_path.display(),
-            dir.display(),
-            c.root().display()
-        ))
-        .into());
-    }
+    refuse_moved_dir(store_path, &dir, held)?;
     let loaded = store::load(store_path)?;
-    if let Some(stamp) = planned
-        && stamp != loaded.stamp
-    {
-        return Err(crate::exit::Refusal::Unsafe(format!(
-            "refusing to clean {}: it changed after the plan was made (is a gateway writing it?); nothing was changed",
-            store_path.display()
-        ))
-        .into());
-    }
-    let mut s = loaded.store;
-    // As in OpenClaw: the removals and repairs are decided on a copy, then applied to the
-    // store only where the entry is still exactly what was decided on.
-    let mut decided = s.clone();
-    let fm = if o.fix_missing {
-        entries::fix_missing(&mut decided, &dir)
-    } else {
-        Default::default()
-    };
-    let dm = if o.fix_dm_scope {
-        entries::retire_dm_scope(&mut decided, &o.dm_scope, agent_id, o.active_key.as_deref())
-    } else {
-        Vec::new()
-    };
-    let mut remove_if_unchanged = |key: &str, expected: &Value| -> Option<Value> {
-        if s.get(key) == Some(expected) {
-            s.shift_remove(key)
-        } else {
-            None
-        }
-    };
-    let missing = fm
-        .removed
-        .iter()
-        .filter(|(k, e)| remove_if_unchanged(k, e).is_some())
-        .count() as u64;
-    let mut dm_files = RemovedFiles::default();
-    let mut dm_n = 0u64;
-    for (k, e) in &dm {
-        if let Some(removed) = remove_if_unchanged(k, e) {
-            dm_n += 1;
-            if store::session_id(&removed).is_some() {
-                dm_files.remember(&removed);
-            }
-        }
-    }
-    for r in &fm.repaired {
-        let Some(Value::Object(cur)) = s.get_mut(&r.key) else {
-            continue;
-        };
-        let same_id = cur.get("sessionId").and_then(Value::as_str) == Some(r.session_id.as_str());
-        let same_file = cur.get("sessionFile").and_then(Value::as_str) == r.previous.as_deref();
-        if same_id && same_file && entries::exists_with_messages(Path::new(&r.new)) {
-            cur.insert("sessionFile".into(), Value::String(r.new.clone()));
-        }
-    }
-    let m = &o.maintenance;
-    let preserve = keys::preserve_set(o.active_key.as_deref());
-    let before_count = s.len() as u64;
+    refuse_changed_store(store_path, planned, loaded.stamp)?;
+    let mut store = loaded.store;
+    let fixes = make_fixes(&mut store, agent_id, &dir, opts);
+    let preserve = keys::preserve_set(opts.active_key.as_deref());
+    let before_count = store.len() as u64;
     if !dir.is_dir() {
-        // Nothing on disk: OpenClaw would create the directory and write `{}`; clawkeeper
-        // creates nothing and reports the (empty) result.
-        let d = Dir::new(&dir, store_path, None);
-        let mut ignored = Vec::new();
-        let disk_budget = budget::enforce(
-            &d,
-            &mut s,
-            m.max_disk_bytes,
-            m.high_water_bytes,
-            o.active_key.as_deref(),
+        return nothing_on_disk(
+            agent_id,
+            store_path,
+            &dir,
+            opts,
+            store,
             &preserve,
-            o.is_warn(),
-            &mut ignored,
-        )?;
-        let logs = warn_logs(&s, o)
-            .into_iter()
-            .chain(log::budget(disk_budget.as_ref(), o.is_warn()))
-            .collect();
-        return Ok(Summary {
-            agent_id: agent_id.to_string(),
-            store_path: store_path.to_string_lossy().into_owned(),
-            mode: o.mode.clone(),
-            dry_run: false,
             before_count,
-            after_count: s.len() as u64,
-            repaired: 0,
-            missing: 0,
-            dm_scope_retired: 0,
-            model_run_pruned: 0,
-            pruned: 0,
-            capped: 0,
-            unreferenced: SweepReport {
-                older_than_ms: m.prune_after_ms.max(0),
-                ..Default::default()
-            },
-            disk_budget,
-            would_mutate: false,
-            applied_count: Some(s.len() as u64),
-            logs,
-            left_in_use: Vec::new(),
-        });
+        );
     }
     // The directory is synced once, after the last rename and before the report, instead of
     // after each archive rename (a rename is atomic either way; see `Confined`).
@@ -372,147 +437,233 @@ pub fn apply(
         None => Confined::new(&dir)?,
     }
     .deferring_dir_sync();
-    let d = Dir::new(&dir, store_path, Some(&confined));
-    let mut budget_removed = Vec::new();
-    let mut in_use = Vec::new();
-    let (model_runs, stale, capped, disk_budget);
-    let mut logs = Vec::new();
-    if o.is_warn() {
-        (model_runs, stale, capped) = (0, 0, 0);
-        logs.extend(warn_logs(&s, o));
-        disk_budget = budget::enforce(
-            &d,
-            &mut s,
-            m.max_disk_bytes,
-            m.high_water_bytes,
-            o.active_key.as_deref(),
-            &preserve,
-            true,
-            &mut budget_removed,
-        )?;
+    let sessions = Dir::new(&dir, store_path, Some(&confined));
+    let mut applied = Applied::default();
+    let pruned = if opts.is_warn() {
+        applied.logs.extend(warn_logs(&store, opts));
+        Pruned::default()
     } else {
-        let mut removed = RemovedFiles::default();
-        let (mr, st, cp) = entry_steps(&mut s, m, &preserve);
-        for (_, e) in mr.iter().chain(&st).chain(&cp) {
-            removed.remember(e);
-        }
-        logs.extend(log::entry_steps(mr.len(), st.len(), cp.len()));
-        let referenced = files::referenced_ids(&s);
-        let protected = if removed.0.is_empty() {
-            PathSet::default()
-        } else {
-            super::protect::protected_paths(&s, &dir, store_path)
-        };
-        let archived =
-            files::archive_removed(&confined, &removed, &referenced, &protected, &dir, &o.home);
-        in_use.extend(archived.in_use);
-        let dirs = archived.dirs;
-        if !removed.0.is_empty() {
-            files::remove_trajectories(&confined, &removed, &referenced, &dir);
-        }
-        if !(dirs.is_empty() && m.reset_archive_retention_ms.is_none()) {
-            let targets = if dirs.is_empty() {
-                vec![dir.clone()]
-            } else {
-                dirs
-            };
-            files::archive_retention(
-                &confined,
-                &targets,
-                m.prune_after_ms,
-                m.reset_archive_retention_ms,
-            );
-        }
-        disk_budget = budget::enforce(
-            &d,
-            &mut s,
-            m.max_disk_bytes,
-            m.high_water_bytes,
-            o.active_key.as_deref(),
-            &preserve,
-            false,
-            &mut budget_removed,
-        )?;
-        (model_runs, stale, capped) = (mr.len() as u64, st.len() as u64, cp.len() as u64);
-    }
-    logs.extend(log::budget(disk_budget.as_ref(), o.is_warn()));
-    let after_count = s.len() as u64;
+        let (pruned, in_use) =
+            prune_entries(&confined, &mut store, &dir, store_path, opts, &preserve);
+        applied.left_in_use.extend(in_use);
+        applied.logs.extend(log::entry_steps(
+            pruned.model_runs.len(),
+            pruned.stale.len(),
+            pruned.capped.len(),
+        ));
+        pruned
+    };
+    let disk_budget = budget::enforce(
+        &sessions,
+        &mut store,
+        &opts.budget_limits(&preserve, opts.is_warn()),
+        &mut Vec::new(),
+    )?;
+    applied
+        .logs
+        .extend(log::budget(disk_budget.as_ref(), opts.is_warn()));
+    let after_count = store.len() as u64;
     store::save(
         &confined,
         store_path,
-        &s,
+        &store,
         loaded.unchanged_raw.as_deref(),
         loaded.stamp,
     )
     .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
-    if !dm_files.0.is_empty() {
-        let referenced = files::referenced_ids(&s);
-        let protected = super::protect::protected_paths(&s, &dir, store_path);
-        let archived =
-            files::archive_removed(&confined, &dm_files, &referenced, &protected, &dir, &o.home);
-        in_use.extend(archived.in_use);
-    }
-    let unreferenced = if o.is_warn() {
-        SweepReport {
-            older_than_ms: m.prune_after_ms,
-            ..Default::default()
-        }
-    } else {
-        budget::sweep(&d, &s, m.prune_after_ms, &PathSet::default())?
-    };
-    let repaired = fm
-        .repaired
+    applied.left_in_use.extend(archive_retired(
+        &confined,
+        &fixes.dm_scope_files,
+        &store,
+        &dir,
+        store_path,
+        opts,
+    ));
+    let unreferenced = sweep_after_save(&sessions, &store, opts)?;
+    let repaired = fixes
+        .repairs
         .iter()
-        .filter(|r| s.get(&r.key).and_then(store::session_file) == Some(r.new.as_str()))
+        .filter(|r| store.get(&r.key).and_then(store::session_file) == Some(r.new.as_str()))
         .count() as u64;
     confined
         .sync()
         .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
-    let b = disk_budget.as_ref();
-    Ok(Summary {
-        agent_id: agent_id.to_string(),
-        store_path: store_path.to_string_lossy().into_owned(),
-        mode: if o.is_warn() {
-            Value::String("warn".into())
-        } else {
-            o.mode.clone()
-        },
-        dry_run: false,
-        before_count,
-        after_count,
+    let counted = Counted {
+        before: before_count,
+        after: after_count,
         repaired,
-        missing,
-        dm_scope_retired: dm_n,
-        model_run_pruned: model_runs,
-        pruned: stale,
-        capped,
-        would_mutate: missing > 0
-            || repaired > 0
-            || dm_n > 0
-            || model_runs > 0
-            || stale > 0
-            || capped > 0
-            || unreferenced.removed_files > 0
-            || b.is_some_and(|b| b.removed_entries > 0 || b.removed_files > 0),
+        missing: fixes.missing,
+        dm_scope_retired: fixes.dm_scope_retired,
+        model_run_pruned: pruned.model_runs.len() as u64,
+        pruned: pruned.stale.len() as u64,
+        capped: pruned.capped.len() as u64,
         unreferenced,
         disk_budget,
-        applied_count: Some(after_count),
-        logs,
-        left_in_use: in_use,
-    })
+        applied: Some(applied),
+    };
+    let would_mutate = counted.mutates();
+    Ok(counted.summary(agent_id, store_path, opts, would_mutate))
+}
+
+/// Refuse a sessions directory that no longer leads where the run resolved it (`held`).
+fn refuse_moved_dir(store_path: &Path, dir: &Path, held: Option<&Confined>) -> Result<()> {
+    match held {
+        Some(c) if !c.is_at(dir) => Err(crate::exit::Refusal::Unsafe(format!(
+            "refusing to clean {}: {} no longer leads to {}, the directory this run resolved it to (was a symlink replaced?); nothing was changed",
+            store_path.display(),
+            dir.display(),
+            c.root().display()
+        ))
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// Refuse a store that changed since the plan that saw it as `planned`.
+fn refuse_changed_store(
+    store_path: &Path,
+    planned: Option<Option<store::Stamp>>,
+    now: Option<store::Stamp>,
+) -> Result<()> {
+    match planned {
+        Some(stamp) if stamp != now => Err(crate::exit::Refusal::Unsafe(format!(
+            "refusing to clean {}: it changed after the plan was made (is a gateway writing it?); nothing was changed",
+            store_path.display()
+        ))
+        .into()),
+        _ => Ok(()),
+    }
+}
+
+/// Archive the files of the retired dm-scope entries once the store is saved (a kept entry's,
+/// or the store, protected); the files left in use.
+fn archive_retired(
+    confined: &Confined,
+    retired: &RemovedFiles,
+    store: &Store,
+    dir: &Path,
+    store_path: &Path,
+    opts: &Options,
+) -> Vec<(PathBuf, String)> {
+    if retired.0.is_empty() {
+        return Vec::new();
+    }
+    let referenced = files::referenced_ids(store);
+    let protected = super::protect::protected_paths(store, dir, store_path);
+    files::archive_removed(confined, retired, &referenced, &protected, dir, &opts.home).in_use
+}
+
+/// The unreferenced-artifact sweep after the store is saved (warn mode: none).
+fn sweep_after_save(sessions: &Dir<'_>, store: &Store, opts: &Options) -> Result<SweepReport> {
+    if opts.is_warn() {
+        return Ok(SweepReport {
+            older_than_ms: opts.maintenance.prune_after_ms,
+            ..Default::default()
+        });
+    }
+    budget::sweep(
+        sessions,
+        store,
+        opts.maintenance.prune_after_ms,
+        &PathSet::default(),
+    )
+}
+
+/// The apply of a store whose sessions directory does not exist: OpenClaw would create the
+/// directory and write `{}`; clawkeeper creates nothing and reports the (empty) result.
+fn nothing_on_disk(
+    agent_id: &str,
+    store_path: &Path,
+    dir: &Path,
+    opts: &Options,
+    mut store: Store,
+    preserve: &[String],
+    before_count: u64,
+) -> Result<Summary> {
+    let sessions = Dir::new(dir, store_path, None);
+    let disk_budget = budget::enforce(
+        &sessions,
+        &mut store,
+        &opts.budget_limits(preserve, opts.is_warn()),
+        &mut Vec::new(),
+    )?;
+    let logs = warn_logs(&store, opts)
+        .into_iter()
+        .chain(log::budget(disk_budget.as_ref(), opts.is_warn()))
+        .collect();
+    let counted = Counted {
+        before: before_count,
+        after: store.len() as u64,
+        unreferenced: SweepReport {
+            older_than_ms: opts.maintenance.prune_after_ms.max(0),
+            ..Default::default()
+        },
+        disk_budget,
+        applied: Some(Applied {
+            logs,
+            left_in_use: Vec::new(),
+        }),
+        ..Default::default()
+    };
+    Ok(counted.summary(agent_id, store_path, opts, false))
+}
+
+/// The entry steps of an enforce run and what goes with the entries they remove: their
+/// transcripts archived (a kept entry's, or the store, protected; one a live process holds
+/// is left where it is and listed), their trajectories removed, then the archive retention
+/// in the directories archived into (else the sessions directory, when a reset-archive
+/// retention is set). Returns what the steps removed and the files left in use.
+fn prune_entries(
+    confined: &Confined,
+    store: &mut Store,
+    dir: &Path,
+    store_path: &Path,
+    opts: &Options,
+    preserve: &[String],
+) -> (Pruned, Vec<(PathBuf, String)>) {
+    let maintenance = &opts.maintenance;
+    let pruned = entry_steps(store, maintenance, preserve);
+    let mut removed = RemovedFiles::default();
+    for (_, e) in pruned.entries() {
+        removed.remember(e);
+    }
+    let referenced = files::referenced_ids(store);
+    let protected = if removed.0.is_empty() {
+        PathSet::default()
+    } else {
+        super::protect::protected_paths(store, dir, store_path)
+    };
+    let archived =
+        files::archive_removed(confined, &removed, &referenced, &protected, dir, &opts.home);
+    if !removed.0.is_empty() {
+        files::remove_trajectories(confined, &removed, &referenced, dir);
+    }
+    if !(archived.dirs.is_empty() && maintenance.reset_archive_retention_ms.is_none()) {
+        let targets = if archived.dirs.is_empty() {
+            vec![dir.to_path_buf()]
+        } else {
+            archived.dirs
+        };
+        files::archive_retention(
+            confined,
+            &targets,
+            maintenance.prune_after_ms,
+            maintenance.reset_archive_retention_ms,
+        );
+    }
+    (pruned, archived.in_use)
 }
 
 /// Warn mode's warning about the `--active-key` entry (nothing in enforce mode).
-fn warn_logs(s: &Store, o: &Options) -> Option<LogLine> {
-    if !o.is_warn() {
+fn warn_logs(store: &Store, opts: &Options) -> Option<LogLine> {
+    if !opts.is_warn() {
         return None;
     }
-    let m = &o.maintenance;
     log::active_session(
-        s,
-        o.active_key.as_deref(),
-        m.prune_after_ms,
-        m.max_entries,
+        store,
+        opts.active_key.as_deref(),
+        opts.maintenance.prune_after_ms,
+        opts.maintenance.max_entries,
         super::now_ms(),
     )
 }

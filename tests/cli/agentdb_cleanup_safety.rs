@@ -779,3 +779,72 @@ fn a_held_snapshot_defers_the_budget_and_a_rerun_finishes_it() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     same_lines("the rerun", &undisturbed, &dump(&env, since));
 }
+
+/// The `session_nodes` rows of `db`: key → `entry_json`.
+fn node_entries(db: &Path) -> BTreeMap<String, String> {
+    let conn = read_only(db);
+    let mut stmt = conn
+        .prepare("SELECT session_key, entry_json FROM session_nodes")
+        .unwrap();
+    stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .collect::<rusqlite::Result<_>>()
+        .unwrap()
+}
+
+/// An entry the maintenance deletes that another connection changes between the lifecycle
+/// transaction and the first deletion batch is left as it is (as the runtime skips it), and
+/// the run says so on stderr, naming the database and the key; the other removals are made.
+fn changed_entry_is_skipped_with_a_warning(release: Release) {
+    let Some(template) = imported(release) else {
+        return;
+    };
+    template.write_config(DEMO_ENTRIES_ONLY);
+    // Where an undisturbed run deletes rows.
+    let undisturbed = copy_env(&template);
+    let before = node_entries(&database(&undisturbed));
+    let out = undisturbed.run(&["cleanup", "--enforce"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+    let after = node_entries(&database(&undisturbed));
+    let deleted: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
+    assert!(deleted.len() >= 2, "the demo deletes entries: {deleted:?}");
+    // The same run, with the first of them changed by another connection meanwhile.
+    let env = copy_env(&template);
+    let db = database(&env);
+    let key = deleted[0];
+    let sql = format!(
+        "UPDATE session_nodes SET entry_json = json_set(entry_json, '$.label', 'renamed \
+         meanwhile') WHERE session_key = '{}'",
+        key.replace('\'', "''")
+    );
+    let out = env.run_with_env(
+        &["cleanup", "--enforce"],
+        &[("CLAWKEEPER_TEST_SQL_AFTER_LIFECYCLE", &sql)],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("clawkeeper: warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{err}");
+    assert!(
+        warnings[0].contains(&db.display().to_string()) && warnings[0].contains(key.as_str()),
+        "{}",
+        warnings[0]
+    );
+    let nodes = node_entries(&db);
+    let kept: Value = serde_json::from_str(&nodes[key]).unwrap();
+    assert_eq!(kept["label"], "renamed meanwhile", "{kept}");
+    for other in &deleted[1..] {
+        assert!(!nodes.contains_key(*other), "{other} is deleted as before");
+    }
+    assert_eq!(integrity(&db), "ok");
+}
+
+#[test]
+fn an_entry_changed_after_the_plan_is_skipped_with_a_warning() {
+    changed_entry_is_skipped_with_a_warning(SQLITE_LATEST);
+    changed_entry_is_skipped_with_a_warning(SQLITE_FIRST);
+}

@@ -135,6 +135,10 @@ pub struct Summary {
     pub rules: Rules,
     pub archived: u64,
     pub cap_archived: u64,
+    /// The keys of the maintenance's removals an applied run left because another connection
+    /// changed their entry after the plan (the reference skips them too, silently); not in
+    /// the reference's summary.
+    pub changed_meanwhile: Vec<String>,
 }
 
 impl std::ops::Deref for Summary {
@@ -164,6 +168,7 @@ pub struct Counts {
     pub disk_budget: Option<BudgetReport>,
     pub would_mutate: bool,
     pub applied_count: Option<u64>,
+    pub changed_meanwhile: Vec<String>,
 }
 
 impl From<Counts> for Summary {
@@ -192,6 +197,7 @@ impl From<Counts> for Summary {
             rules: c.rules,
             archived: c.archived,
             cap_archived: c.cap_archived,
+            changed_meanwhile: c.changed_meanwhile,
         }
     }
 }
@@ -459,6 +465,7 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
         unreferenced,
         disk_budget,
         applied_count: None,
+        changed_meanwhile: Vec::new(),
     });
     Ok(Preview {
         summary,

@@ -270,23 +270,13 @@ pub(super) fn materialize(
 /// Delete the index rows and the window of `sid` (the window's delete cascades to its
 /// events, watermark and the other per-window tables).
 pub(super) fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
-    let has = |t: &str| -> Result<bool> {
-        Ok(tx
-            .query_row(
-                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-                [t],
-                |_| Ok(()),
-            )
-            .optional()?
-            .is_some())
-    };
-    if has("session_transcript_fts_rows")? {
+    if has_table(tx, "session_transcript_fts_rows")? {
         tx.execute(
             "DELETE FROM session_transcript_fts_rows WHERE session_id = ?1",
             [sid],
         )?;
     }
-    if has("session_transcript_fts")? {
+    if has_table(tx, "session_transcript_fts")? {
         tx.execute(
             "DELETE FROM session_transcript_fts WHERE session_id = ?1",
             [sid],
@@ -296,7 +286,7 @@ pub(super) fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
         "session_transcript_active_events",
         "session_transcript_index_state",
     ] {
-        if has(t)? {
+        if has_table(tx, t)? {
             tx.execute(&format!("DELETE FROM {t} WHERE session_id = ?1"), [sid])?;
         }
     }
@@ -810,15 +800,15 @@ const MAINTENANCE_BATCH: usize = 64;
 /// [`MAINTENANCE_BATCH`] entries, each deleted with its transcripts archived as rows in a write
 /// transaction of its own, then published in a publish round of its own. An
 /// entry another connection changed since the plan is left as it is, as the runtime skips a
-/// changed entry. Returns the entries deleted and the keys left.
+/// changed entry. Returns the entries deleted and the keys left, in deletion order.
 fn delete_maintenance_removals(
     conn: &Connection,
     l: &Layout,
     before: &Store,
     keys: &[&String],
-) -> Result<(usize, HashSet<String>)> {
+) -> Result<(usize, Vec<String>)> {
     let mut deleted = 0;
-    let mut changed = HashSet::new();
+    let mut changed = Vec::new();
     for batch in keys.chunks(MAINTENANCE_BATCH) {
         let tx = begin(conn)?;
         let mut current = Vec::with_capacity(batch.len());
@@ -826,7 +816,7 @@ fn delete_maintenance_removals(
             if super::load_entry(&tx, key)?.as_ref() == before.get(*key) {
                 current.push(*key);
             } else {
-                changed.insert((*key).clone());
+                changed.push((*key).clone());
             }
         }
         let (n, archives) = delete_entries(&tx, l, before, &current)?;
@@ -835,6 +825,30 @@ fn delete_maintenance_removals(
         publish_round(conn, l, &archives)?;
     }
     Ok((deleted, changed))
+}
+
+/// A hook for the tests of what another writer does between the lifecycle transaction and
+/// the first deletion batch: in debug builds, the SQL in
+/// `CLAWKEEPER_TEST_SQL_AFTER_LIFECYCLE` runs there on a connection of its own. Release
+/// builds have no hook.
+mod test_hook {
+    use std::path::Path;
+
+    use anyhow::Result;
+
+    #[cfg(debug_assertions)]
+    pub fn after_lifecycle(db: &Path) -> Result<()> {
+        if let Some(sql) = std::env::var_os("CLAWKEEPER_TEST_SQL_AFTER_LIFECYCLE") {
+            let sql = sql.to_string_lossy();
+            rusqlite::Connection::open(db)?.execute_batch(&sql)?;
+        }
+        Ok(())
+    }
+
+    #[cfg(not(debug_assertions))]
+    pub fn after_lifecycle(_db: &Path) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// `refreshSqliteSessionPlannerStatisticsBestEffort`: `ANALYZE` once a run deleted at least
@@ -851,39 +865,52 @@ fn row_count(conn: &Connection) -> Result<u64> {
     Ok(super::load_entries(conn)?.len() as u64)
 }
 
-/// Apply the cleanup to one database on `conn` (opened to write, guard held, checked).
-pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> Result<Summary> {
-    let rules = Rules::for_schema(planned.schema.user_version);
-    let settings = &planned.settings;
-    let l = Layout::new(t, rules);
-    let warn = o.is_warn();
-    // The lifecycle transaction (`applySessionEntryLifecycleMutation`): it reads and plans the
-    // entries, makes the `--fix-*` removals and archives the maintenance's entries in place;
-    // what it writes is what it planned, whatever another connection wrote before it began.
+/// What the lifecycle transaction read, planned and wrote.
+struct Lifecycle {
+    /// The entries as the transaction read them.
+    before: Store,
+    entry_plan: plan::EntryPlan,
+    /// The entries the `--fix-*` removals deleted, and their transcripts' archives.
+    fixed: usize,
+    fix_archives: Vec<Archive>,
+}
+
+/// The lifecycle transaction (`applySessionEntryLifecycleMutation`): it reads and plans the
+/// entries, makes the `--fix-*` removals and archives the maintenance's entries in place;
+/// what it writes is what it planned, whatever another connection wrote before it began.
+/// The `--fix-*` removals are made in warn mode too; the maintenance is only planned in
+/// enforce mode.
+fn lifecycle(
+    conn: &Connection,
+    t: &Target,
+    o: &Options,
+    settings: &plan::Settings,
+    l: &Layout,
+) -> Result<Lifecycle> {
+    let rules = l.rules;
     let tx = begin(conn)?;
     let before = super::load_entries(&tx)?;
-    let mut s = before.clone();
-    // The `--fix-*` removals are made in warn mode too; the maintenance only in enforce mode.
-    let (missing, dm_scope) = super::fix_removals(&tx, t, o, rules, &mut s);
-    let mut entry_plan = if warn {
+    let mut after = before.clone();
+    let (missing, dm_scope) = super::fix_removals(&tx, t, o, rules, &mut after);
+    let mut entry_plan = if o.is_warn() {
         plan::EntryPlan::default()
     } else {
-        let mut keys = super::active_chain(&tx, rules, &s, o.active_key.as_deref())?;
+        let mut keys = super::active_chain(&tx, rules, &after, o.active_key.as_deref())?;
         if rules == Rules::V9 {
             let removed = missing.iter().chain(&dm_scope);
             keys.extend(super::lifecycle_preserved(
                 &tx,
-                &s,
+                &after,
                 removed.filter_map(|k| before.get_key_value(k)),
             )?);
         }
-        let p = plan::Preserve {
+        let preserve = plan::Preserve {
             rules,
             keys: &keys,
             recent_ms: settings.preserve_recent_ms,
             now_ms: crate::maintenance::now_ms(),
         };
-        plan::plan(&mut s, settings, &p, crate::maintenance::now_ms)
+        plan::plan(&mut after, settings, &preserve, crate::maintenance::now_ms)
     };
     entry_plan.missing = missing;
     entry_plan.dm_scope = dm_scope;
@@ -892,10 +919,64 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         .iter()
         .chain(&entry_plan.dm_scope)
         .collect();
-    let owned: HashSet<&String> = fixes.iter().copied().collect();
-    let (fixed, fix_archives) = delete_entries(&tx, &l, &before, &fixes)?;
-    archive_in_place(&tx, &s, &entry_plan.archived)?;
+    let (fixed, fix_archives) = delete_entries(&tx, l, &before, &fixes)?;
+    archive_in_place(&tx, &after, &entry_plan.archived)?;
     tx.commit()?;
+    Ok(Lifecycle {
+        before,
+        entry_plan,
+        fixed,
+        fix_archives,
+    })
+}
+
+/// The unreferenced-artifact sweep of the sessions directory over the entries left (none in
+/// warn mode, or without the directory).
+fn sweep_unreferenced(
+    conn: &Connection,
+    l: &Layout,
+    settings: &plan::Settings,
+    warn: bool,
+) -> Result<crate::maintenance::budget::SweepReport> {
+    let nothing = || crate::maintenance::budget::SweepReport {
+        older_than_ms: settings.prune_after_ms.max(0),
+        ..Default::default()
+    };
+    if warn {
+        return Ok(nothing());
+    }
+    let post = super::load_entries(conn)?;
+    if !l.sessions_dir.is_dir() {
+        return Ok(nothing());
+    }
+    let confined = Confined::new(&l.sessions_dir)?;
+    disk::sweep(
+        l,
+        &post,
+        settings.prune_after_ms,
+        &Default::default(),
+        Some(&confined),
+    )
+}
+
+/// Apply the cleanup to one database on `conn` (opened to write, guard held, checked).
+pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> Result<Summary> {
+    let rules = Rules::for_schema(planned.schema.user_version);
+    let settings = &planned.settings;
+    let l = Layout::new(t, rules);
+    let warn = o.is_warn();
+    let Lifecycle {
+        before,
+        mut entry_plan,
+        fixed,
+        fix_archives,
+    } = lifecycle(conn, t, o, settings, &l)?;
+    test_hook::after_lifecycle(&t.db)?;
+    let owned: HashSet<&String> = entry_plan
+        .missing
+        .iter()
+        .chain(&entry_plan.dm_scope)
+        .collect();
     let removals = maintenance_order(&entry_plan, &before, rules, &owned);
     let (removed, changed) = delete_maintenance_removals(conn, &l, &before, &removals)?;
     // The removals' own publish round (their archives are published already when the
@@ -912,34 +993,13 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         list.retain(|k| !changed.contains(k));
     }
     let lifecycle_count = row_count(conn)?;
-    let unreferenced = if warn {
-        crate::maintenance::budget::SweepReport {
-            older_than_ms: settings.prune_after_ms.max(0),
-            ..Default::default()
-        }
-    } else {
-        let post = super::load_entries(conn)?;
-        let confined = if l.sessions_dir.is_dir() {
-            Some(Confined::new(&l.sessions_dir)?)
-        } else {
-            None
-        };
-        match confined {
-            Some(c) => disk::sweep(
-                &l,
-                &post,
-                settings.prune_after_ms,
-                &Default::default(),
-                Some(&c),
-            )?,
-            None => crate::maintenance::budget::SweepReport {
-                older_than_ms: settings.prune_after_ms.max(0),
-                ..Default::default()
-            },
-        }
-    };
+    let unreferenced = sweep_unreferenced(conn, &l, settings, warn)?;
     let disk_budget = super::budget::enforce(conn, &l, settings, o, rules)?;
     let final_count = row_count(conn)?;
+    let after_count = match rules {
+        Rules::V9 => final_count,
+        Rules::V8 => lifecycle_count,
+    };
     let archived =
         (entry_plan.count(ArchivePhase::Dashboard) + entry_plan.count(ArchivePhase::Age)) as u64;
     let cap_archived = entry_plan.count(ArchivePhase::Cap) as u64;
@@ -952,10 +1012,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         mode: o.mode.clone(),
         dry_run: false,
         before_count: before.len() as u64,
-        after_count: match rules {
-            Rules::V9 => final_count,
-            Rules::V8 => lifecycle_count,
-        },
+        after_count,
         missing: entry_plan.missing.len() as u64,
         dm_scope_retired: entry_plan.dm_scope.len() as u64,
         model_run_pruned: entry_plan.model_run.len() as u64,
@@ -973,10 +1030,8 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
             }),
         unreferenced,
         disk_budget,
-        applied_count: Some(match rules {
-            Rules::V9 => final_count,
-            Rules::V8 => lifecycle_count,
-        }),
+        applied_count: Some(after_count),
+        changed_meanwhile: changed,
     }))
 }
 
