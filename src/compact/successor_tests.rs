@@ -94,6 +94,22 @@ fn random_tree(rng: &mut Rng) -> Vec<Value> {
         };
         all.insert(at, line);
     }
+    // A compaction whose `firstKeptEntryId` names a line set aside before it: the reader
+    // repairs the id (`repairEntryLinks`).
+    for c in 0..all.len() {
+        if all[c]["type"] != "compaction" || !rng.chance(60) {
+            continue;
+        }
+        let set_aside: Vec<Value> = all[..c]
+            .iter()
+            .map(|e| e["id"].clone())
+            .filter(|id| id.as_str().is_some_and(|s| s.starts_with('x')))
+            .collect();
+        if !set_aside.is_empty() {
+            all[c]["firstKeptEntryId"] =
+                set_aside[rng.below(set_aside.len() as u64) as usize].clone();
+        }
+    }
     all
 }
 
