@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::generator::generate_long;
-use crate::util::{TestEnv, oracle};
+use crate::util::{EXTENDED, STABLE, TestEnv, oracle_of};
 
 const STORE: &str = "agents/main/sessions/sessions.json";
 
@@ -109,15 +109,19 @@ fn successor_is_written_loaded_and_pointed_at() {
     );
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(last["type"], "compaction");
-    if let Some(o) = oracle() {
+    for release in [STABLE, EXTENDED] {
+        let Some(o) = oracle_of(release) else {
+            continue;
+        };
+        let v = release.version;
         let loaded = o.load_all(&[
             std::path::PathBuf::from(&new_file),
             env.path("agents/main/sessions/s1.jsonl"),
         ]);
-        assert!(loaded[0].ok, "{:?}", loaded[0].error);
-        assert_eq!(loaded[0].leaf_id, last["id"]);
+        assert!(loaded[0].ok, "{v}: {:?}", loaded[0].error);
+        assert_eq!(loaded[0].leaf_id, last["id"], "{v}");
         let msgs = loaded[0].messages.as_array().unwrap();
-        assert_eq!(msgs[0]["role"], "compactionSummary");
+        assert_eq!(msgs[0]["role"], "compactionSummary", "{v}");
         // The kept tail of the old context is the tail of the new one, thinking signatures
         // stripped (they are bound to the old prefix; the runtime strips them too).
         let mut old_msgs = loaded[1].messages.as_array().unwrap().clone();
@@ -130,7 +134,11 @@ fn successor_is_written_loaded_and_pointed_at() {
         }
         let k = 5.min(msgs.len() - 1);
         assert!(k >= 1);
-        assert_eq!(&msgs[msgs.len() - k..], &old_msgs[old_msgs.len() - k..]);
+        assert_eq!(
+            &msgs[msgs.len() - k..],
+            &old_msgs[old_msgs.len() - k..],
+            "{v}"
+        );
     }
     // Once more: the successor's leaf is a compaction, so nothing is left to do.
     let (_, r) = env.run_json(&args);
@@ -321,13 +329,30 @@ fn many_sessions_of_one_store_all_get_their_successor() {
     assert_eq!(r["totals"]["changed"], json!(changed));
     // Every successor is referenced: sessions dir = old files + successors + the store.
     assert_eq!(names(&env).len(), N + changed + 1, "{:?}", names(&env));
-    let Some(o) = oracle() else { return };
-    let loaded = o.load_all(&files);
+    let mut first = None;
+    for release in [STABLE, EXTENDED] {
+        let Some(o) = oracle_of(release) else {
+            continue;
+        };
+        let loaded = o.load_all(&files);
+        successors_load(&loaded, release.version);
+        // Both releases make the same of the successors and of the old files.
+        match &first {
+            None => first = Some(loaded),
+            Some(want) => crate::util::same_loads(want, &loaded, &files, release),
+        }
+    }
+}
+
+/// Each successor (even positions) loads, starts with the summary and keeps the newest
+/// messages of the file it succeeds (the next position), as `version` loads them.
+fn successors_load(loaded: &[crate::util::Loaded], version: &str) {
     for (k, pair) in loaded.chunks(2).enumerate() {
         let (new, old) = (&pair[0], &pair[1]);
-        assert!(new.ok, "successor {k}: {:?}", new.error);
+        let k = format!("{version}: successor {k}");
+        assert!(new.ok, "{k}: {:?}", new.error);
         let msgs = new.messages.as_array().unwrap();
-        assert_eq!(msgs[0]["role"], "compactionSummary", "successor {k}");
+        assert_eq!(msgs[0]["role"], "compactionSummary", "{k}");
         // After the summary (and the last summarised assistant turn, which the rotation keeps
         // as the runtime does), the kept part starts at the cut, a user message, and is the
         // tail of the old context.
@@ -335,11 +360,11 @@ fn many_sessions_of_one_store_all_get_their_successor() {
         let cut = new_msgs
             .iter()
             .position(|m| m["role"] == "user")
-            .unwrap_or_else(|| panic!("successor {k}: no user message kept"));
+            .unwrap_or_else(|| panic!("{k}: no user message kept"));
         let kept = &new_msgs[cut..];
         assert!(
             old_msgs.ends_with(kept),
-            "successor {k}: the newest messages are kept"
+            "{k}: the newest messages are kept"
         );
     }
 }
@@ -389,7 +414,6 @@ fn successor_keeps_the_old_files_mode_and_owner() {
 /// writes for the same file with the same new compaction appended, in both releases.
 #[test]
 fn successor_repairs_first_kept_ids_that_name_unknown_lines() {
-    use crate::util::{EXTENDED, STABLE, oracle_of};
     let words = |n: usize, w: &str| vec![w; n].join(" ");
     let msg = |id: &str, parent: &str, role: &str, text: &str| {
         let content = if role == "user" {
