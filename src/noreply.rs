@@ -268,13 +268,11 @@ pub fn is_silent_payload_text(text: &str) -> bool {
 /// ([`is_silent_payload_text`]), or one the reply dispatcher skips as silent once it has
 /// stripped glued leading tokens and a final token (`NO_REPLYNO_REPLY`,
 /// `NO_REPLYNO_REPLY *NO_REPLY`); see [`delivery`].
-pub fn is_silent_text(text: &str) -> bool {
-    let text = js_trim(text);
+pub fn is_silent_text(raw: &str) -> bool {
+    let text = js_trim(raw);
     mentions_token(text)
-        && delivery::payload_texts(text).is_some_and(|readings| {
-            readings.iter().all(|t| {
-                mentions_token(t) && (is_silent_payload_text(t) || delivery::dispatcher_drops(t))
-            })
+        && delivery::payload_text(raw, text).is_some_and(|t| {
+            mentions_token(&t) && (is_silent_payload_text(&t) || delivery::dispatcher_drops(&t))
         })
 }
 

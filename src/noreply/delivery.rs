@@ -6,8 +6,9 @@
 //!   neighbours are non-space) and the whitespace normalised, before `isSilentReplyPayloadText`
 //!   looks at the text; so `[[reply_to_current]] NO_REPLY` is not delivered. The stored reply
 //!   keeps its tags, and the context replays them as written. Texts with a media line
-//!   (`MEDIA:`), an `[[audio_as_voice]]` tag or a `[[react:…]]` directive are not read here:
-//!   they are never taken for silent (the reply stays).
+//!   (`MEDIA:`), an `[[audio_as_voice]]` tag or a `[[react:…]]` directive, and tagged texts
+//!   that may hold a code block, are not read here: they are never taken for silent (the
+//!   reply stays).
 //! * **Glued and trailing tokens** (`normalizeReplyPayload`, run on every payload by the reply
 //!   dispatcher): leading tokens glued to what follows (`NO_REPLYNO_REPLY`) are stripped, then
 //!   a final token after whitespace or `*` (`NO_REPLY **NO_REPLY`), and the payload is
@@ -36,10 +37,10 @@ static MAYBE_CODE_BLOCK: LazyLock<Regex> =
 
 /// The text `isSilentReplyPayloadText` sees for a reply whose visible text is `text`: the
 /// text with its reply tags taken out and its whitespace normalised (the text itself when it
-/// has no tag), or `None` when it carries media, an audio tag or a reaction (not read here).
-/// A text that may hold a code block (which the runtime leaves unnormalised) gives both
-/// readings, with and without the normalisation.
-pub(super) fn payload_texts(text: &str) -> Option<Vec<Cow<'_, str>>> {
+/// has no tag), or `None` when it carries media, an audio tag or a reaction, or a reply tag
+/// beside what may be a code block (not read here: such a reply is kept).
+/// `raw` is the text before trimming: a tab or four spaces at its start may open a code block.
+pub(super) fn payload_text<'a>(raw: &str, text: &'a str) -> Option<Cow<'a, str>> {
     let has_media_line = text.split('\n').any(|line| {
         line.trim_start_matches(is_js_space)
             .chars()
@@ -51,7 +52,7 @@ pub(super) fn payload_texts(text: &str) -> Option<Vec<Cow<'_, str>>> {
         return None;
     }
     if !REPLY_TAG.is_match(text) {
-        return Some(vec![Cow::Borrowed(text)]);
+        return Some(Cow::Borrowed(text));
     }
     let stripped = REPLY_TAG.replace_all(text, |caps: &regex::Captures<'_>| {
         let m = caps.get(0).expect("the whole match");
@@ -62,18 +63,16 @@ pub(super) fn payload_texts(text: &str) -> Option<Vec<Cow<'_, str>>> {
             _ => "",
         }
     });
-    let normalized = normalize_whitespace(&stripped);
-    if MAYBE_CODE_BLOCK.is_match(&stripped) {
-        Some(vec![
-            Cow::Owned(normalized),
-            Cow::Owned(stripped.into_owned()),
-        ])
-    } else {
-        Some(vec![Cow::Owned(normalized)])
+    // The runtime keeps code blocks (fenced, or indented by a tab or four spaces) out of the
+    // normalisation, and the SQLite-era releases read tags beside them otherwise: such a
+    // text is not read here.
+    if MAYBE_CODE_BLOCK.is_match(raw) || MAYBE_CODE_BLOCK.is_match(&stripped) {
+        return None;
     }
+    Some(Cow::Owned(normalize_whitespace(&stripped)))
 }
 
-/// `normalizeDirectiveWhitespace`, without its code-block protection (see [`payload_texts`]).
+/// `normalizeDirectiveWhitespace`, without its code-block protection (see [`payload_text`]).
 fn normalize_whitespace(text: &str) -> String {
     let s = text.replace("\r\n", "\n");
     let s = COLLAPSE_BLANKS.replace_all(&s, "$1 $2");
@@ -251,8 +250,7 @@ mod tests {
 
     #[test]
     fn reply_tags() {
-        let texts =
-            |t| payload_texts(t).map(|v| v.into_iter().map(Cow::into_owned).collect::<Vec<_>>());
+        let texts = |t| payload_text(t, js_trim(t)).map(|t| vec![t.into_owned()]);
         assert_eq!(
             texts("[[reply_to_current]] NO_REPLY").unwrap(),
             ["NO_REPLY"]
@@ -267,5 +265,8 @@ mod tests {
         );
         assert!(texts("[[audio_as_voice]] NO_REPLY").is_none());
         assert!(texts("MEDIA: x.png\nNO_REPLY").is_none());
+        assert!(texts("[[reply_to_current]]\n\tNO_REPLY").is_none());
+        assert!(texts("\t@NO_REPLY[[reply_to_current]]").is_none());
+        assert_eq!(texts("\tNO_REPLY").unwrap(), ["NO_REPLY"]);
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use clawkeeper::noreply::{is_silent_blocks, is_silent_payload_text, is_silent_reply_text};
 
 use crate::generator::Rng;
-use crate::util::{EXTENDED, STABLE, oracle_of};
+use crate::util::{EXTENDED, SQLITE_RELEASES, STABLE, oracle_of};
 
 const TOKENS: &[&str] = &[
     "NO_REPLY",
@@ -145,11 +145,20 @@ const DIRECTIVES: &[&str] = &[
     "\t\t",
     "```\n",
 ];
-/// Whether a text holds a directive this tool does not read: the runtime may drop such a
-/// reply as silent while this tool keeps it, never the other way round.
+/// Whether a text holds a directive this tool does not read, or a reply tag beside what may
+/// be a code block: the runtime may drop such a reply as silent while this tool keeps it,
+/// never the other way round.
 fn unread_directive(t: &str) -> bool {
     let l = t.to_lowercase();
-    l.contains("audio_as_voice") || l.contains("[[react") || l.contains("media:")
+    let code = ["```", "~~~", "\n\t", "\n    "]
+        .iter()
+        .any(|c| l.contains(c))
+        || l.starts_with('\t')
+        || l.starts_with("    ");
+    l.contains("audio_as_voice")
+        || l.contains("[[react")
+        || l.contains("media:")
+        || l.contains("[[") && l.contains("reply_to") && code
 }
 const REASONING: &[&str] = &[
     "<think>",
@@ -342,7 +351,17 @@ fn silent_rule_matches_the_runtime_on_generated_texts() {
         let w = want["content"][i] == true;
         silent_contents += usize::from(w);
         let ours = silent_content(c);
-        if ours != w && (ours || !unread_directive(&c.to_string())) {
+        let joined = match c {
+            Value::String(t) => t.clone(),
+            _ => c
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        };
+        if ours != w && (ours || !unread_directive(&joined)) {
             wrong.push(format!("content {c}: runtime {w}"));
         }
     }
@@ -396,6 +415,26 @@ fn silent_rule_matches_the_runtime_on_generated_texts() {
         "{silent_contents}"
     );
     assert!(silent_beyond_payload > 50, "{silent_beyond_payload}");
+    // The SQLite-era releases (prune-noreply also edits their agents' transcript rows) drop
+    // every reply this rule calls silent.
+    for release in SQLITE_RELEASES {
+        let Some(o) = oracle_of(release) else {
+            continue;
+        };
+        let theirs: Value = serde_json::from_slice(&o.run_script("silent.mjs", [&input])).unwrap();
+        let v = release.version;
+        for (i, t) in texts.iter().enumerate() {
+            if clawkeeper::noreply::is_silent_text(t) && theirs["dropped"][i] != true {
+                wrong.push(format!("{v} delivers {t:?}"));
+            }
+        }
+        for (i, c) in contents.iter().enumerate() {
+            if silent_content(c) && theirs["content"][i] != true {
+                wrong.push(format!("{v} delivers content {c}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     eprintln!(
         "compared {} texts ({silent} silent payloads, {silent_beyond_payload} more dropped), {} \
          contents ({silent_contents} silent)",
