@@ -10,9 +10,13 @@
 //! `isSilentReplyText` (`^\s*NO_REPLY(\s+NO_REPLY)*\s*$`, ASCII case-insensitive, on the text
 //! or on the trimmed text with leading and trailing `\p{P}` removed), the JSON string
 //! `"NO_REPLY"`, the envelope `{"action":"NO_REPLY"}` (both in the token's exact case), or a
-//! reasoning prefix followed by the token. Symbols (`` ` `` `~` `$` `+` `<` `^` `|` …) are not
-//! punctuation: `` `NO_REPLY` `` is delivered, so it is not silent. Text where the token is only
-//! part of the reply (`Done. NO_REPLY`) is not silent either.
+//! reasoning prefix followed by the token; the runtime checks it once the reply tags
+//! (`[[reply_to_current]]`) are out, and its dispatcher also drops a text that is only glued
+//! and final tokens (`NO_REPLYNO_REPLY`): see [`delivery`] and [`is_silent_text`]. Symbols
+//! (`` ` `` `~` `$` `+` `<` `^` `|` …) are not punctuation: `` `NO_REPLY` `` is delivered, so it
+//! is not silent. Text where the token is only part of the reply (`Done. NO_REPLY`) is not
+//! silent either. Only assistant messages count: a version-2 `hookMessage` (a `custom`
+//! message once the runtime migrates it) never does.
 //!
 //! **Runs** ([`plan`]): counted along every root-to-leaf path. Other messages,
 //! `custom_message`, non-empty `branch_summary` and `compaction` entries break a run;
@@ -31,6 +35,8 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use crate::js::{is_js_space, js_trim};
+
+mod delivery;
 
 use crate::transcript::job::Planned;
 use crate::transcript::probe::Content;
@@ -256,9 +262,18 @@ pub fn is_silent_payload_text(text: &str) -> bool {
             || is_reasoning_prefixed(text))
 }
 
-/// Whether a whole reply text is silent (a string content).
-pub fn is_silent_text(text: &str) -> bool {
-    is_silent_payload_text(js_trim(text))
+/// Whether a whole reply text is silent (a string content): the runtime does not deliver it
+/// because it is silent. Its reply tags (`[[reply_to_current]]`, `[[reply_to:<id>]]`) are
+/// taken out first, then the text must be a silent payload text
+/// ([`is_silent_payload_text`]), or one the reply dispatcher skips as silent once it has
+/// stripped glued leading tokens and a final token (`NO_REPLYNO_REPLY`,
+/// `NO_REPLYNO_REPLY *NO_REPLY`); see [`delivery`].
+pub fn is_silent_text(raw: &str) -> bool {
+    let text = js_trim(raw);
+    mentions_token(text)
+        && delivery::payload_text(raw, text).is_some_and(|t| {
+            mentions_token(&t) && (is_silent_payload_text(&t) || delivery::dispatcher_drops(&t))
+        })
 }
 
 /// Whether an assistant content is silent (the caller checks role and stopReason), given its
@@ -486,6 +501,14 @@ mod tests {
             "<think>hm</think>I will not reply. NO_REPLY",
             "\u{10ed0}NO_REPLY",
             "[\"NO_REPLY\"]",
+            "NO_REPLYNO_REPLY",
+            "NO_REPLYno_reply NO_REPLY",
+            "NO_REPLYNO_REPLY **NO_REPLY",
+            "[[reply_to_current]] NO_REPLY",
+            "[[reply_to_current]]NO_REPLY",
+            "[[ Reply_To : 1234 ]]\n**NO_REPLY**",
+            "NO_REPLY[[reply_to_current]]NO_REPLY",
+            "[[reply_to_current]] {\"action\":\"NO_REPLY\"}",
         ] {
             assert!(is_silent_text(yes), "{yes:?}");
         }
@@ -501,7 +524,12 @@ mod tests {
             "NO_REPLY: later",
             "NO_REPLY and more",
             "NO REPLY",
-            "NO_REPLYNO_REPLY",
+            "NO_REPLY.NO_REPLY",
+            "NO_REPLY\n*NO_REPLY",
+            "HEARTBEAT_OK NO_REPLY",
+            "[[reply_to:NO_REPLY]]",
+            "[[audio_as_voice]] NO_REPLY",
+            "[[reply_to_current]] `NO_REPLY`",
             "",
             "   ",
             "{\"action\":\"no_reply\"}",

@@ -12,6 +12,11 @@
 //!   counted separately before and after C), and labels of removed entries;
 //! - kept entries are re-parented to their nearest kept ancestor; kept pre-compaction assistant
 //!   messages lose their thinking signatures;
+//! - lines the rotation's reader sets aside (unknown types, labels of a later entry) are not
+//!   carried, and a compaction whose `firstKeptEntryId` names one gets the id the reader
+//!   repairs it to (`repairEntryLinks`: the entry that line hangs below, else the first entry
+//!   below it on the compaction's branch, else the first below it in the file, else the
+//!   compaction's parent), for the latest compaction before its range is decided;
 //! - order: depth first from the roots, siblings off the active path first, so the old leaf is
 //!   the last line.
 //!
@@ -183,21 +188,74 @@ pub fn build(
             _ => None,
         }
     };
-    // ... and once the reader has pointed one that names a line it set aside at the nearest
-    // entry it read before, through the parents those lines name (null when there is none).
-    let parent_of = |i: usize| -> Option<&str> {
-        let written = written_parent(i)?;
-        let Some(mut cur) = node_of(written).filter(|&j| rejected_before(j, i)) else {
-            return Some(written);
-        };
+    // The entry read before `i` that a line set aside (`j`) hangs below, through the parents
+    // those lines name (`resolveRejectedParent`); `None` when there is none.
+    let resolve_set_aside = |mut j: usize, i: usize| -> Option<usize> {
         for _ in 0..entries.len() {
-            match node_of(entries[cur].parent.id()?) {
-                Some(j) if rejected_before(j, i) => cur = j,
-                Some(j) if accepted[j] && j < i => return Some(id(j)),
+            match node_of(entries[j].parent.id()?) {
+                Some(k) if rejected_before(k, i) => j = k,
+                Some(k) if accepted[k] && k < i => return Some(k),
                 _ => return None,
             }
         }
         None
+    };
+    // ... and once the reader has pointed one that names a line it set aside at the nearest
+    // entry it read before, through the parents those lines name (null when there is none).
+    let parent_of = |i: usize| -> Option<&str> {
+        let written = written_parent(i)?;
+        let Some(j) = node_of(written).filter(|&j| rejected_before(j, i)) else {
+            return Some(written);
+        };
+        resolve_set_aside(j, i).map(id)
+    };
+    // Whether the lines set aside that `e`'s parent chain crosses before reaching an entry
+    // read before it (`rejectedParentChain`) include `target`.
+    let hangs_below = |e: usize, target: usize| -> bool {
+        let mut p = entries[e].parent.id();
+        for _ in 0..entries.len() {
+            match p.and_then(node_of) {
+                Some(k) if rejected_before(k, e) => {
+                    if k == target {
+                        return true;
+                    }
+                    p = entries[k].parent.id();
+                }
+                _ => return false,
+            }
+        }
+        false
+    };
+    // The `firstKeptEntryId` of compaction `i` as the reader repairs it (`repairEntryLinks`)
+    // when it names a line set aside: the entry read before that the line hangs below; else
+    // the first entry on the compaction's branch, root first, that hangs below the line; else
+    // the first such entry in the file; else the compaction's parent. As written otherwise.
+    let first_kept_of = |i: usize| -> Option<&str> {
+        let fk = entries[i].first_kept()?;
+        let Some(j) = node_of(fk).filter(|&j| rejected_before(j, i)) else {
+            return Some(fk);
+        };
+        let below = |e: usize| {
+            accepted[e] && e < i && entries[e].kind != EntryType::Compaction && hangs_below(e, j)
+        };
+        let parent = parent_of(i);
+        let on_branch = || {
+            let mut path = Vec::new();
+            let mut cur = parent.and_then(node_of).filter(|&k| accepted[k] && k < i);
+            while let Some(k) = cur.filter(|k| !path.contains(k)) {
+                path.push(k);
+                cur = parent_of(k)
+                    .and_then(node_of)
+                    .filter(|&p| accepted[p] && p < i);
+            }
+            path.into_iter().rev().find(|&e| below(e))
+        };
+        resolve_set_aside(j, i)
+            .or_else(on_branch)
+            .or_else(|| (0..i).find(|&e| below(e)))
+            .map(id)
+            .or(parent)
+            .or(Some(fk))
     };
     let role = |p: usize| {
         let e = &entries[branch[p]];
@@ -212,7 +270,7 @@ pub fn build(
         return Ok(None);
     };
     let compaction = branch[c_at];
-    let first_kept = entries[compaction].first_kept().filter(|s| !s.is_empty());
+    let first_kept = first_kept_of(compaction).filter(|s| !s.is_empty());
     let first_kept_at = first_kept.and_then(|f| branch.iter().position(|&i| id(i) == f));
     // Branch positions before this are summarised; from it to the compaction they stay.
     let kept_from = first_kept_at.filter(|&f| f < c_at).unwrap_or(c_at);
@@ -327,12 +385,17 @@ pub fn build(
             set_non_null = parent.is_some();
         }
         r.strip_signatures = entries[i].kind == EntryType::Message && pre_kept(i);
-        if entries[i].kind == EntryType::Compaction
-            && i == compaction
-            && entries[i].first_kept() != Some(id(i))
-            && let Some(p) = preserved_id
-        {
-            r.first_kept = Some(p.to_owned());
+        if entries[i].kind == EntryType::Compaction {
+            let repaired = first_kept_of(i);
+            if repaired != entries[i].first_kept() {
+                r.first_kept = repaired.map(str::to_owned);
+            }
+            if i == compaction
+                && repaired != Some(id(i))
+                && let Some(p) = preserved_id
+            {
+                r.first_kept = Some(p.to_owned());
+            }
         }
         let parent = parent
             .and_then(node_of)

