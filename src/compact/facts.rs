@@ -146,10 +146,15 @@ pub fn scan(index: &Index, tree: &Tree, estimator: &Estimator) -> Result<Scan> {
     let facts = active
         .iter()
         .map(|&i| {
-            Ok(EntryFacts::from_index(
-                &index.entries[i],
-                tokens(index, estimator, i)?,
-            ))
+            let mut f = EntryFacts::from_index(&index.entries[i], tokens(index, estimator, i)?);
+            // A compaction keeps from the entry its `firstKeptEntryId` effectively names (an
+            // id of a line the runtime does not index stands for an indexed entry).
+            if f.compaction {
+                f.first_kept = tree::effective_first_kept(index, tree, i)
+                    .and_then(|k| index.entries[k].id.as_deref())
+                    .map(Box::from);
+            }
+            Ok(f)
         })
         .collect::<Result<Vec<_>>>()?;
     // The context as the runtime rebuilds it; entries that turn out to hold no message are
