@@ -32,40 +32,7 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
     }
     let mut problems = Problems::default();
     let (cfg, env, targets) = super::resolve_targets(&args.targets.target, &mut problems)?;
-    let usage = |m: String| anyhow::Error::new(UsageError(m));
-    let filters = Filters {
-        older_than_ms: args
-            .older_than
-            .as_deref()
-            .map(|s| {
-                parse_duration_ms(s, "d")
-                    .ok_or_else(|| usage(format!("invalid --older-than {s:?}")))
-            })
-            .transpose()?,
-        larger_than: args
-            .larger_than
-            .as_deref()
-            .map(|s| {
-                parse_byte_size(s)
-                    .map(|n| n.max(0) as u64)
-                    .ok_or_else(|| usage(format!("invalid --larger-than {s:?}")))
-            })
-            .transpose()?,
-        kind: args
-            .kind
-            .as_deref()
-            .map(|k| {
-                SessionKind::parse(k).ok_or_else(|| {
-                    let all: Vec<&str> = SessionKind::ALL.iter().map(|k| k.as_str()).collect();
-                    usage(format!(
-                        "unknown --kind {k:?}; use one of {}",
-                        all.join(", ")
-                    ))
-                })
-            })
-            .transpose()?,
-        session: args.targets.session.as_deref().map(SessionSelector::new),
-    };
+    let filters = filters_of(args)?;
     let cleanup = if args.no_cleanup {
         None
     } else {
@@ -99,18 +66,7 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
             let mut reports: Vec<StoreReport> = Vec::new();
             for t in &targets {
                 // A store that cannot be read is reported on stderr; the others are inspected.
-                let db = crate::agentdb::for_store(&t.store_path);
-                let report = if crate::agentdb::exists(&db) {
-                    let target = crate::agentdb::cleanup::Target {
-                        agent_id: t.agent_id.clone(),
-                        store_path: t.store_path.clone(),
-                        db: std::path::absolute(&db).unwrap_or(db),
-                    };
-                    inspect::database::inspect_database(&target, &filters, hooks, now_ms)
-                } else {
-                    inspect::inspect_store(&t.agent_id, &t.store_path, &filters, hooks, now_ms)
-                };
-                match report {
+                match inspect_target(t, &filters, hooks, now_ms) {
                     Ok(r) => reports.push(r),
                     Err(e) => problems.error(&e),
                 }
@@ -148,6 +104,64 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         print(&out)?
     };
     Ok(problems.finish(done))
+}
+
+/// The report filters of the command line (a usage error names a value that does not parse).
+fn filters_of(args: &InspectArgs) -> Result<Filters> {
+    let usage = |m: String| anyhow::Error::new(UsageError(m));
+    Ok(Filters {
+        older_than_ms: args
+            .older_than
+            .as_deref()
+            .map(|s| {
+                parse_duration_ms(s, "d")
+                    .ok_or_else(|| usage(format!("invalid --older-than {s:?}")))
+            })
+            .transpose()?,
+        larger_than: args
+            .larger_than
+            .as_deref()
+            .map(|s| {
+                parse_byte_size(s)
+                    .map(|n| n.max(0) as u64)
+                    .ok_or_else(|| usage(format!("invalid --larger-than {s:?}")))
+            })
+            .transpose()?,
+        kind: args
+            .kind
+            .as_deref()
+            .map(|k| {
+                SessionKind::parse(k).ok_or_else(|| {
+                    let all: Vec<&str> = SessionKind::ALL.iter().map(|k| k.as_str()).collect();
+                    usage(format!(
+                        "unknown --kind {k:?}; use one of {}",
+                        all.join(", ")
+                    ))
+                })
+            })
+            .transpose()?,
+        session: args.targets.session.as_deref().map(SessionSelector::new),
+    })
+}
+
+/// The report of one target: its SQLite-era database when it has one, else its store.
+fn inspect_target(
+    t: &super::Target,
+    filters: &Filters,
+    hooks: &inspect::Hooks,
+    now_ms: f64,
+) -> Result<StoreReport> {
+    let db = crate::agentdb::for_store(&t.store_path);
+    if crate::agentdb::exists(&db) {
+        let target = crate::agentdb::cleanup::Target {
+            agent_id: t.agent_id.clone(),
+            store_path: t.store_path.clone(),
+            db: std::path::absolute(&db).unwrap_or(db),
+        };
+        inspect::database::inspect_database(&target, filters, hooks, now_ms)
+    } else {
+        inspect::inspect_store(&t.agent_id, &t.store_path, filters, hooks, now_ms)
+    }
 }
 
 /// `inspect --transcript FILE`: one transcript, no store (so no cleanup figure).

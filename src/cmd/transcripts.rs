@@ -100,67 +100,7 @@ pub fn run_at(
         wait_lock: mode.wait_lock,
         measure,
     };
-    // Progress in bytes of transcripts (see `crate::progress`).
-    let size = |p: &Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());
-    let sizes: Vec<u64> = resolved.targets.iter().map(|t| size(&t.path)).collect();
-    let total: u64 = sizes.iter().sum();
-    let progress = Progress::bytes(
-        total,
-        labels.command,
-        progress::wanted(mode.json, mode.quiet),
-    );
-    // The SQLite check and the confinement of each directory, resolved once per directory
-    // rather than once per transcript (most targets share one sessions directory).
-    let mut dirs: HashMap<&Path, (Option<PathBuf>, Result<Confined, String>)> = HashMap::new();
-    for t in &resolved.targets {
-        dirs.entry(t.dir.as_path()).or_insert_with(|| {
-            (
-                crate::targets::sqlite_marker_of_dir(&t.dir),
-                Confined::new(&t.dir)
-                    .map(Confined::deferring_dir_sync)
-                    .map_err(|e| format!("{e:#}")),
-            )
-        });
-    }
-    let process = || -> Vec<(Outcome, Option<String>)> {
-        resolved
-            .targets
-            .par_iter()
-            .zip(&sizes)
-            .map(|(t, bytes)| {
-                let (sqlite, confined) = &dirs[t.dir.as_path()];
-                let outcome = match (sqlite, confined) {
-                    (Some(db), _) if opts.mode == Mode::Enforce => {
-                        Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
-                    }
-                    (_, Ok(c)) => {
-                        let mut o = job::run_file_at(c, &t.path, opts, planner);
-                        o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
-                        o
-                    }
-                    (_, Err(e)) => Outcome::new(&t.path, Status::Failed(e.clone())),
-                };
-                progress.inc(*bytes);
-                (outcome, t.session_key.clone())
-            })
-            .collect()
-    };
-    // A rewrite waits on the disk (its fsync) as much as it computes: with more files in
-    // flight than cores, one file's fsync overlaps another's work. Previews only compute.
-    let mut results = match opts.mode {
-        Mode::Enforce => writer_pool()?.install(process),
-        Mode::Preview => process(),
-    };
-    progress.finish();
-    // One directory fsync per directory makes every rename of the run durable before the
-    // report says it happened.
-    if opts.mode == Mode::Enforce {
-        for (_, confined) in dirs.values() {
-            if let Ok(c) = confined {
-                c.sync()?;
-            }
-        }
-    }
+    let mut results = run_files(&resolved.targets, mode, labels, opts, planner)?;
     results.extend(resolved.skipped);
     if !resolved.databases.is_empty() {
         let session = targets
@@ -183,6 +123,85 @@ pub fn run_at(
         }
     }
     report(mode, labels, count, &results, &resolved_dirs, problems)
+}
+
+/// Run the job on every transcript file, in parallel, with progress in bytes (see
+/// `crate::progress`); each outcome with its session key.
+fn run_files(
+    targets: &[transcript_targets::Target],
+    mode: &ModeArgs,
+    labels: &Labels,
+    opts: Options,
+    planner: &PlannerAt,
+) -> Result<Vec<(Outcome, Option<String>)>> {
+    let size = |p: &Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());
+    let sizes: Vec<u64> = targets.iter().map(|t| size(&t.path)).collect();
+    let total: u64 = sizes.iter().sum();
+    let progress = Progress::bytes(
+        total,
+        labels.command,
+        progress::wanted(mode.json, mode.quiet),
+    );
+    let dirs = dirs_of(targets);
+    let process = || -> Vec<(Outcome, Option<String>)> {
+        targets
+            .par_iter()
+            .zip(&sizes)
+            .map(|(t, bytes)| {
+                let (sqlite, confined) = &dirs[t.dir.as_path()];
+                let outcome = match (sqlite, confined) {
+                    (Some(db), _) if opts.mode == Mode::Enforce => {
+                        Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
+                    }
+                    (_, Ok(c)) => {
+                        let mut o = job::run_file_at(c, &t.path, opts, planner);
+                        o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
+                        o
+                    }
+                    (_, Err(e)) => Outcome::new(&t.path, Status::Failed(e.clone())),
+                };
+                progress.inc(*bytes);
+                (outcome, t.session_key.clone())
+            })
+            .collect()
+    };
+    // A rewrite waits on the disk (its fsync) as much as it computes: with more files in
+    // flight than cores, one file's fsync overlaps another's work. Previews only compute.
+    let results = match opts.mode {
+        Mode::Enforce => writer_pool()?.install(process),
+        Mode::Preview => process(),
+    };
+    progress.finish();
+    // One directory fsync per directory makes every rename of the run durable before the
+    // report says it happened.
+    if opts.mode == Mode::Enforce {
+        for (_, confined) in dirs.values() {
+            if let Ok(c) = confined {
+                c.sync()?;
+            }
+        }
+    }
+    Ok(results)
+}
+
+/// A transcripts directory's SQLite marker and confinement.
+type DirFacts = (Option<PathBuf>, Result<Confined, String>);
+
+/// The SQLite check and the confinement of each directory, resolved once per directory
+/// rather than once per transcript (most targets share one sessions directory).
+fn dirs_of(targets: &[transcript_targets::Target]) -> HashMap<&Path, DirFacts> {
+    let mut dirs: HashMap<&Path, DirFacts> = HashMap::new();
+    for t in targets {
+        dirs.entry(t.dir.as_path()).or_insert_with(|| {
+            (
+                crate::targets::sqlite_marker_of_dir(&t.dir),
+                Confined::new(&t.dir)
+                    .map(Confined::deferring_dir_sync)
+                    .map_err(|e| format!("{e:#}")),
+            )
+        });
+    }
+    dirs
 }
 
 /// Print the report of a run (table, or `--json`), then every problem on stderr (one line

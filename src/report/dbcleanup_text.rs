@@ -41,37 +41,9 @@ fn wrap_line(text: &str, w: usize) -> Vec<String> {
         return vec![text.to_string()];
     }
     let is_break = |c: &str| matches!(c, " " | "/" | "-" | "_" | ".");
-    let mut lines: Vec<String> = Vec::new();
-    let mut buf: Vec<String> = Vec::new();
-    let mut visible = 0usize;
-    let mut last_break: Option<usize> = None;
+    let mut wrap = Wrap::default();
     let mut has_char = false;
-    let mut line_has_output = false;
     let mut skip_lf = false;
-    // `flushAt`: emit the buffer up to `at` (all of it for `None`).
-    let flush = |at: Option<usize>,
-                 buf: &mut Vec<String>,
-                 visible: &mut usize,
-                 last_break: &mut Option<usize>,
-                 lines: &mut Vec<String>,
-                 line_has_output: &mut bool| {
-        let whole = at.is_none_or(|a| a == 0);
-        let left: Vec<String> = if whole {
-            std::mem::take(buf)
-        } else {
-            buf.drain(..at.unwrap_or(0)).collect()
-        };
-        if *visible > 0 || !*line_has_output {
-            lines.push(left.concat().trim_end().to_string());
-            *line_has_output = true;
-        }
-        *visible = if whole {
-            0
-        } else {
-            buf.iter().map(|c| width(c)).sum()
-        };
-        *last_break = None;
-    };
     for ch in text.chars() {
         has_char = true;
         let ch = if ch == '\t' { ' ' } else { ch };
@@ -81,69 +53,71 @@ fn wrap_line(text: &str, w: usize) -> Vec<String> {
         }
         if ch == '\n' || ch == '\r' {
             skip_lf = ch == '\r';
-            let n = buf.len();
-            flush(
-                Some(n),
-                &mut buf,
-                &mut visible,
-                &mut last_break,
-                &mut lines,
-                &mut line_has_output,
-            );
-            line_has_output = false;
+            wrap.flush(Some(wrap.buf.len()));
+            wrap.line_has_output = false;
             continue;
         }
         let cw = 1;
-        if visible + cw > w && visible > 0 {
-            flush(
-                last_break,
-                &mut buf,
-                &mut visible,
-                &mut last_break,
-                &mut lines,
-                &mut line_has_output,
-            );
-            if visible + cw > w && visible > 0 {
-                flush(
-                    None,
-                    &mut buf,
-                    &mut visible,
-                    &mut last_break,
-                    &mut lines,
-                    &mut line_has_output,
-                );
+        if wrap.visible + cw > w && wrap.visible > 0 {
+            wrap.flush(wrap.last_break);
+            if wrap.visible + cw > w && wrap.visible > 0 {
+                wrap.flush(None);
             }
         }
-        if visible == 0 && ch == ' ' {
+        if wrap.visible == 0 && ch == ' ' {
             continue;
         }
         let s = ch.to_string();
         let brk = is_break(&s);
-        buf.push(s);
-        visible += cw;
+        wrap.buf.push(s);
+        wrap.visible += cw;
         skip_lf = false;
         if brk {
-            last_break = Some(buf.len());
+            wrap.last_break = Some(wrap.buf.len());
         }
     }
     if !has_char {
         return vec![text.to_string()];
     }
-    if visible > 0 {
-        let n = buf.len();
-        flush(
-            Some(n),
-            &mut buf,
-            &mut visible,
-            &mut last_break,
-            &mut lines,
-            &mut line_has_output,
-        );
+    if wrap.visible > 0 {
+        wrap.flush(Some(wrap.buf.len()));
     }
-    if lines.is_empty() {
+    if wrap.lines.is_empty() {
         vec![String::new()]
     } else {
-        lines
+        wrap.lines
+    }
+}
+
+/// The state of [`wrap_line`]: the lines so far, and the characters of the current one.
+#[derive(Default)]
+struct Wrap {
+    lines: Vec<String>,
+    buf: Vec<String>,
+    visible: usize,
+    last_break: Option<usize>,
+    line_has_output: bool,
+}
+
+impl Wrap {
+    /// `flushAt`: emit the buffer up to `at` (all of it for `None`).
+    fn flush(&mut self, at: Option<usize>) {
+        let whole = at.is_none_or(|a| a == 0);
+        let left: Vec<String> = if whole {
+            std::mem::take(&mut self.buf)
+        } else {
+            self.buf.drain(..at.unwrap_or(0)).collect()
+        };
+        if self.visible > 0 || !self.line_has_output {
+            self.lines.push(left.concat().trim_end().to_string());
+            self.line_has_output = true;
+        }
+        self.visible = if whole {
+            0
+        } else {
+            self.buf.iter().map(|c| width(c)).sum()
+        };
+        self.last_break = None;
     }
 }
 

@@ -424,33 +424,7 @@ fn run_inner(
         return Ok(());
     };
     if opts.mode == Mode::Preview {
-        if let Ok(stale) = temps::stale_temps(confined, path)
-            && !stale.is_empty()
-        {
-            out.notes.push(format!(
-                "{} temp file(s) left by a killed run would be removed: {}",
-                stale.len(),
-                names(&stale)
-            ));
-        }
-        out.bytes_after = match &prepared {
-            // Validated in `prepare`; the result is the file plus the new lines.
-            Prepared::Append(_, appended) => appended.bytes_after(),
-            Prepared::Rewrite(index, resolved) => {
-                let file = confined.open_read(path).map_err(failed)?;
-                let mut sink = io::sink();
-                let applied = rewrite::apply(file, index, resolved, &mut sink).map_err(failed)?;
-                check(index, &applied.index, resolved)?;
-                applied.bytes_written
-            }
-        };
-        out.status = Status::WouldChange;
-        if let Ok(Some(holder)) = lock::live_holder(confined, path) {
-            out.notes.push(format!(
-                "{holder}; --enforce would skip it while the lock is held"
-            ));
-        }
-        return Ok(());
+        return preview(confined, path, &prepared, out);
     }
     let _lock = match lock::acquire(confined, path, opts.wait_lock).map_err(failed)? {
         Acquire::Locked(l) => l,
@@ -479,6 +453,61 @@ fn run_inner(
     // Keep the original inode open: a writer that appends between our last check and the
     // rename writes into it, and we carry that tail over below.
     let old = confined.open_read(path).map_err(failed)?;
+    let written = write(confined, path, &prepared, locked)?;
+    out.bytes_after = written;
+    out.status = Status::Changed;
+    if let Some(note) = carry_tail(confined, path, &old, locked.0, written) {
+        out.notes.push(note);
+    }
+    Ok(())
+}
+
+/// A preview: what the rewrite would write (validated like a real run, into a counting
+/// sink), temps a killed run left, and a lock that `--enforce` would wait for.
+fn preview(
+    confined: &Confined,
+    path: &Path,
+    prepared: &Prepared,
+    out: &mut Outcome,
+) -> Result<(), Status> {
+    if let Ok(stale) = temps::stale_temps(confined, path)
+        && !stale.is_empty()
+    {
+        out.notes.push(format!(
+            "{} temp file(s) left by a killed run would be removed: {}",
+            stale.len(),
+            names(&stale)
+        ));
+    }
+    out.bytes_after = match prepared {
+        // Validated in `prepare`; the result is the file plus the new lines.
+        Prepared::Append(_, appended) => appended.bytes_after(),
+        Prepared::Rewrite(index, resolved) => {
+            let file = confined.open_read(path).map_err(failed)?;
+            let mut sink = io::sink();
+            let applied = rewrite::apply(file, index, resolved, &mut sink).map_err(failed)?;
+            check(index, &applied.index, resolved)?;
+            applied.bytes_written
+        }
+    };
+    out.status = Status::WouldChange;
+    if let Ok(Some(holder)) = lock::live_holder(confined, path) {
+        out.notes.push(format!(
+            "{holder}; --enforce would skip it while the lock is held"
+        ));
+    }
+    Ok(())
+}
+
+/// Write the prepared rewrite into a temp file beside the original and rename it into place
+/// once it validates and the original is still as it was when locked (`locked`); the bytes
+/// written.
+fn write(
+    confined: &Confined,
+    path: &Path,
+    prepared: &Prepared,
+    locked: (u64, Option<SystemTime>),
+) -> Result<u64, Status> {
     let unchanged = |what: &str| -> Result<()> {
         if stamp_in(confined, path)? != locked {
             return Err(Refusal::Unsafe(format!(
@@ -488,7 +517,7 @@ fn run_inner(
         }
         Ok(())
     };
-    let written = match &prepared {
+    match prepared {
         Prepared::Append(index, appended) => confined.replace_verified(
             path,
             0o600,
@@ -522,13 +551,7 @@ fn run_inner(
         } else {
             failed(e)
         }
-    })?;
-    out.bytes_after = written;
-    out.status = Status::Changed;
-    if let Some(note) = carry_tail(confined, path, &old, locked.0, written) {
-        out.notes.push(note);
-    }
-    Ok(())
+    })
 }
 
 /// After the rename: if the old inode grew past `indexed_len` (an append that raced with the
