@@ -19,7 +19,7 @@ use crate::fsutil::Confined;
 use crate::progress::{self, Progress};
 use crate::report::transcript_text::{self, Totals, status_name};
 use crate::transcript::estimate::TokenCounter;
-use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Status};
+use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Staging, Status};
 
 pub(crate) fn moved_to_sqlite(db: &Path) -> String {
     format!(
@@ -125,8 +125,39 @@ pub fn run_at(
     report(mode, labels, count, &results, &resolved_dirs, problems)
 }
 
+/// The most files, and bytes of originals, that one batch of an `--enforce` run stages before
+/// it makes them durable and puts them in place. Each staged file holds its lock, its
+/// original and its temp file until the batch finishes: these bound how long a lock is held
+/// and how many files are open at once.
+const BATCH_FILES: usize = 128;
+const BATCH_BYTES: u64 = 256 << 20;
+
+/// The targets of each batch, in order: at most [`BATCH_FILES`] files, and at most
+/// [`BATCH_BYTES`] unless one file alone is larger.
+fn batches(sizes: &[u64]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0u64);
+    for (i, &size) in sizes.iter().enumerate() {
+        if i > start && (i - start == BATCH_FILES || bytes + size > BATCH_BYTES) {
+            out.push(start..i);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < sizes.len() {
+        out.push(start..sizes.len());
+    }
+    out
+}
+
 /// Run the job on every transcript file, in parallel, with progress in bytes (see
 /// `crate::progress`); each outcome with its session key.
+///
+/// `--enforce` works in batches (see [`batches`]): every file of a batch is locked, rewritten
+/// into a temp file and validated; then every temp is made durable; then each original is
+/// checked once more and replaced; then each directory is synced once. A crash at any
+/// moment leaves every file old or new, as a file-by-file run does, with one wait for the
+/// disk per batch instead of one per file.
 fn run_files(
     targets: &[transcript_targets::Target],
     mode: &ModeArgs,
@@ -143,45 +174,93 @@ fn run_files(
         progress::wanted(mode.json, mode.quiet),
     );
     let dirs = dirs_of(targets);
-    let process = || -> Vec<(Outcome, Option<String>)> {
-        targets
+    let stage = |t: &transcript_targets::Target, bytes: u64| -> Staging {
+        let (sqlite, confined) = &dirs[t.dir.as_path()];
+        let staging = match (sqlite, confined) {
+            (Some(db), _) if opts.mode == Mode::Enforce => {
+                Staging::Done(Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db))))
+            }
+            (_, Ok(c)) => {
+                let mut staging = job::stage_file_at(c, &t.path, opts, planner);
+                if let Staging::Done(o) = &mut staging {
+                    o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
+                }
+                staging
+            }
+            (_, Err(e)) => Staging::Done(Outcome::new(&t.path, Status::Failed(e.clone()))),
+        };
+        progress.inc(bytes);
+        staging
+    };
+    let results = match opts.mode {
+        Mode::Preview => targets
             .par_iter()
             .zip(&sizes)
-            .map(|(t, bytes)| {
-                let (sqlite, confined) = &dirs[t.dir.as_path()];
-                let outcome = match (sqlite, confined) {
-                    (Some(db), _) if opts.mode == Mode::Enforce => {
-                        Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db)))
-                    }
-                    (_, Ok(c)) => {
-                        let mut o = job::run_file_at(c, &t.path, opts, planner);
-                        o.notes.extend(sqlite.as_deref().map(moved_to_sqlite));
-                        o
-                    }
-                    (_, Err(e)) => Outcome::new(&t.path, Status::Failed(e.clone())),
-                };
-                progress.inc(*bytes);
-                (outcome, t.session_key.clone())
-            })
-            .collect()
-    };
-    // A rewrite waits on the disk (its fsync) as much as it computes: with more files in
-    // flight than cores, one file's fsync overlaps another's work. Previews only compute.
-    let results = match opts.mode {
-        Mode::Enforce => writer_pool()?.install(process),
-        Mode::Preview => process(),
+            .map(|(t, bytes)| (stage(t, *bytes).finish_alone(), t.session_key.clone()))
+            .collect(),
+        // A rewrite waits on the disk as much as it computes: with more files in flight than
+        // cores, one file's writes overlap another's work.
+        Mode::Enforce => writer_pool()?.install(|| -> Result<_> {
+            let mut results = Vec::with_capacity(targets.len());
+            for range in batches(&sizes) {
+                let batch = &targets[range.clone()];
+                let staged: Vec<Staging> = batch
+                    .par_iter()
+                    .zip(&sizes[range])
+                    .map(|(t, bytes)| stage(t, *bytes))
+                    .collect();
+                let outcomes = finish_batch(staged);
+                sync_dirs(&dirs, batch, &outcomes)?;
+                results.extend(
+                    outcomes
+                        .into_iter()
+                        .zip(batch.iter().map(|t| t.session_key.clone())),
+                );
+            }
+            Ok(results)
+        })?,
     };
     progress.finish();
-    // One directory fsync per directory makes every rename of the run durable before the
-    // report says it happened.
-    if opts.mode == Mode::Enforce {
-        for (_, confined) in dirs.values() {
-            if let Ok(c) = confined {
-                c.sync()?;
-            }
+    Ok(results)
+}
+
+/// Make every staged temp of a batch durable (in parallel, on the writer threads), then put
+/// each in place; the outcomes in the batch's order.
+fn finish_batch(staged: Vec<Staging>) -> Vec<Outcome> {
+    let durable: Vec<Option<Result<()>>> = staged
+        .par_iter()
+        .map(|s| match s {
+            Staging::Pending(p) => Some(p.staged().make_durable()),
+            Staging::Done(_) => None,
+        })
+        .collect();
+    staged
+        .into_iter()
+        .zip(durable)
+        .map(|(s, durable)| match (s, durable) {
+            (Staging::Pending(p), Some(durable)) => p.finish(durable),
+            (other, _) => other.finish_alone(),
+        })
+        .collect()
+}
+
+/// One directory fsync per directory where a batch replaced a file makes those renames
+/// durable before the report says they happened.
+fn sync_dirs(
+    dirs: &HashMap<&Path, DirFacts>,
+    batch: &[transcript_targets::Target],
+    outcomes: &[Outcome],
+) -> Result<()> {
+    let mut synced = std::collections::HashSet::new();
+    for (t, o) in batch.iter().zip(outcomes) {
+        if o.status == Status::Changed
+            && synced.insert(t.dir.as_path())
+            && let (_, Ok(c)) = &dirs[t.dir.as_path()]
+        {
+            c.sync()?;
         }
     }
-    Ok(results)
+    Ok(())
 }
 
 /// A transcripts directory's SQLite marker and confinement.

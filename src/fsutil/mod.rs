@@ -554,49 +554,135 @@ impl Confined {
         fill: impl FnOnce(&mut dyn Write) -> Result<T>,
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
+        let (staged, value) = self.stage(path, attrs, fill)?;
+        staged.make_durable()?;
+        verify(&value)?;
+        staged.commit()?;
+        Ok(value)
+    }
+
+    /// The first half of [`Confined::replace_verified`]: write what `fill` writes into a temp
+    /// file beside `path` (with `path`'s mode and owner, or `new_mode` for a new file), and
+    /// stop there. Nothing is durable and nothing is in place yet: the caller makes a batch
+    /// of such files durable together ([`Staged::make_durable`]), then puts each in place
+    /// ([`Staged::commit`]) and syncs the directory once. A `Staged` dropped without a commit
+    /// removes its temp file, so the target is left exactly as it was.
+    pub fn stage_verified<T>(
+        &self,
+        path: &Path,
+        new_mode: u32,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+    ) -> Result<(Staged, T)> {
+        self.stage(path, Attrs::Keep(new_mode), fill)
+    }
+
+    fn stage<T>(
+        &self,
+        path: &Path,
+        attrs: Attrs,
+        fill: impl FnOnce(&mut dyn Write) -> Result<T>,
+    ) -> Result<(Staged, T)> {
         let name = self.name_in(path)?;
         let path = self.root.join(&name);
         let (mode, owner) = self.attrs_for(&name, &path, attrs)?;
         let tmp = temp_path(&path);
         let tmp_name = tmp.file_name().unwrap_or_default().to_owned();
-        let result = (|| -> Result<T> {
-            let file = self
-                .open_name(
-                    &tmp_name,
-                    libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
-                    mode,
-                )
-                .with_context(|| format!("cannot create {}", tmp.display()))?;
-            let mut w = Buffered::new(&file);
-            let value = fill(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
-            w.flush()
-                .with_context(|| format!("cannot write {}", tmp.display()))?;
-            drop(w);
-            // A replaced file keeps its owner and group, a successor gets its predecessor's (a
-            // root cron job must not hand the gateway's transcripts to root); when that is
-            // impossible nothing is written.
-            if let Some((uid, gid)) = owner {
-                keep_owner(&file, uid, gid)
-                    .with_context(|| format!("cannot keep the owner of {}", path.display()))?;
-            }
-            // create_new's mode is filtered by the umask; set it exactly (after chown, which
-            // may clear set-id bits).
-            file.set_permissions(fs::Permissions::from_mode(mode))
-                .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
-            file.sync_all()
-                .with_context(|| format!("cannot sync {}", tmp.display()))?;
-            verify(&value)?;
-            self.rename_names(&tmp_name, &name).with_context(|| {
-                format!("cannot rename {} to {}", tmp.display(), path.display())
-            })?;
-            Ok(value)
-        })();
-        if result.is_err() {
-            let _ = self.unlink_name(&tmp_name);
+        let file = self
+            .open_name(
+                &tmp_name,
+                libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL,
+                mode,
+            )
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        // From here on, dropping `staged` (an error below) removes the temp file.
+        let staged = Staged {
+            confined: self.clone(),
+            file,
+            tmp_name,
+            name,
+            path,
+            done: false,
+        };
+        let mut w = Buffered::new(&staged.file);
+        let value = fill(&mut w).with_context(|| format!("cannot write {}", tmp.display()))?;
+        w.flush()
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        drop(w);
+        // A replaced file keeps its owner and group, a successor gets its predecessor's (a
+        // root cron job must not hand the gateway's transcripts to root); when that is
+        // impossible nothing is written.
+        if let Some((uid, gid)) = owner {
+            keep_owner(&staged.file, uid, gid)
+                .with_context(|| format!("cannot keep the owner of {}", staged.path.display()))?;
         }
-        let value = result?;
-        self.sync_after_rename()?;
-        Ok(value)
+        // create_new's mode is filtered by the umask; set it exactly (after chown, which
+        // may clear set-id bits).
+        staged
+            .file
+            .set_permissions(fs::Permissions::from_mode(mode))
+            .with_context(|| format!("cannot set the mode of {}", tmp.display()))?;
+        Ok((staged, value))
+    }
+}
+
+/// A complete temp file beside its target, not yet durable and not yet in place (see
+/// [`Confined::stage_verified`]). Dropped without [`Staged::commit`], it removes the temp.
+#[derive(Debug)]
+pub struct Staged {
+    confined: Confined,
+    file: File,
+    tmp_name: OsString,
+    /// The target's name in the confined directory, and its full path (for messages).
+    name: OsString,
+    path: PathBuf,
+    /// Renamed into place (nothing left to remove).
+    done: bool,
+}
+
+impl Staged {
+    /// The file this temp replaces.
+    pub fn target(&self) -> &Path {
+        &self.path
+    }
+
+    /// fsync the temp file (data, size, mode and owner). Every temp of a batch is made durable
+    /// before any of them is renamed, so a crash at any moment leaves each target old or new.
+    /// One `fsync` per file rather than one `syncfs`: its error is this file's, and a file
+    /// whose write-back failed is never renamed (`syncfs` reports such errors only on recent
+    /// kernels, and for the whole file system).
+    pub fn make_durable(&self) -> Result<()> {
+        self.file
+            .sync_all()
+            .with_context(|| format!("cannot sync {}", self.temp_path().display()))
+    }
+
+    /// Rename the temp over the target, then fsync the directory, unless the confinement
+    /// defers that to its caller ([`Confined::deferring_dir_sync`], one [`Confined::sync`] per
+    /// batch).
+    pub fn commit(mut self) -> Result<()> {
+        self.confined
+            .rename_names(&self.tmp_name, &self.name)
+            .with_context(|| {
+                format!(
+                    "cannot rename {} to {}",
+                    self.temp_path().display(),
+                    self.path.display()
+                )
+            })?;
+        self.done = true;
+        self.confined.sync_after_rename()
+    }
+
+    fn temp_path(&self) -> PathBuf {
+        self.confined.root.join(&self.tmp_name)
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.confined.unlink_name(&self.tmp_name);
+        }
     }
 }
 

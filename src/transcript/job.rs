@@ -32,9 +32,9 @@ use super::tree::Tree;
 use super::validate::{self, Expectation};
 use super::values::Transcript;
 use crate::exit::Refusal;
-use crate::fsutil::Confined;
-use crate::fsutil::lock::{self, Acquire};
+use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::fsutil::temps;
+use crate::fsutil::{Confined, Staged};
 
 /// Preview or apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,11 +159,7 @@ pub fn run_file_at(
     opts: Options,
     planner: &PlannerAt,
 ) -> Outcome {
-    let mut out = Outcome::new(path, Status::Unchanged);
-    if let Err(status) = run_inner(confined, path, opts, planner, &mut out) {
-        out.fail(status);
-    }
-    out
+    stage_file_at(confined, path, opts, planner).finish_alone()
 }
 
 /// Size and modification time: what a concurrent append changes.
@@ -411,22 +407,142 @@ pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
     Ok(())
 }
 
-fn run_inner(
+/// A rewrite written to its temp file and validated, holding the file's lock: it waits for
+/// its batch's temps to be made durable ([`Pending::staged`]) and is then put in place by
+/// [`Pending::finish`]. Dropped unfinished, it removes its temp and releases the lock, and
+/// the file stays as it was.
+#[derive(Debug)]
+pub struct Pending {
+    out: Outcome,
+    confined: Confined,
+    staged: Staged,
+    /// The original inode, kept open: a writer that appends between the last check and the
+    /// rename writes into it, and [`carry_tail`] carries that tail over.
+    old: File,
+    /// Size and mtime when the lock was taken: the file must still have them at the rename.
+    locked: (u64, Option<SystemTime>),
+    _lock: SessionLock,
+}
+
+/// How far [`stage_file_at`] took a file.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // a batch holds at most a few hundred, never boxed apart
+pub enum Staging {
+    /// Nothing left to do: a preview, nothing to change, or a refusal or failure.
+    Done(Outcome),
+    /// A rewrite waiting for its batch (see [`Pending`]).
+    Pending(Pending),
+}
+
+/// The first half of [`run_file_at`]: plan the file and, with `--enforce`, take its lock and
+/// write and validate the rewrite into a temp file beside it, without making it durable or
+/// putting it in place. A batch of files is staged, its temps are made durable together,
+/// then each is finished: a crash at any moment leaves every file old or new.
+pub fn stage_file_at(
+    confined: &Confined,
+    path: &Path,
+    opts: Options,
+    planner: &PlannerAt,
+) -> Staging {
+    let mut out = Outcome::new(path, Status::Unchanged);
+    match stage_inner(confined, path, opts, planner, &mut out) {
+        Err(status) => {
+            out.fail(status);
+            Staging::Done(out)
+        }
+        Ok(None) => Staging::Done(out),
+        Ok(Some(held)) => Staging::Pending(Pending {
+            out,
+            confined: confined.clone(),
+            staged: held.staged,
+            old: held.old,
+            locked: held.locked,
+            _lock: held.lock,
+        }),
+    }
+}
+
+impl Staging {
+    /// Finish a single file on its own: make its temp durable and put it in place.
+    pub fn finish_alone(self) -> Outcome {
+        match self {
+            Staging::Done(out) => out,
+            Staging::Pending(p) => {
+                let durable = p.staged().make_durable();
+                p.finish(durable)
+            }
+        }
+    }
+}
+
+impl Pending {
+    /// The temp file, for the batch to make durable.
+    pub fn staged(&self) -> &Staged {
+        &self.staged
+    }
+
+    /// Put the rewrite in place once its temp is durable (`durable`): the original must still
+    /// have the size and mtime it had when locked (a concurrent append aborts the file
+    /// instead of losing its tail). Then release the lock. Whatever fails, the file is left
+    /// as it was and the temp is removed.
+    pub fn finish(self, durable: Result<()>) -> Outcome {
+        let Pending {
+            mut out,
+            confined,
+            staged,
+            old,
+            locked,
+            _lock,
+        } = self;
+        let path = out.path.clone();
+        let renamed = durable.map_err(failed).and_then(|()| {
+            if stamp_in(&confined, &path).map_err(failed)? != locked {
+                return Err(Status::Refused(
+                    "the file changed while it was being rewritten (a concurrent append?); \
+                     left as it is"
+                        .to_owned(),
+                ));
+            }
+            staged.commit().map_err(failed)
+        });
+        match renamed {
+            Err(status) => out.fail(status),
+            Ok(()) => {
+                out.status = Status::Changed;
+                if let Some(note) = carry_tail(&confined, &path, &old, locked.0, out.bytes_after) {
+                    out.notes.push(note);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// What a staged rewrite holds until its batch finishes it.
+struct Held {
+    staged: Staged,
+    old: File,
+    locked: (u64, Option<SystemTime>),
+    lock: SessionLock,
+}
+
+fn stage_inner(
     confined: &Confined,
     path: &Path,
     opts: Options,
     planner: &PlannerAt,
     out: &mut Outcome,
-) -> Result<(), Status> {
+) -> Result<Option<Held>, Status> {
     check_target(confined, path)?;
     let before = stamp_in(confined, path).map_err(failed)?;
     let Some(mut prepared) = prepare(confined, path, opts.measure, planner, out)? else {
-        return Ok(());
+        return Ok(None);
     };
     if opts.mode == Mode::Preview {
-        return preview(confined, path, &prepared, out);
+        preview(confined, path, &prepared, out)?;
+        return Ok(None);
     }
-    let _lock = match lock::acquire(confined, path, opts.wait_lock).map_err(failed)? {
+    let lock = match lock::acquire(confined, path, opts.wait_lock).map_err(failed)? {
         Acquire::Locked(l) => l,
         Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string())),
     };
@@ -447,19 +563,18 @@ fn run_inner(
         out.notes.extend(swept_note);
         match again? {
             Some(p) => prepared = p,
-            None => return Ok(()),
+            None => return Ok(None),
         }
     }
-    // Keep the original inode open: a writer that appends between our last check and the
-    // rename writes into it, and we carry that tail over below.
     let old = confined.open_read(path).map_err(failed)?;
-    let written = write(confined, path, &prepared, locked)?;
+    let (staged, written) = write(confined, path, &prepared)?;
     out.bytes_after = written;
-    out.status = Status::Changed;
-    if let Some(note) = carry_tail(confined, path, &old, locked.0, written) {
-        out.notes.push(note);
-    }
-    Ok(())
+    Ok(Some(Held {
+        staged,
+        old,
+        locked,
+        lock,
+    }))
 }
 
 /// A preview: what the rewrite would write (validated like a real run, into a counting
@@ -499,59 +614,37 @@ fn preview(
     Ok(())
 }
 
-/// Write the prepared rewrite into a temp file beside the original and rename it into place
-/// once it validates and the original is still as it was when locked (`locked`); the bytes
-/// written.
-fn write(
-    confined: &Confined,
-    path: &Path,
-    prepared: &Prepared,
-    locked: (u64, Option<SystemTime>),
-) -> Result<u64, Status> {
-    let unchanged = |what: &str| -> Result<()> {
-        if stamp_in(confined, path)? != locked {
-            return Err(Refusal::Unsafe(format!(
-                "the file changed while it was being {what} (a concurrent append?); left as it is"
-            ))
-            .into());
-        }
-        Ok(())
-    };
+/// Write the prepared rewrite into a temp file beside the original and validate it; the temp
+/// and the bytes written.
+fn write(confined: &Confined, path: &Path, prepared: &Prepared) -> Result<(Staged, u64), Status> {
     match prepared {
-        Prepared::Append(index, appended) => confined.replace_verified(
-            path,
-            0o600,
-            |w: &mut dyn Write| {
+        Prepared::Append(index, appended) => confined
+            .stage_verified(path, 0o600, |w: &mut dyn Write| {
                 let file = confined.open_read(path)?;
                 append::copy_verified(BufReader::with_capacity(1 << 20, file), index, appended, w)
-            },
-            |_| unchanged("rewritten"),
-        ),
-        Prepared::Rewrite(index, resolved) => confined
-            .replace_verified(
-                path,
-                0o600,
-                |w: &mut dyn Write| {
+            })
+            .map_err(write_failed),
+        Prepared::Rewrite(index, resolved) => {
+            let (staged, applied) = confined
+                .stage_verified(path, 0o600, |w: &mut dyn Write| {
                     let file = confined.open_read(path)?;
                     rewrite::apply(file, index, resolved, w)
-                },
-                |applied| {
-                    check(index, &applied.index, resolved).map_err(|s| match s {
-                        Status::Refused(m) => Refusal::Unsafe(m),
-                        other => Refusal::Unsafe(format!("{other:?}")),
-                    })?;
-                    unchanged("rewritten")
-                },
-            )
-            .map(|applied| applied.bytes_written),
-    }
-    .map_err(|e| {
-        if e.chain().any(|c| c.downcast_ref::<Refusal>().is_some()) {
-            Status::Refused(format!("{e:#}"))
-        } else {
-            failed(e)
+                })
+                .map_err(write_failed)?;
+            check(index, &applied.index, resolved)?;
+            Ok((staged, applied.bytes_written))
         }
-    })
+    }
+}
+
+/// The status of a rewrite that could not be written: refused when the source turned out to
+/// have changed under it (see [`append::copy_verified`]), else failed.
+fn write_failed(e: anyhow::Error) -> Status {
+    if e.chain().any(|c| c.downcast_ref::<Refusal>().is_some()) {
+        Status::Refused(format!("{e:#}"))
+    } else {
+        failed(e)
+    }
 }
 
 /// After the rename: if the old inode grew past `indexed_len` (an append that raced with the

@@ -17,6 +17,7 @@ mod cleanup_safety;
 mod compact;
 mod compact_successor;
 mod crash;
+mod crash_batch;
 mod crash_compact;
 mod demo;
 mod generator;
