@@ -200,28 +200,54 @@ fn run_files(
             .collect(),
         // A rewrite waits on the disk as much as it computes: with more files in flight than
         // cores, one file's writes overlap another's work.
-        Mode::Enforce => writer_pool()?.install(|| -> Result<_> {
-            let mut results = Vec::with_capacity(targets.len());
-            for range in batches(&sizes) {
-                let batch = &targets[range.clone()];
-                let staged: Vec<Staging> = batch
-                    .par_iter()
-                    .zip(&sizes[range])
-                    .map(|(t, bytes)| stage(t, *bytes))
-                    .collect();
-                let outcomes = finish_batch(staged);
-                sync_dirs(&dirs, batch, &outcomes)?;
-                results.extend(
-                    outcomes
-                        .into_iter()
-                        .zip(batch.iter().map(|t| t.session_key.clone())),
-                );
-            }
-            Ok(results)
-        })?,
+        Mode::Enforce => {
+            let pool = writer_pool()?;
+            let stage_batch = |range: std::ops::Range<usize>| -> Vec<Staging> {
+                pool.install(|| {
+                    targets[range.clone()]
+                        .par_iter()
+                        .zip(&sizes[range])
+                        .map(|(t, bytes)| stage(t, *bytes))
+                        .collect()
+                })
+            };
+            // While one batch is made durable and put in place, the next one is staged: the
+            // disk and the cores work at the same time, and at most two batches hold locks.
+            std::thread::scope(|scope| -> Result<_> {
+                let mut results = Vec::with_capacity(targets.len());
+                let mut committing: Option<std::thread::ScopedJoinHandle<_>> = None;
+                for range in batches(&sizes) {
+                    let staged = stage_batch(range.clone());
+                    if let Some(previous) = committing.take() {
+                        results.extend(join(previous)?);
+                    }
+                    let (pool, dirs) = (&pool, &dirs);
+                    committing = Some(scope.spawn(move || -> Result<_> {
+                        let batch = &targets[range];
+                        let outcomes = pool.install(|| finish_batch(staged));
+                        sync_dirs(dirs, batch, &outcomes)?;
+                        Ok(outcomes
+                            .into_iter()
+                            .zip(batch.iter().map(|t| t.session_key.clone()))
+                            .collect::<Vec<_>>())
+                    }));
+                }
+                if let Some(last) = committing {
+                    results.extend(join(last)?);
+                }
+                Ok(results)
+            })?
+        }
     };
     progress.finish();
     Ok(results)
+}
+
+/// The result of a batch's commit thread (a panic there is re-raised here).
+fn join<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+    handle
+        .join()
+        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
 }
 
 /// Make every staged temp of a batch durable (in parallel, on the writer threads), then put
