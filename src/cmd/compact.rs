@@ -28,7 +28,7 @@ use crate::compact::{
 };
 use crate::exit::Exit;
 use crate::transcript::Index;
-use crate::transcript::job::{Outcome, Planned};
+use crate::transcript::job::{Outcome, PlanError, Planned};
 use crate::transcript::tree::Tree;
 use crate::transcript::values::Transcript;
 
@@ -114,9 +114,9 @@ pub fn planner<'a>(
     now: &'a str,
     external: Option<&'a External>,
     enforce: bool,
-) -> impl Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
+) -> impl Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, PlanError> + Sync + 'a {
     move |transcript, index, tree| {
-        let fail = |e: anyhow::Error| format!("{e:#}");
+        let fail = PlanError::from_error;
         let scan = facts::scan(index, tree, &settings.estimator).map_err(fail)?;
         let planned = load::compaction(transcript, index, tree, &scan, settings, now);
         let mut c = match planned.map_err(fail)? {
