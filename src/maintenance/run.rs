@@ -11,6 +11,7 @@ use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, PathSet, RemovedFiles};
 use super::log::{self, LogLine};
+use super::protect::Protected;
 use crate::config::maintenance::Maintenance;
 use crate::fsutil::Confined;
 use crate::keys;
@@ -444,7 +445,7 @@ pub fn apply(
         Pruned::default()
     } else {
         let (pruned, in_use) =
-            prune_entries(&confined, &mut store, &dir, store_path, opts, &preserve);
+            prune_entries(&confined, &mut store, &dir, store_path, opts, &preserve)?;
         applied.left_in_use.extend(in_use);
         applied.logs.extend(log::entry_steps(
             pruned.model_runs.len(),
@@ -478,7 +479,7 @@ pub fn apply(
         &dir,
         store_path,
         opts,
-    ));
+    )?);
     let unreferenced = sweep_after_save(&sessions, &store, opts)?;
     let repaired = fixes
         .repairs
@@ -535,8 +536,8 @@ fn refuse_changed_store(
     }
 }
 
-/// Archive the files of the retired dm-scope entries once the store is saved (a kept entry's,
-/// or the store, protected); the files left in use.
+/// Archive the files of the retired dm-scope entries once the store is saved (the store and
+/// the files a kept entry uses protected); the files left in use.
 fn archive_retired(
     confined: &Confined,
     retired: &RemovedFiles,
@@ -544,13 +545,15 @@ fn archive_retired(
     dir: &Path,
     store_path: &Path,
     opts: &Options,
-) -> Vec<(PathBuf, String)> {
+) -> Result<Vec<(PathBuf, String)>> {
     if retired.0.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let referenced = files::referenced_ids(store);
-    let protected = super::protect::protected_paths(store, dir, store_path);
-    files::archive_removed(confined, retired, &referenced, &protected, dir, &opts.home).in_use
+    let protected = Protected::of(store, dir, store_path)?;
+    let archived =
+        files::archive_removed(confined, retired, &referenced, &protected, dir, &opts.home);
+    Ok(archived.in_use)
 }
 
 /// The unreferenced-artifact sweep after the store is saved (warn mode: none).
@@ -609,10 +612,11 @@ fn nothing_on_disk(
 }
 
 /// The entry steps of an enforce run and what goes with the entries they remove: their
-/// transcripts archived (a kept entry's, or the store, protected; one a live process holds
-/// is left where it is and listed), their trajectories removed, then the archive retention
-/// in the directories archived into (else the sessions directory, when a reset-archive
-/// retention is set). Returns what the steps removed and the files left in use.
+/// transcripts archived (the store and the files a kept entry uses protected; one a live
+/// process holds is left where it is and listed), their trajectories removed, then the
+/// archive retention in the directories archived into (else the sessions directory, when a
+/// reset-archive retention is set). Returns what the steps removed and the files left in
+/// use.
 fn prune_entries(
     confined: &Confined,
     store: &mut Store,
@@ -620,23 +624,20 @@ fn prune_entries(
     store_path: &Path,
     opts: &Options,
     preserve: &[String],
-) -> (Pruned, Vec<(PathBuf, String)>) {
+) -> Result<(Pruned, Vec<(PathBuf, String)>)> {
     let maintenance = &opts.maintenance;
     let pruned = entry_steps(store, maintenance, preserve);
     let mut removed = RemovedFiles::default();
     for (_, e) in pruned.entries() {
         removed.remember(e);
     }
-    let referenced = files::referenced_ids(store);
-    let protected = if removed.0.is_empty() {
-        PathSet::default()
-    } else {
-        super::protect::protected_paths(store, dir, store_path)
-    };
-    let archived =
-        files::archive_removed(confined, &removed, &referenced, &protected, dir, &opts.home);
+    let mut archived = files::Archived::default();
     if !removed.0.is_empty() {
-        files::remove_trajectories(confined, &removed, &referenced, dir);
+        let referenced = files::referenced_ids(store);
+        let protected = Protected::of(store, dir, store_path)?;
+        archived =
+            files::archive_removed(confined, &removed, &referenced, &protected, dir, &opts.home);
+        files::remove_trajectories(confined, &removed, &referenced, &protected, dir);
     }
     if !(archived.dirs.is_empty() && maintenance.reset_archive_retention_ms.is_none()) {
         let targets = if archived.dirs.is_empty() {
@@ -651,7 +652,7 @@ fn prune_entries(
             maintenance.reset_archive_retention_ms,
         );
     }
-    (pruned, archived.in_use)
+    Ok((pruned, archived.in_use))
 }
 
 /// Warn mode's warning about the `--active-key` entry (nothing in enforce mode).
