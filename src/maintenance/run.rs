@@ -94,13 +94,14 @@ impl Preview {
 
 /// `dirname(path.resolve(storePath))`.
 pub fn sessions_dir_of(store_path: &Path) -> PathBuf {
-    let r = paths::resolve(store_path);
-    r.parent()
+    let resolved = paths::resolve(store_path);
+    resolved
+        .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf)
 }
 
 fn keyset(removed: &entries::Removed) -> HashSet<String> {
-    removed.iter().map(|(k, _)| k.clone()).collect()
+    removed.iter().map(|(key, _)| key.clone()).collect()
 }
 
 /// Compute the plan for one store without writing anything.
@@ -212,7 +213,7 @@ impl Counted {
             || self
                 .disk_budget
                 .as_ref()
-                .is_some_and(|b| b.removed_entries > 0 || b.removed_files > 0)
+                .is_some_and(|budget| budget.removed_entries > 0 || budget.removed_files > 0)
     }
 
     fn summary(
@@ -264,10 +265,10 @@ fn plan(
     let pruned = entry_steps(&mut store, &opts.maintenance, &preserve);
     let mut excluded = PathSet::default();
     let real = paths::RealDir::new(dir);
-    for (k, _) in pruned.entries().chain(&fixes.dm_scope) {
-        if let Some(e) = before.get(k) {
+    for (key, _) in pruned.entries().chain(&fixes.dm_scope) {
+        if let Some(entry) = before.get(key) {
             excluded.extend(
-                files::entry_artifacts_canonical(e, dir, real.as_ref())
+                files::entry_artifacts_canonical(entry, dir, real.as_ref())
                     .into_iter()
                     .map(PathBuf::into_os_string),
             );
@@ -291,7 +292,7 @@ fn plan(
     )?;
     let budget_evicted: HashSet<String> = before_budget
         .into_iter()
-        .filter(|k| !store.contains_key(k))
+        .filter(|key| !store.contains_key(key))
         .collect();
     let missing_keys = keyset(&fixes.missing.removed);
     let model_run_keys = keyset(&pruned.model_runs);
@@ -302,9 +303,9 @@ fn plan(
         .missing
         .repaired
         .iter()
-        .map(|r| r.key.clone())
+        .map(|repair| repair.key.clone())
         .collect();
-    repaired.retain(|k| {
+    repaired.retain(|key| {
         ![
             &missing_keys,
             &model_run_keys,
@@ -314,7 +315,7 @@ fn plan(
             &dm_scope_keys,
         ]
         .iter()
-        .any(|set| set.contains(k))
+        .any(|set| set.contains(key))
     });
     let counted = Counted {
         before: before.len() as u64,
@@ -369,27 +370,28 @@ fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> 
         .missing
         .removed
         .iter()
-        .filter(|(k, e)| remove_if_unchanged(k, e).is_some())
+        .filter(|(key, entry)| remove_if_unchanged(key, entry).is_some())
         .count() as u64;
     let mut dm_scope_files = RemovedFiles::default();
     let mut dm_scope_retired = 0u64;
-    for (k, e) in &fixes.dm_scope {
-        if let Some(removed) = remove_if_unchanged(k, e) {
+    for (key, entry) in &fixes.dm_scope {
+        if let Some(removed) = remove_if_unchanged(key, entry) {
             dm_scope_retired += 1;
             if store::session_id(&removed).is_some() {
                 dm_scope_files.remember(&removed);
             }
         }
     }
-    for r in &fixes.missing.repaired {
-        let Some(Value::Object(current)) = store.get_mut(&r.key) else {
+    for repair in &fixes.missing.repaired {
+        let Some(Value::Object(current)) = store.get_mut(&repair.key) else {
             continue;
         };
         let same_id =
-            current.get("sessionId").and_then(Value::as_str) == Some(r.session_id.as_str());
-        let same_file = current.get("sessionFile").and_then(Value::as_str) == r.previous.as_deref();
-        if same_id && same_file && entries::exists_with_messages(Path::new(&r.new)) {
-            current.insert("sessionFile".into(), Value::String(r.new.clone()));
+            current.get("sessionId").and_then(Value::as_str) == Some(repair.session_id.as_str());
+        let same_file =
+            current.get("sessionFile").and_then(Value::as_str) == repair.previous.as_deref();
+        if same_id && same_file && entries::exists_with_messages(Path::new(&repair.new)) {
+            current.insert("sessionFile".into(), Value::String(repair.new.clone()));
         }
     }
     FixesMade {
@@ -484,7 +486,9 @@ pub fn apply(
     let repaired = fixes
         .repairs
         .iter()
-        .filter(|r| store.get(&r.key).and_then(store::session_file) == Some(r.new.as_str()))
+        .filter(|repair| {
+            store.get(&repair.key).and_then(store::session_file) == Some(repair.new.as_str())
+        })
         .count() as u64;
     confined
         .sync()
