@@ -57,7 +57,7 @@ pub struct External {
     timeout: Duration,
 }
 
-mod successor;
+mod successor_mode;
 
 pub fn run(args: &CompactArgs) -> Result<Exit> {
     if args.successor && args.targets.transcript.is_some() {
@@ -86,14 +86,14 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
     };
     let now = entry::now_iso();
     if args.successor {
-        let run = successor::Run {
+        let run = successor_mode::Run {
             settings: &settings,
             external: external.as_ref(),
             enforce,
             wait_lock: args.mode.wait_lock,
             now: &now,
         };
-        return successor::run(&args.targets, &args.mode, &labels, summarised_count, &run);
+        return successor_mode::run(&args.targets, &args.mode, &labels, summarised_count, &run);
     }
     transcripts::run_at(
         &args.targets,
