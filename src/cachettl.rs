@@ -48,7 +48,7 @@ use std::sync::LazyLock;
 use memchr::memmem::Finder;
 use serde_json::Value;
 
-use crate::transcript::job::Planned;
+use crate::transcript::job::{PlanError, Planned};
 use crate::transcript::tree::Tree;
 use crate::transcript::{EntryType, Index};
 
@@ -242,9 +242,9 @@ pub fn plan(index: &Index, tree: &Tree) -> Plan {
 /// `prune-cache-ttl` runs per file, and what `inspect` previews to predict it). A file with a
 /// marker line too deep to parse is not edited (the `jsjson::TooDeep` reason: the job reports
 /// it as damaged), since that marker may be the one the runtime reads.
-pub fn planned(index: &Index, tree: &Tree) -> Result<Planned, String> {
+pub fn planned(index: &Index, tree: &Tree) -> Result<Planned, PlanError> {
     if let Some(line) = index.cache_ttl_too_deep {
-        return Err(crate::jsjson::TooDeep { line: line + 1 }.to_string());
+        return Err(crate::jsjson::TooDeep { line: line + 1 }.into());
     }
     let plan = plan(index, tree);
     let notes = plan

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use crate::transcript::job::Planned;
+use crate::transcript::job::{PlanError, Planned};
 use crate::transcript::tree::Tree;
 use crate::transcript::{EntryType, Index, Role};
 
@@ -199,10 +199,10 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
 
 /// [`plan`] as the transcript job's edits (what `strip-images` runs per file, and what
 /// `inspect` previews to predict it); a refused plan is the reason to skip the file.
-pub fn planned(index: &Index, tree: &Tree, keep_turns: usize) -> Result<Planned, String> {
+pub fn planned(index: &Index, tree: &Tree, keep_turns: usize) -> Result<Planned, PlanError> {
     let plan = plan(index, tree, keep_turns);
     if let Some(why) = plan.refused {
-        return Err(why);
+        return Err(PlanError::Skip(why));
     }
     let mut planned = Planned::default();
     let kept = match (plan.protected, plan.media_protected) {

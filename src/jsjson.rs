@@ -64,14 +64,6 @@ pub struct TooDeep {
     pub line: usize,
 }
 
-impl TooDeep {
-    /// Whether `reason` is this error's text (for planners, whose errors are plain text).
-    pub fn is_reason(reason: &str) -> bool {
-        reason.starts_with("line ")
-            && reason.ends_with(&format!("deeper than {MAX_DEPTH} levels; not editing"))
-    }
-}
-
 /// Parse JSON text as `JSON.parse` would, then apply JavaScript's object key order.
 pub fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
     let mut v: Value = deserialize(bytes, std::marker::PhantomData)?;

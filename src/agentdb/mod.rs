@@ -269,10 +269,22 @@ fn not_writable(db: &Path) -> Option<String> {
     })
 }
 
+/// What [`check`] found wrong in a database.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Damage {
+    /// `PRAGMA quick_check`'s first (up to three) problems.
+    #[error("quick_check: {}", .0.join("; "))]
+    QuickCheck(Vec<String>),
+    /// `PRAGMA foreign_key_check`'s first problem (see [`foreign_key_problem`]).
+    #[error("foreign_key_check: {0}")]
+    ForeignKey(String),
+}
+
 /// `PRAGMA quick_check` and `PRAGMA foreign_key_check`: `Ok(())` when both are clean, else
 /// the first problems they name. Every b-tree page, index and the free list are checked; the
-/// FTS5 index's agreement with its content is the runtime's to keep (see below).
-pub fn check(conn: &Connection) -> Result<std::result::Result<(), String>> {
+/// FTS5 index's agreement with its content is the runtime's to keep (see below). The outer
+/// error is a failure to run the checks.
+pub fn check(conn: &Connection) -> Result<std::result::Result<(), Damage>> {
     let quick: Vec<String> = conn
         .prepare("PRAGMA quick_check")?
         .query_map([], |r| r.get(0))?
@@ -284,11 +296,11 @@ pub fn check(conn: &Connection) -> Result<std::result::Result<(), String>> {
         .filter(|line| !line.starts_with("fts5:"))
         .collect();
     if !quick.is_empty() && quick != ["ok"] {
-        let first: Vec<&str> = quick.iter().take(3).map(String::as_str).collect();
-        return Ok(Err(format!("quick_check: {}", first.join("; "))));
+        let first = quick.into_iter().take(3).collect();
+        return Ok(Err(Damage::QuickCheck(first)));
     }
     match foreign_key_problem(conn)? {
-        Some(problem) => Ok(Err(format!("foreign_key_check: {problem}"))),
+        Some(problem) => Ok(Err(Damage::ForeignKey(problem))),
         None => Ok(Ok(())),
     }
 }
@@ -305,4 +317,34 @@ pub fn foreign_key_problem(conn: &Connection) -> Result<Option<String>> {
         )));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod check_tests {
+    use super::*;
+
+    #[test]
+    fn damage_is_typed_and_worded_as_before() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE parent (id INTEGER PRIMARY KEY);
+             CREATE TABLE child (pid INTEGER REFERENCES parent(id));",
+        )
+        .unwrap();
+        assert_eq!(check(&conn).unwrap(), Ok(()));
+        // With foreign keys off on this connection, the dangling row goes in.
+        conn.execute_batch("PRAGMA foreign_keys = OFF; INSERT INTO child VALUES (7);")
+            .unwrap();
+        let damage = check(&conn).unwrap().unwrap_err();
+        assert_eq!(
+            damage,
+            Damage::ForeignKey("a row of child refers to a missing row of parent".into())
+        );
+        assert_eq!(
+            damage.to_string(),
+            "foreign_key_check: a row of child refers to a missing row of parent"
+        );
+        let pages = Damage::QuickCheck(vec!["page 3: bad".into(), "page 4: bad".into()]);
+        assert_eq!(pages.to_string(), "quick_check: page 3: bad; page 4: bad");
+    }
 }

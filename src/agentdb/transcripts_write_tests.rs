@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use super::transcripts::{self, RowColumns};
 use crate::transcript::Index;
-use crate::transcript::job::{Planned, Status};
+use crate::transcript::job::{PlanError, Planned, Status};
 use crate::transcript::tree::Tree;
 use crate::transcript::values::Transcript;
 
@@ -110,7 +110,7 @@ fn database() -> (tempfile::TempDir, Connection) {
     (dir, conn)
 }
 
-fn remove_b(_: &dyn Transcript, _: &Index, tree: &Tree) -> Result<Planned, String> {
+fn remove_b(_: &dyn Transcript, _: &Index, tree: &Tree) -> Result<Planned, PlanError> {
     let mut p = Planned::default();
     p.edits.remove.insert(tree.by_id["b"]);
     Ok(p)

@@ -52,8 +52,7 @@ pub fn options(
         max_disk: plan.max_disk.clone(),
         high_water: plan.high_water.clone(),
     };
-    let maintenance = Maintenance::merged(cfg.get(&["session", "maintenance"]), &overrides)
-        .map_err(|m| anyhow::anyhow!(m))?;
+    let maintenance = Maintenance::merged(cfg.get(&["session", "maintenance"]), &overrides)?;
     let mode = if enforce {
         serde_json::Value::String("enforce".into())
     } else {

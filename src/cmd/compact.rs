@@ -28,7 +28,7 @@ use crate::compact::{
 };
 use crate::exit::Exit;
 use crate::transcript::Index;
-use crate::transcript::job::{Outcome, Planned};
+use crate::transcript::job::{Outcome, PlanError, Planned};
 use crate::transcript::tree::Tree;
 use crate::transcript::values::Transcript;
 
@@ -57,7 +57,7 @@ pub struct External {
     timeout: Duration,
 }
 
-mod successor;
+mod successor_mode;
 
 pub fn run(args: &CompactArgs) -> Result<Exit> {
     if args.successor && args.targets.transcript.is_some() {
@@ -86,14 +86,14 @@ pub fn run(args: &CompactArgs) -> Result<Exit> {
     };
     let now = entry::now_iso();
     if args.successor {
-        let run = successor::Run {
+        let run = successor_mode::Run {
             settings: &settings,
             external: external.as_ref(),
             enforce,
             wait_lock: args.mode.wait_lock,
             now: &now,
         };
-        return successor::run(&args.targets, &args.mode, &labels, summarised_count, &run);
+        return successor_mode::run(&args.targets, &args.mode, &labels, summarised_count, &run);
     }
     transcripts::run_at(
         &args.targets,
@@ -114,9 +114,9 @@ pub fn planner<'a>(
     now: &'a str,
     external: Option<&'a External>,
     enforce: bool,
-) -> impl Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, String> + Sync + 'a {
+) -> impl Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, PlanError> + Sync + 'a {
     move |transcript, index, tree| {
-        let fail = |e: anyhow::Error| format!("{e:#}");
+        let fail = PlanError::from_error;
         let scan = facts::scan(index, tree, &settings.estimator).map_err(fail)?;
         let planned = load::compaction(transcript, index, tree, &scan, settings, now);
         let mut c = match planned.map_err(fail)? {

@@ -242,8 +242,7 @@ fn with_hooks<T>(
     let compact = compact_planner(&settings, &now, None, false);
     let estimator = settings.estimator;
     let context_tokens = move |i: &Index, t: &Tree| {
-        let ContextEstimate { tokens, .. } =
-            crate::compact::context_estimate(i, t, &estimator).map_err(|e| format!("{e:#}"))?;
+        let ContextEstimate { tokens, .. } = crate::compact::context_estimate(i, t, &estimator)?;
         Ok(tokens)
     };
     let tick = |t: Tick| match t {

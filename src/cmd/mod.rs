@@ -56,8 +56,8 @@ pub(crate) fn cleanup_options(
         max_disk: plan.max_disk.clone(),
         high_water: plan.high_water.clone(),
     };
-    let maintenance = Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides)
-        .map_err(|m| anyhow!(m))?;
+    let maintenance =
+        Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides)?;
     Ok(crate::maintenance::run::Options {
         mode: mode.unwrap_or_else(|| maintenance.mode.clone()),
         maintenance,

@@ -9,7 +9,7 @@
 //! index too); [`plan::decide`] chooses the cut from them; [`load::compaction`] summarises the
 //! decided range in one pass over just those lines, one entry at a time
 //! ([`summary::SummaryBuilder`]); [`load::write_request`] streams the `--summarizer` input;
-//! the successor is planned per entry index ([`successor::build`]) and written by re-reading
+//! the successor is planned per entry index ([`successor_plan::build`]) and written by re-reading
 //! its lines one at a time ([`rotate`]). The value-level functions ([`plan::plan`],
 //! [`summary::build`], [`cut::find_cut`]) run the same steps on entries already in memory.
 //!
@@ -32,7 +32,7 @@ pub mod load;
 pub mod plan;
 pub mod pruned;
 pub mod rotate;
-pub mod successor;
+pub mod successor_plan;
 pub mod summary;
 mod summary_build;
 mod summary_text;

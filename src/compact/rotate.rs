@@ -1,6 +1,6 @@
 //! Writing the successor transcript (`--successor`): the old file stays untouched, the new one
 //! gets a new session id, a header whose `parentSession` names the old file, and the entries
-//! [`super::successor::build`] chose, each read back from the old file one at a time, edited,
+//! [`super::successor_plan::build`] chose, each read back from the old file one at a time, edited,
 //! and written as `JSON.stringify` writes it.
 //!
 //! The file is written through `fsutil` (temp file, fsync, rename) with the old file's mode,
@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::successor::{self, Rewrite};
+use super::successor_plan::{self, Rewrite};
 use crate::fsutil::Confined;
 use crate::jsjson;
 use crate::transcript::tree::{self, ContextItem, Tree};
@@ -33,7 +33,7 @@ pub struct Rotated {
 
 /// Write the successor of `old_path`. `index` holds the old file's entries with the new
 /// compaction appended as entry `compaction.0` (its value is `compaction.1`, not in the file);
-/// `rewrites` are the successor's lines in order ([`successor::build`]); `kept_tail` are the
+/// `rewrites` are the successor's lines in order ([`successor_plan::build`]); `kept_tail` are the
 /// ids of the old context's entries from the cut on, which the successor's context must end
 /// with (minus entries the rotation drops as repeated prompts). Each line is read back from
 /// the old file, edited and written in turn, so memory holds one entry at a time.
@@ -50,7 +50,7 @@ pub fn write_successor(
 ) -> Result<Rotated> {
     let dir = old_path.parent().unwrap_or(Path::new("."));
     let session_id = crate::fsutil::random_uuid();
-    let path = dir.join(successor::file_name(now, &session_id));
+    let path = dir.join(successor_plan::file_name(now, &session_id));
     if std::fs::symlink_metadata(&path).is_ok() {
         bail!("{} already exists", path.display());
     }
@@ -63,7 +63,7 @@ pub fn write_successor(
     } else {
         old_cwd.to_owned()
     };
-    let header = successor::header(
+    let header = successor_plan::header(
         &session_id,
         now,
         &cwd,
@@ -188,8 +188,8 @@ mod tests {
         let index = builder.finish();
         let tree = Tree::build(&index);
         let branch = tree.active_path();
-        let rewrites = successor::build(&index, &tree, &branch, &mut |p| {
-            Ok(successor::PathEntry::of(&b.entries[branch[p] - 1]))
+        let rewrites = successor_plan::build(&index, &tree, &branch, &mut |p| {
+            Ok(successor_plan::PathEntry::of(&b.entries[branch[p] - 1]))
         })
         .unwrap()
         .unwrap();

@@ -14,6 +14,24 @@ pub const DEFAULT_PRUNE_AFTER_MS: i64 = 30 * 86_400_000;
 pub const DEFAULT_MODEL_RUN_PRUNE_AFTER_MS: i64 = 86_400_000;
 pub const DEFAULT_MAX_ENTRIES: f64 = 500.0;
 
+/// A maintenance flag whose value cannot be used (the run stops before reading anything).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadOverride {
+    #[error("invalid --prune-after {0:?}: use values like 30d, 12h or 1h30m")]
+    PruneAfter(String),
+    #[error(
+        "invalid --max-entries 0: use a positive number of entries (OpenClaw's config refuses \
+         session.maintenance.maxEntries 0 too)"
+    )]
+    NoEntries,
+    #[error("invalid --reset-archive-retention {0:?}: use a duration like 30d, or false")]
+    ResetArchiveRetention(String),
+    #[error("invalid --max-disk {0:?}: use values like 512kb, 10mb, 1gb")]
+    MaxDisk(String),
+    #[error("invalid --high-water {0:?}: use values like 512kb, 10mb, 1gb")]
+    HighWater(String),
+}
+
 /// `enforce` or `warn` (anything else in the config is carried verbatim, as OpenClaw does).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Maintenance {
@@ -101,28 +119,22 @@ impl Maintenance {
     }
 
     /// Apply flag overrides as if they had been written into `session.maintenance`.
-    pub fn with_overrides(m: Option<&Value>, o: &Overrides) -> Result<Maintenance, String> {
+    pub fn with_overrides(m: Option<&Value>, o: &Overrides) -> Result<Maintenance, BadOverride> {
         let obj = Maintenance::merged(m, o)?;
         Ok(Maintenance::resolve(Some(&obj)))
     }
 
     /// `session.maintenance` with the overrides written into it (checked as
     /// [`Maintenance::with_overrides`] checks them).
-    pub fn merged(m: Option<&Value>, o: &Overrides) -> Result<Value, String> {
+    pub fn merged(m: Option<&Value>, o: &Overrides) -> Result<Value, BadOverride> {
         let mut obj = m.and_then(Value::as_object).cloned().unwrap_or_default();
         if let Some(p) = &o.prune_after {
-            parse_duration_ms(p, "d").ok_or_else(|| {
-                format!("invalid --prune-after {p:?}: use values like 30d, 12h or 1h30m")
-            })?;
+            parse_duration_ms(p, "d").ok_or_else(|| BadOverride::PruneAfter(p.clone()))?;
             obj.insert("pruneAfter".into(), Value::String(p.clone()));
         }
         if let Some(n) = o.max_entries {
             if n == 0 {
-                return Err(
-                    "invalid --max-entries 0: use a positive number of entries (OpenClaw's config \
-                     refuses session.maintenance.maxEntries 0 too)"
-                        .into(),
-                );
+                return Err(BadOverride::NoEntries);
             }
             obj.insert("maxEntries".into(), Value::from(n));
         }
@@ -130,24 +142,17 @@ impl Maintenance {
             if js_trim(r).eq_ignore_ascii_case("false") {
                 obj.insert("resetArchiveRetention".into(), Value::Bool(false));
             } else {
-                parse_duration_ms(r, "d").ok_or_else(|| {
-                    format!(
-                        "invalid --reset-archive-retention {r:?}: use a duration like 30d, or false"
-                    )
-                })?;
+                parse_duration_ms(r, "d")
+                    .ok_or_else(|| BadOverride::ResetArchiveRetention(r.clone()))?;
                 obj.insert("resetArchiveRetention".into(), Value::String(r.clone()));
             }
         }
         if let Some(s) = &o.max_disk {
-            parse_byte_size(s).ok_or_else(|| {
-                format!("invalid --max-disk {s:?}: use values like 512kb, 10mb, 1gb")
-            })?;
+            parse_byte_size(s).ok_or_else(|| BadOverride::MaxDisk(s.clone()))?;
             obj.insert("maxDiskBytes".into(), Value::String(s.clone()));
         }
         if let Some(s) = &o.high_water {
-            parse_byte_size(s).ok_or_else(|| {
-                format!("invalid --high-water {s:?}: use values like 512kb, 10mb, 1gb")
-            })?;
+            parse_byte_size(s).ok_or_else(|| BadOverride::HighWater(s.clone()))?;
             obj.insert("highWaterBytes".into(), Value::String(s.clone()));
         }
         Ok(Value::Object(obj))
@@ -220,12 +225,24 @@ mod tests {
             max_disk: Some("lots".into()),
             ..Default::default()
         };
-        assert!(Maintenance::with_overrides(None, &bad).is_err());
+        assert_eq!(
+            Maintenance::with_overrides(None, &bad),
+            Err(BadOverride::MaxDisk("lots".into()))
+        );
+        assert_eq!(
+            BadOverride::MaxDisk("lots".into()).to_string(),
+            r#"invalid --max-disk "lots": use values like 512kb, 10mb, 1gb"#
+        );
         let zero = Overrides {
             max_entries: Some(0),
             ..Default::default()
         };
         let e = Maintenance::with_overrides(None, &zero).unwrap_err();
-        assert!(e.contains("--max-entries 0"), "{e}");
+        assert_eq!(e, BadOverride::NoEntries);
+        assert_eq!(
+            e.to_string(),
+            "invalid --max-entries 0: use a positive number of entries (OpenClaw's config \
+             refuses session.maintenance.maxEntries 0 too)"
+        );
     }
 }

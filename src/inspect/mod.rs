@@ -92,7 +92,7 @@ pub struct Hooks<'a> {
     /// context estimates): each transcript's index is built measuring with it.
     pub counter: TokenCounter,
     /// The runtime's context estimate of a transcript, from its measured index.
-    pub context_tokens: &'a (dyn Fn(&Index, &Tree) -> Result<u64, String> + Sync),
+    pub context_tokens: &'a (dyn Fn(&Index, &Tree) -> anyhow::Result<u64> + Sync),
     /// `cleanup` settings (mode forced to enforce), or `None` to skip that prediction.
     pub cleanup: Option<&'a run::Options>,
     /// The same for SQLite-era agents (`None` with `cleanup`).

@@ -5,7 +5,8 @@
 //! store text. Over `maxDiskBytes`, phase 1 removes stale temps, archives and orphan artifacts
 //! oldest first until at or below the high-water mark; phase 2 evicts unprotected entries
 //! oldest first, shrinking the projected store by the entry's pretty-printed chunk + 2 bytes
-//! and deleting the transcript and sidecars of the last entry using a session id.
+//! and deleting the transcript and sidecars of the last entry using a session id, except
+//! those a remaining entry still uses (or the store: [`Protected`], released as it evicts).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -13,7 +14,8 @@ use std::path::PathBuf;
 use anyhow::Result;
 use serde_json::Value;
 
-use super::files::{self, FileInfo, PathSet, Remover};
+use super::files::{self, EntryFiles, FileInfo, PathSet, Remover};
+use super::protect::Protected;
 use crate::keys;
 use crate::layout;
 use crate::store::{self, Store, blobs};
@@ -175,7 +177,7 @@ impl Pass<'_> {
         d: &Dir<'_>,
         scanned: &[FileInfo],
         blob_files: &[FileInfo],
-        referenced: &PathSet,
+        protected: &Protected,
         refs: &HashMap<String, usize>,
     ) {
         let basename = d.store_basename();
@@ -199,7 +201,7 @@ impl Pass<'_> {
                 if layout::is_store_temp_name(&f.name, &basename) {
                     f.mtime_ms <= self.temp_cutoff
                 } else {
-                    layout::is_archive_name(&f.name) || files::is_orphan(f, referenced)
+                    layout::is_archive_name(&f.name) || files::is_orphan(f, protected)
                 }
             })
             .collect();
@@ -216,7 +218,8 @@ impl Pass<'_> {
     /// Phase 2: evict unprotected entries, least recently updated first, until at or below
     /// the high-water mark: the projected store shrinks by the entry's chunk, its prompt blob
     /// goes with its last reference, and its transcript and sidecars with the last entry
-    /// using its session id.
+    /// using its session id, unless a remaining entry still uses them (`protected`, which
+    /// each eviction releases the entry's files from).
     fn evict_entries(
         &mut self,
         d: &Dir<'_>,
@@ -224,7 +227,9 @@ impl Pass<'_> {
         limits: &Limits<'_>,
         mut projected: i64,
         blobs: &mut PromptBlobs<'_>,
+        mut protected: Protected,
     ) {
+        let entry_files = EntryFiles::new(d.sessions_dir);
         let active = limits
             .active_key
             .map(|k| crate::js::js_trim(k).to_lowercase())
@@ -269,6 +274,7 @@ impl Pass<'_> {
             if let Some(h) = blob_hash {
                 self.release_blob(h, blobs);
             }
+            protected.release(&entry_files, &key, &entry);
             self.tally.removed_entries += 1;
             let Some(id) = store::session_id(&entry) else {
                 continue;
@@ -279,7 +285,7 @@ impl Pass<'_> {
                 continue;
             }
             id_refs.remove(id);
-            self.remove_artifacts(d, &entry, &id_refs);
+            self.remove_artifacts(d, &entry, &protected);
         }
     }
 
@@ -306,11 +312,11 @@ impl Pass<'_> {
     }
 
     /// Remove the transcript and sidecars of an evicted entry whose session id no kept entry
-    /// uses (`id_refs`: the kept entries' session ids).
-    fn remove_artifacts(&mut self, d: &Dir<'_>, entry: &Value, id_refs: &HashMap<String, usize>) {
+    /// uses, but none that is still `protected`.
+    fn remove_artifacts(&mut self, d: &Dir<'_>, entry: &Value, protected: &Protected) {
         for p in files::entry_artifacts(entry, d.sessions_dir) {
-            // Its `sessionFile` may name the store or a kept session's file.
-            if super::protect::store_or_kept(&p, d.store_path, |k| id_refs.contains_key(k)) {
+            // Its `sessionFile` may name the store or a file a kept entry uses.
+            if protected.contains(&crate::store::paths::canonical(&p)) {
                 continue;
             }
             let n = self.remover.remove(&p, None);
@@ -377,7 +383,7 @@ pub fn enforce(
     if limits.warn_only {
         return Ok(Some(report(&tally, true)));
     }
-    let referenced = d.referenced(s)?;
+    let protected = d.protected(s)?;
     let mut pass = Pass {
         temp_cutoff: super::now_ms() - TEMP_STALE_MS,
         blob_cutoff: super::now_ms() - TEMP_STALE_MS,
@@ -385,9 +391,10 @@ pub fn enforce(
         tally,
         high,
     };
-    pass.remove_files(d, scanned, blob_files, &referenced, &blobs.refs);
+    pass.remove_files(d, scanned, blob_files, &protected, &blobs.refs);
     if !pass.under_high_water() {
-        pass.evict_entries(d, s, limits, projected_store, &mut blobs);
+        let protected = std::rc::Rc::unwrap_or_clone(protected);
+        pass.evict_entries(d, s, limits, projected_store, &mut blobs, protected);
     }
     removed_paths.extend(pass.remover.removed);
     Ok(Some(report(&pass.tally, true)))
@@ -400,7 +407,7 @@ pub fn sweep(d: &Dir<'_>, s: &Store, older_than_ms: i64, exclude: &PathSet) -> R
     let older = older_than_ms.max(0);
     let files = d.files();
     let (scanned, blob_files) = &*files;
-    let referenced = d.referenced(s)?;
+    let protected = d.protected(s)?;
     let (projected, _) = blobs::project(s);
     let refs = files::blob_refcounts(&projected);
     let cutoff = super::now_ms() - older as f64;
@@ -414,7 +421,7 @@ pub fn sweep(d: &Dir<'_>, s: &Store, older_than_ms: i64, exclude: &PathSet) -> R
             if layout::is_store_temp_name(&f.name, &basename) {
                 f.mtime_ms <= temp_cutoff
             } else {
-                f.mtime_ms <= cutoff && files::is_orphan(f, &referenced)
+                f.mtime_ms <= cutoff && files::is_orphan(f, &protected)
             }
         })
         .map(|f| (false, f))
@@ -561,5 +568,44 @@ mod tests {
         };
         let none = enforce(&dir, &mut s2, &unlimited, &mut removed).unwrap();
         assert!(none.is_none());
+    }
+
+    #[test]
+    fn an_evicted_entry_leaves_the_files_a_remaining_entry_uses() {
+        let (_t, d) = setup();
+        let store_path = d.join("sessions.json");
+        std::fs::write(&store_path, "{}").unwrap();
+        for name in ["shared.jsonl", "shared.trajectory.jsonl", "kept.jsonl"] {
+            std::fs::write(d.join(name), "b".repeat(400)).unwrap();
+        }
+        let Value::Object(mut s) = json!({
+            "agent:main:a": {"sessionId": "x", "sessionFile": "shared.jsonl", "updatedAt": 1},
+            "agent:main:b": {"sessionId": "y", "sessionFile": "shared.jsonl", "updatedAt": 2},
+            "agent:main:c": {"sessionId": "kept", "updatedAt": 3}
+        }) else {
+            panic!()
+        };
+        let c = Confined::new(&d).unwrap();
+        let dir = Dir::new(&d, &store_path, Some(&c));
+        let limits = Limits {
+            max_bytes: Some(1000),
+            high_water_bytes: Some(1000),
+            active_key: Some("agent:main:c"),
+            preserve: &[],
+            warn_only: false,
+        };
+        // OpenClaw deletes shared.jsonl with `a`, the last entry of its session id, and is
+        // then under the mark: `b` stays without its transcript. Here the file stays while
+        // `b` uses it, so `b` is evicted too and the file goes with it.
+        let r = enforce(&dir, &mut s, &limits, &mut Vec::new())
+            .unwrap()
+            .unwrap();
+        assert_eq!((r.removed_entries, r.removed_files), (2, 2), "{r:?}");
+        assert_eq!(s.keys().collect::<Vec<_>>(), ["agent:main:c"]);
+        assert!(!d.join("shared.jsonl").exists() && !d.join("shared.trajectory.jsonl").exists());
+        assert!(
+            d.join("kept.jsonl").exists(),
+            "the active entry's transcript stays"
+        );
     }
 }

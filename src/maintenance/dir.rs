@@ -1,12 +1,13 @@
 //! What the disk budget and the unreferenced sweep share about one sessions directory: its
 //! scan (taken once for a simulation, afresh at each step when applying) and, for a
-//! simulation, the referenced-artifact set.
+//! simulation, the protected files of the store.
 
 use std::path::Path;
 
 use anyhow::Result;
 
-use super::files::{self, FileInfo, PathSet};
+use super::files::{self, FileInfo};
+use super::protect::Protected;
 use crate::fsutil::Confined;
 use crate::store::Store;
 
@@ -18,8 +19,8 @@ pub struct Dir<'a> {
     pub confined: Option<&'a Confined>,
     /// A simulation changes nothing on disk, so the budget and the sweep share one scan.
     pub snapshot: std::cell::OnceCell<Scanned>,
-    /// A simulation's last referenced set, with the store keys it was computed for.
-    referenced: std::cell::RefCell<Option<(Vec<String>, std::rc::Rc<PathSet>)>>,
+    /// A simulation's last protected files, with the store keys they were computed for.
+    protected: std::cell::RefCell<Option<(Vec<String>, std::rc::Rc<Protected>)>>,
     /// Names a scan leaves out (see [`Dir::excluding`]).
     excluded: fn(&str) -> bool,
 }
@@ -38,7 +39,7 @@ impl<'a> Dir<'a> {
             store_path,
             confined,
             snapshot: std::cell::OnceCell::new(),
-            referenced: std::cell::RefCell::new(None),
+            protected: std::cell::RefCell::new(None),
             excluded: |_| false,
         }
     }
@@ -56,24 +57,23 @@ impl<'a> Dir<'a> {
         (files, blobs)
     }
 
-    /// `files::referenced_paths(s)`. A simulation reuses its last answer when `s` has the
-    /// same keys: a plan edits entries only before the budget runs, and afterwards only
-    /// removes them (the budget's evictions), so the same keys are the same entries.
-    pub(super) fn referenced(&self, s: &Store) -> Result<std::rc::Rc<PathSet>> {
+    /// [`Protected::of`] `s`: the store and the files its entries use. A simulation reuses
+    /// its last answer when `s` has the same keys: a plan edits entries only before the
+    /// budget runs, and afterwards only removes them (the budget's evictions), so the same
+    /// keys are the same entries.
+    pub(super) fn protected(&self, s: &Store) -> Result<std::rc::Rc<Protected>> {
+        let of = |s: &Store| Protected::of(s, self.sessions_dir, self.store_path);
         if self.confined.is_some() {
-            return Ok(std::rc::Rc::new(files::referenced_paths(
-                s,
-                self.sessions_dir,
-            )?));
+            return Ok(std::rc::Rc::new(of(s)?));
         }
-        if let Some((keys, set)) = &*self.referenced.borrow()
+        if let Some((keys, set)) = &*self.protected.borrow()
             && keys.len() == s.len()
             && keys.iter().zip(s.keys()).all(|(a, b)| a == b)
         {
             return Ok(set.clone());
         }
-        let set = std::rc::Rc::new(files::referenced_paths(s, self.sessions_dir)?);
-        *self.referenced.borrow_mut() = Some((s.keys().cloned().collect(), set.clone()));
+        let set = std::rc::Rc::new(of(s)?);
+        *self.protected.borrow_mut() = Some((s.keys().cloned().collect(), set.clone()));
         Ok(set)
     }
 

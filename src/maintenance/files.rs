@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde_json::Value;
 
+use super::protect::Protected;
 use crate::exit::Refusal;
 use crate::fsutil::Confined;
 use crate::layout;
@@ -69,20 +70,46 @@ pub type PathSet = FxHashSet<std::ffi::OsString>;
 /// `resolveReferencedSessionArtifactPaths`: canonical paths the store still references.
 /// Malformed `compactionCheckpoints` (which make OpenClaw throw) are refused.
 pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<PathSet> {
-    let dir = paths::canonical(sessions_dir);
-    let real = paths::RealDir::new(sessions_dir);
+    let uses = EntryFiles::new(sessions_dir);
     let mut out = FxHashSet::with_capacity_and_hasher(3 * s.len(), Default::default());
     for (key, entry) in s {
-        out.extend(
-            entry_artifacts_canonical(entry, sessions_dir, real.as_ref())
-                .into_iter()
-                .map(PathBuf::into_os_string),
-        );
+        uses.visit(key, entry, |p| {
+            out.insert(p.into_os_string());
+        })?;
+    }
+    Ok(out)
+}
+
+/// The files one entry uses, each canonical, as `resolveReferencedSessionArtifactPaths`
+/// reads them per entry: its transcript, trajectory pointer and trajectory runtime, and the
+/// compaction checkpoints inside the sessions directory.
+pub struct EntryFiles<'a> {
+    sessions_dir: &'a Path,
+    /// `sessions_dir`, canonical.
+    dir: PathBuf,
+    real: Option<paths::RealDir>,
+}
+
+impl<'a> EntryFiles<'a> {
+    pub fn new(sessions_dir: &'a Path) -> EntryFiles<'a> {
+        EntryFiles {
+            sessions_dir,
+            dir: paths::canonical(sessions_dir),
+            real: paths::RealDir::new(sessions_dir),
+        }
+    }
+
+    /// Call `f` with each file `entry` (at `key`) uses. Malformed `compactionCheckpoints`
+    /// are refused (after its artifacts were visited).
+    pub fn visit(&self, key: &str, entry: &Value, mut f: impl FnMut(PathBuf)) -> Result<()> {
+        entry_artifacts_canonical(entry, self.sessions_dir, self.real.as_ref())
+            .into_iter()
+            .for_each(&mut f);
         let Some(cps) = entry.get("compactionCheckpoints") else {
-            continue;
+            return Ok(());
         };
         if cps.is_null() {
-            continue;
+            return Ok(());
         }
         let Value::Array(cps) = cps else {
             return Err(malformed(key));
@@ -92,20 +119,20 @@ pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<PathSet> {
                 let Some(obj) = cp.get(side).filter(|v| !v.is_null()) else {
                     return Err(malformed(key));
                 };
-                if let Some(Value::String(f)) = obj.get("sessionFile") {
-                    let f = crate::js::js_trim(f);
-                    if f.is_empty() {
+                if let Some(Value::String(file)) = obj.get("sessionFile") {
+                    let file = crate::js::js_trim(file);
+                    if file.is_empty() {
                         continue;
                     }
-                    let c = paths::canonical(Path::new(f));
-                    if paths::is_strictly_inside(&dir, &c) {
-                        out.insert(c.into_os_string());
+                    let c = paths::canonical(Path::new(file));
+                    if paths::is_strictly_inside(&self.dir, &c) {
+                        f(c);
                     }
                 }
             }
         }
+        Ok(())
     }
-    Ok(out)
 }
 
 fn malformed(key: &str) -> anyhow::Error {
@@ -115,9 +142,10 @@ fn malformed(key: &str) -> anyhow::Error {
     .into()
 }
 
-/// `isUnreferencedSessionArtifactFile`: an unreferenced transcript, checkpoint or trajectory.
-pub fn is_orphan(f: &FileInfo, referenced: &PathSet) -> bool {
-    !referenced.contains(f.canonical.as_os_str())
+/// `isUnreferencedSessionArtifactFile`: an unreferenced transcript, checkpoint or trajectory
+/// (never the store, whatever its name).
+pub fn is_orphan(f: &FileInfo, protected: &Protected) -> bool {
+    !protected.contains(&f.canonical)
         && (layout::is_checkpoint_name(&f.name)
             || layout::is_trajectory_name(&f.name)
             || layout::is_primary_transcript_name(&f.name))
@@ -308,7 +336,7 @@ pub struct Archived {
 }
 
 /// `archiveRemovedSessionTranscripts` with `restrictToStoreDir`: rename each unreferenced
-/// removed transcript to `<path>.deleted.<ts>`, except [`super::protect::protected_paths`].
+/// removed transcript to `<path>.deleted.<ts>`, except what is [`Protected`].
 ///
 /// Unlike the reference, each transcript's write lock is looked at again right before its
 /// rename (the plan checked them once, earlier): a transcript a live process has locked
@@ -319,7 +347,7 @@ pub fn archive_removed(
     confined: &Confined,
     removed: &RemovedFiles,
     referenced: &HashSet<String>,
-    protected: &PathSet,
+    protected: &Protected,
     sessions_dir: &Path,
     home: &Path,
 ) -> Archived {
@@ -331,10 +359,7 @@ pub fn archive_removed(
         }
         for cand in transcript_candidates(id.as_deref(), file.as_deref(), sessions_dir, home) {
             let c = paths::canonical(&cand);
-            if !paths::is_strictly_inside(&dir, &c)
-                || !c.exists()
-                || protected.contains(c.as_os_str())
-            {
+            if !paths::is_strictly_inside(&dir, &c) || !c.exists() || protected.contains(&c) {
                 continue;
             }
             let Ok(sub) = confined.for_parent_of(&c) else {
@@ -368,11 +393,14 @@ pub fn archive_removed(
     out
 }
 
-/// `removeRemovedSessionTrajectoryArtifacts` with `restrictToStoreDir`.
+/// `removeRemovedSessionTrajectoryArtifacts` with `restrictToStoreDir`, except what is
+/// [`Protected`]. A removed entry's trajectory pointer (plain JSON) may name any file, so
+/// unlike OpenClaw only a `*.trajectory.jsonl` is followed.
 pub fn remove_trajectories(
     confined: &Confined,
     removed: &RemovedFiles,
     referenced: &HashSet<String>,
+    protected: &Protected,
     sessions_dir: &Path,
 ) {
     let dir = paths::canonical(sessions_dir);
@@ -404,17 +432,12 @@ pub fn remove_trajectories(
         }
         for cand in candidates {
             let c = paths::canonical(&cand);
-            if paths::is_strictly_inside(&dir, &c)
-                && is_regular(&cand)
-                && !super::protect::owned_by_kept(&cand, ".trajectory.jsonl", referenced)
-            {
+            if paths::is_strictly_inside(&dir, &c) && is_regular(&cand) && !protected.contains(&c) {
                 remove_in(confined, &cand);
             }
         }
-        if paths::is_strictly_inside(&dir, &paths::canonical(&pointer))
-            && is_regular(&pointer)
-            && !super::protect::owned_by_kept(&pointer, ".trajectory-path.json", referenced)
-        {
+        let c = paths::canonical(&pointer);
+        if paths::is_strictly_inside(&dir, &c) && is_regular(&pointer) && !protected.contains(&c) {
             remove_in(confined, &pointer);
         }
     }
@@ -492,6 +515,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn store_of(v: Value) -> Store {
+        let Value::Object(s) = v else { panic!() };
+        s
+    }
+
     #[test]
     fn archives_and_retention() {
         let dir = tempfile::tempdir().unwrap();
@@ -513,18 +541,20 @@ mod tests {
         removed.remember(&json!({"sessionId": "gone"}));
         removed.remember(&json!({"sessionId": "kept"}));
         let referenced: HashSet<String> = ["kept".to_string()].into();
+        let kept = store_of(json!({"k": {"sessionId": "kept"}}));
+        let protected = Protected::of(&kept, &d, &d.join("sessions.json")).unwrap();
         let archived = archive_removed(
             &c,
             &removed,
             &referenced,
-            &PathSet::default(),
+            &protected,
             &d,
             Path::new("/nonexistent"),
         );
         assert!(archived.in_use.is_empty());
         let dirs = archived.dirs;
         assert_eq!(dirs, vec![d.clone()]);
-        remove_trajectories(&c, &removed, &referenced, &d);
+        remove_trajectories(&c, &removed, &referenced, &protected, &d);
         assert!(!d.join("gone.trajectory.jsonl").exists());
         archive_retention(&c, &dirs, 86_400_000, None);
         let names: Vec<String> = std::fs::read_dir(&d)
@@ -570,11 +600,12 @@ mod tests {
         else {
             panic!("not locked")
         };
+        let nothing_kept = Protected::of(&Store::new(), &d, &d.join("sessions.json")).unwrap();
         let archived = archive_removed(
             &c,
             &removed,
             &HashSet::new(),
-            &PathSet::default(),
+            &nothing_kept,
             &d,
             Path::new("/nonexistent"),
         );

@@ -1,51 +1,70 @@
 //! What cleanup must never take along with a removed entry, whatever its `sessionFile` or
-//! trajectory pointer says: the store itself, and the files of the sessions it keeps.
+//! trajectory pointer says: the store itself, and the files the entries it keeps use.
 //! OpenClaw follows those paths blindly (renaming the store away and writing a new one, or
-//! archiving a live session's transcript); clawkeeper does not.
+//! archiving or deleting a live session's transcript); clawkeeper does not.
+//!
+//! One mechanism serves every remover: [`Protected`], the remaining entries' files counted by
+//! canonical path. The archive step, the trajectory removal, the disk budget (which releases
+//! an entry's files as it evicts it) and the unreferenced sweep all ask it before a file goes.
 
-use std::collections::HashSet;
+use std::ffi::OsString;
 use std::path::Path;
 
-use super::files::PathSet;
-use crate::store::{self, Store, paths};
+use anyhow::Result;
+use rustc_hash::FxHashMap;
+use serde_json::Value;
 
-/// What a session id owns in the sessions directory: `<id>` + one of these.
-const ARTIFACT_SUFFIXES: [&str; 3] = [".trajectory.jsonl", ".trajectory-path.json", ".jsonl"];
+use super::files::EntryFiles;
+use crate::store::{Store, paths};
 
-/// Canonical paths cleanup never archives: the store itself and the transcripts of the entries
-/// it keeps. A removed entry's `sessionFile` may name either; OpenClaw then renames the store
-/// away (writing a new one) or archives a live session's transcript.
-pub fn protected_paths(s: &Store, sessions_dir: &Path, store_path: &Path) -> PathSet {
-    let mut out: PathSet = s
-        .values()
-        .filter_map(|e| store::entry_transcript(e, sessions_dir))
-        .map(|p| paths::canonical(&p).into_os_string())
-        .collect();
-    out.insert(paths::canonical(store_path).into_os_string());
-    out
+/// The store and every file its remaining entries use (transcript, trajectory pointer,
+/// trajectory runtime, compaction checkpoints inside the sessions directory; see
+/// [`EntryFiles`]), each counted once per entry that uses it, by canonical path.
+#[derive(Debug, Clone)]
+pub struct Protected {
+    store: OsString,
+    uses: FxHashMap<OsString, usize>,
 }
 
-/// The `<id>` of a file named `<id><suffix>`.
-fn owner<'a>(p: &'a Path, suffix: &str) -> Option<&'a str> {
-    p.file_name()?.to_str()?.strip_suffix(suffix)
-}
+impl Protected {
+    /// The protection of store `s` at `store_path`. Malformed `compactionCheckpoints` are
+    /// refused, as [`super::files::referenced_paths`] refuses them.
+    pub fn of(s: &Store, sessions_dir: &Path, store_path: &Path) -> Result<Protected> {
+        let files = EntryFiles::new(sessions_dir);
+        let mut uses = FxHashMap::with_capacity_and_hasher(3 * s.len(), Default::default());
+        for (key, entry) in s {
+            files.visit(key, entry, |p| {
+                *uses.entry(p.into_os_string()).or_default() += 1;
+            })?;
+        }
+        Ok(Protected {
+            store: paths::canonical(store_path).into_os_string(),
+            uses,
+        })
+    }
 
-/// Whether `p` (an artifact of an evicted entry) is the store itself or `<id>.jsonl` /
-/// `<id>.trajectory.jsonl` / `<id>.trajectory-path.json` of a session id `kept` still has.
-pub fn store_or_kept(p: &Path, store_path: &Path, kept: impl Fn(&str) -> bool) -> bool {
-    ARTIFACT_SUFFIXES
-        .iter()
-        .any(|s| owner(p, s).is_some_and(&kept))
-        || (p.file_name() == store_path.file_name()
-            && paths::canonical(p) == paths::canonical(store_path))
-}
+    /// `entry` (at `key`) is no longer in the store: its files are one use fewer, and those no
+    /// other remaining entry uses are no longer protected. `files` must be of the same
+    /// sessions directory as [`Protected::of`]'s.
+    pub fn release(&mut self, files: &EntryFiles<'_>, key: &str, entry: &Value) {
+        // An entry whose checkpoints are malformed never got here: `of` refused its store.
+        let _ = files.visit(key, entry, |p| {
+            let p = p.into_os_string();
+            match self.uses.get_mut(&p) {
+                Some(n) if *n > 1 => *n -= 1,
+                Some(_) => {
+                    self.uses.remove(&p);
+                }
+                None => {}
+            }
+        });
+    }
 
-/// Whether `p` is `<id><suffix>` for a session the store keeps. A removed entry's
-/// `sessionFile` may name a kept session's transcript, and its trajectory pointer (plain JSON)
-/// any file at all, so unlike OpenClaw only trajectory files (`*.trajectory.jsonl`) that no
-/// kept session owns are removed: never `sessions.json`, a transcript or a kept trajectory.
-pub(super) fn owned_by_kept(p: &Path, suffix: &str, referenced: &HashSet<String>) -> bool {
-    owner(p, suffix).is_some_and(|id| referenced.contains(id))
+    /// Whether `canonical` is the store or a file a remaining entry uses.
+    pub fn contains(&self, canonical: &Path) -> bool {
+        let p = canonical.as_os_str();
+        p == self.store || self.uses.contains_key(p)
+    }
 }
 
 #[cfg(test)]
@@ -53,46 +72,69 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn store(v: Value) -> Store {
+        let Value::Object(s) = v else { panic!() };
+        s
+    }
+
     #[test]
-    fn the_store_and_kept_files_are_protected() {
+    fn the_store_and_every_file_of_a_kept_entry_are_protected() {
         let dir = tempfile::tempdir().unwrap();
         let d = std::fs::canonicalize(dir.path()).unwrap();
         let store_path = d.join("sessions.json");
-        let mut s = Store::new();
-        s.insert("a".into(), json!({"sessionId": "keep"}));
-        s.insert(
-            "b".into(),
-            json!({"sessionId": "c", "sessionFile": "custom.jsonl"}),
-        );
-        let p = protected_paths(&s, &d, &store_path);
-        for name in ["keep.jsonl", "custom.jsonl", "sessions.json"] {
-            assert!(p.contains(d.join(name).as_os_str()), "{name}: {p:?}");
+        let s = store(json!({
+            "a": {"sessionId": "keep"},
+            "b": {"sessionId": "c", "sessionFile": "custom.jsonl", "compactionCheckpoints": [
+                {"preCompaction": {"sessionFile": d.join("cp.jsonl")}, "postCompaction": {}}
+            ]},
+        }));
+        let p = Protected::of(&s, &d, &store_path).unwrap();
+        for name in [
+            "keep.jsonl",
+            "keep.trajectory.jsonl",
+            "keep.trajectory-path.json",
+            "custom.jsonl",
+            "custom.trajectory.jsonl",
+            "custom.trajectory-path.json",
+            "cp.jsonl",
+            "sessions.json",
+        ] {
+            assert!(p.contains(&d.join(name)), "{name}: {p:?}");
         }
-        assert!(!p.contains(d.join("gone.jsonl").as_os_str()));
-        let kept = |id: &str| id == "keep";
-        assert!(store_or_kept(&d.join("sessions.json"), &store_path, kept));
-        assert!(store_or_kept(&d.join("keep.jsonl"), &store_path, kept));
-        assert!(store_or_kept(
-            &d.join("keep.trajectory.jsonl"),
-            &store_path,
-            kept
-        ));
-        assert!(!store_or_kept(&d.join("gone.jsonl"), &store_path, kept));
-        assert!(!store_or_kept(
-            &d.join("sub/sessions.json"),
-            &store_path,
-            kept
-        ));
-        let ids: HashSet<String> = ["keep".to_string()].into();
-        assert!(owned_by_kept(
-            &d.join("keep.trajectory.jsonl"),
-            ".trajectory.jsonl",
-            &ids
-        ));
-        assert!(!owned_by_kept(
-            &d.join("gone.trajectory.jsonl"),
-            ".trajectory.jsonl",
-            &ids
-        ));
+        // Protection goes by the files entries use, not by names: `c` uses custom.jsonl.
+        for name in [
+            "gone.jsonl",
+            "c.jsonl",
+            "c.trajectory.jsonl",
+            "sub/sessions.json",
+        ] {
+            assert!(!p.contains(&d.join(name)), "{name}: {p:?}");
+        }
+        let malformed = store(json!({"x": {"sessionId": "x", "compactionCheckpoints": 1}}));
+        assert!(Protected::of(&malformed, &d, &store_path).is_err());
+    }
+
+    #[test]
+    fn a_released_entry_leaves_protected_what_another_entry_still_uses() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let store_path = d.join("sessions.json");
+        let s = store(json!({
+            "a": {"sessionId": "a", "sessionFile": "shared.jsonl"},
+            "b": {"sessionId": "b", "sessionFile": "shared.jsonl"},
+            "c": {"sessionId": "c", "sessionFile": "sessions.json"},
+        }));
+        let mut p = Protected::of(&s, &d, &store_path).unwrap();
+        let files = EntryFiles::new(&d);
+        p.release(&files, "a", &s["a"]);
+        assert!(p.contains(&d.join("shared.jsonl")), "b still uses it");
+        p.release(&files, "b", &s["b"]);
+        assert!(!p.contains(&d.join("shared.jsonl")));
+        assert!(!p.contains(&d.join("shared.trajectory.jsonl")));
+        p.release(&files, "c", &s["c"]);
+        assert!(p.contains(&store_path), "the store is never released");
+        // Releasing what was never counted changes nothing.
+        p.release(&files, "b", &s["b"]);
+        assert!(p.contains(&store_path));
     }
 }

@@ -11,6 +11,7 @@ use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, PathSet, RemovedFiles};
 use super::log::{self, LogLine};
+use super::protect::Protected;
 use crate::config::maintenance::Maintenance;
 use crate::fsutil::Confined;
 use crate::keys;
@@ -93,13 +94,14 @@ impl Preview {
 
 /// `dirname(path.resolve(storePath))`.
 pub fn sessions_dir_of(store_path: &Path) -> PathBuf {
-    let r = paths::resolve(store_path);
-    r.parent()
+    let resolved = paths::resolve(store_path);
+    resolved
+        .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf)
 }
 
 fn keyset(removed: &entries::Removed) -> HashSet<String> {
-    removed.iter().map(|(k, _)| k.clone()).collect()
+    removed.iter().map(|(key, _)| key.clone()).collect()
 }
 
 /// Compute the plan for one store without writing anything.
@@ -211,7 +213,7 @@ impl Counted {
             || self
                 .disk_budget
                 .as_ref()
-                .is_some_and(|b| b.removed_entries > 0 || b.removed_files > 0)
+                .is_some_and(|budget| budget.removed_entries > 0 || budget.removed_files > 0)
     }
 
     fn summary(
@@ -263,10 +265,10 @@ fn plan(
     let pruned = entry_steps(&mut store, &opts.maintenance, &preserve);
     let mut excluded = PathSet::default();
     let real = paths::RealDir::new(dir);
-    for (k, _) in pruned.entries().chain(&fixes.dm_scope) {
-        if let Some(e) = before.get(k) {
+    for (key, _) in pruned.entries().chain(&fixes.dm_scope) {
+        if let Some(entry) = before.get(key) {
             excluded.extend(
-                files::entry_artifacts_canonical(e, dir, real.as_ref())
+                files::entry_artifacts_canonical(entry, dir, real.as_ref())
                     .into_iter()
                     .map(PathBuf::into_os_string),
             );
@@ -290,7 +292,7 @@ fn plan(
     )?;
     let budget_evicted: HashSet<String> = before_budget
         .into_iter()
-        .filter(|k| !store.contains_key(k))
+        .filter(|key| !store.contains_key(key))
         .collect();
     let missing_keys = keyset(&fixes.missing.removed);
     let model_run_keys = keyset(&pruned.model_runs);
@@ -301,9 +303,9 @@ fn plan(
         .missing
         .repaired
         .iter()
-        .map(|r| r.key.clone())
+        .map(|repair| repair.key.clone())
         .collect();
-    repaired.retain(|k| {
+    repaired.retain(|key| {
         ![
             &missing_keys,
             &model_run_keys,
@@ -313,7 +315,7 @@ fn plan(
             &dm_scope_keys,
         ]
         .iter()
-        .any(|set| set.contains(k))
+        .any(|set| set.contains(key))
     });
     let counted = Counted {
         before: before.len() as u64,
@@ -368,27 +370,28 @@ fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> 
         .missing
         .removed
         .iter()
-        .filter(|(k, e)| remove_if_unchanged(k, e).is_some())
+        .filter(|(key, entry)| remove_if_unchanged(key, entry).is_some())
         .count() as u64;
     let mut dm_scope_files = RemovedFiles::default();
     let mut dm_scope_retired = 0u64;
-    for (k, e) in &fixes.dm_scope {
-        if let Some(removed) = remove_if_unchanged(k, e) {
+    for (key, entry) in &fixes.dm_scope {
+        if let Some(removed) = remove_if_unchanged(key, entry) {
             dm_scope_retired += 1;
             if store::session_id(&removed).is_some() {
                 dm_scope_files.remember(&removed);
             }
         }
     }
-    for r in &fixes.missing.repaired {
-        let Some(Value::Object(current)) = store.get_mut(&r.key) else {
+    for repair in &fixes.missing.repaired {
+        let Some(Value::Object(current)) = store.get_mut(&repair.key) else {
             continue;
         };
         let same_id =
-            current.get("sessionId").and_then(Value::as_str) == Some(r.session_id.as_str());
-        let same_file = current.get("sessionFile").and_then(Value::as_str) == r.previous.as_deref();
-        if same_id && same_file && entries::exists_with_messages(Path::new(&r.new)) {
-            current.insert("sessionFile".into(), Value::String(r.new.clone()));
+            current.get("sessionId").and_then(Value::as_str) == Some(repair.session_id.as_str());
+        let same_file =
+            current.get("sessionFile").and_then(Value::as_str) == repair.previous.as_deref();
+        if same_id && same_file && entries::exists_with_messages(Path::new(&repair.new)) {
+            current.insert("sessionFile".into(), Value::String(repair.new.clone()));
         }
     }
     FixesMade {
@@ -444,7 +447,7 @@ pub fn apply(
         Pruned::default()
     } else {
         let (pruned, in_use) =
-            prune_entries(&confined, &mut store, &dir, store_path, opts, &preserve);
+            prune_entries(&confined, &mut store, &dir, store_path, opts, &preserve)?;
         applied.left_in_use.extend(in_use);
         applied.logs.extend(log::entry_steps(
             pruned.model_runs.len(),
@@ -478,12 +481,14 @@ pub fn apply(
         &dir,
         store_path,
         opts,
-    ));
+    )?);
     let unreferenced = sweep_after_save(&sessions, &store, opts)?;
     let repaired = fixes
         .repairs
         .iter()
-        .filter(|r| store.get(&r.key).and_then(store::session_file) == Some(r.new.as_str()))
+        .filter(|repair| {
+            store.get(&repair.key).and_then(store::session_file) == Some(repair.new.as_str())
+        })
         .count() as u64;
     confined
         .sync()
@@ -535,8 +540,8 @@ fn refuse_changed_store(
     }
 }
 
-/// Archive the files of the retired dm-scope entries once the store is saved (a kept entry's,
-/// or the store, protected); the files left in use.
+/// Archive the files of the retired dm-scope entries once the store is saved (the store and
+/// the files a kept entry uses protected); the files left in use.
 fn archive_retired(
     confined: &Confined,
     retired: &RemovedFiles,
@@ -544,13 +549,15 @@ fn archive_retired(
     dir: &Path,
     store_path: &Path,
     opts: &Options,
-) -> Vec<(PathBuf, String)> {
+) -> Result<Vec<(PathBuf, String)>> {
     if retired.0.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let referenced = files::referenced_ids(store);
-    let protected = super::protect::protected_paths(store, dir, store_path);
-    files::archive_removed(confined, retired, &referenced, &protected, dir, &opts.home).in_use
+    let protected = Protected::of(store, dir, store_path)?;
+    let archived =
+        files::archive_removed(confined, retired, &referenced, &protected, dir, &opts.home);
+    Ok(archived.in_use)
 }
 
 /// The unreferenced-artifact sweep after the store is saved (warn mode: none).
@@ -609,10 +616,11 @@ fn nothing_on_disk(
 }
 
 /// The entry steps of an enforce run and what goes with the entries they remove: their
-/// transcripts archived (a kept entry's, or the store, protected; one a live process holds
-/// is left where it is and listed), their trajectories removed, then the archive retention
-/// in the directories archived into (else the sessions directory, when a reset-archive
-/// retention is set). Returns what the steps removed and the files left in use.
+/// transcripts archived (the store and the files a kept entry uses protected; one a live
+/// process holds is left where it is and listed), their trajectories removed, then the
+/// archive retention in the directories archived into (else the sessions directory, when a
+/// reset-archive retention is set). Returns what the steps removed and the files left in
+/// use.
 fn prune_entries(
     confined: &Confined,
     store: &mut Store,
@@ -620,23 +628,20 @@ fn prune_entries(
     store_path: &Path,
     opts: &Options,
     preserve: &[String],
-) -> (Pruned, Vec<(PathBuf, String)>) {
+) -> Result<(Pruned, Vec<(PathBuf, String)>)> {
     let maintenance = &opts.maintenance;
     let pruned = entry_steps(store, maintenance, preserve);
     let mut removed = RemovedFiles::default();
     for (_, e) in pruned.entries() {
         removed.remember(e);
     }
-    let referenced = files::referenced_ids(store);
-    let protected = if removed.0.is_empty() {
-        PathSet::default()
-    } else {
-        super::protect::protected_paths(store, dir, store_path)
-    };
-    let archived =
-        files::archive_removed(confined, &removed, &referenced, &protected, dir, &opts.home);
+    let mut archived = files::Archived::default();
     if !removed.0.is_empty() {
-        files::remove_trajectories(confined, &removed, &referenced, dir);
+        let referenced = files::referenced_ids(store);
+        let protected = Protected::of(store, dir, store_path)?;
+        archived =
+            files::archive_removed(confined, &removed, &referenced, &protected, dir, &opts.home);
+        files::remove_trajectories(confined, &removed, &referenced, &protected, dir);
     }
     if !(archived.dirs.is_empty() && maintenance.reset_archive_retention_ms.is_none()) {
         let targets = if archived.dirs.is_empty() {
@@ -651,7 +656,7 @@ fn prune_entries(
             maintenance.reset_archive_retention_ms,
         );
     }
-    (pruned, archived.in_use)
+    Ok((pruned, archived.in_use))
 }
 
 /// Warn mode's warning about the `--active-key` entry (nothing in enforce mode).

@@ -16,8 +16,9 @@ use serde_json::{Map, Value};
 use crate::js::js_trim;
 use crate::store::paths::{is_safe_session_id, validate_session_id};
 
-/// Normalise every entry in place. Returns whether anything changed, or a refusal message.
-pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
+/// Normalise every entry in place (an entry it cannot use is dropped, never refused, as the
+/// runtime drops it). Returns whether anything changed.
+pub fn normalize_store(store: &mut Map<String, Value>) -> bool {
     let mut changed = false;
     for entry in store.values_mut() {
         let Value::Object(e) = entry else { continue };
@@ -53,7 +54,7 @@ pub fn normalize_store(store: &mut Map<String, Value>) -> Result<bool, String> {
         }
         true
     });
-    Ok(changed)
+    changed
 }
 
 /// Every field the normalisers after `shape` read (with [`super::delivery::FIELDS`] and
@@ -429,7 +430,7 @@ mod tests {
 
     fn norm(v: Value) -> (Value, bool) {
         let Value::Object(mut m) = v else { panic!() };
-        let changed = normalize_store(&mut m).unwrap();
+        let changed = normalize_store(&mut m);
         (Value::Object(m), changed)
     }
 

@@ -139,13 +139,35 @@ impl Outcome {
     }
 }
 
+/// Why a planner leaves a transcript alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// Its rule refuses this transcript (reported as skipped, with the reason).
+    #[error("{0}")]
+    Skip(String),
+    /// A line the plan must read nests too deep to parse (reported as damaged).
+    #[error(transparent)]
+    TooDeep(#[from] crate::jsjson::TooDeep),
+}
+
+impl PlanError {
+    /// A planning step that failed with `e`: too deep when that is what it is, else skipped
+    /// with the error's text.
+    pub fn from_error(e: anyhow::Error) -> PlanError {
+        match e.downcast::<crate::jsjson::TooDeep>() {
+            Ok(deep) => PlanError::TooDeep(deep),
+            Err(e) => PlanError::Skip(format!("{e:#}")),
+        }
+    }
+}
+
 /// A planner: from an index and its tree to edits, or a reason to leave the file alone.
-pub type Planner<'a> = dyn Fn(&Index, &Tree) -> Result<Planned, String> + Sync + 'a;
+pub type Planner<'a> = dyn Fn(&Index, &Tree) -> Result<Planned, PlanError> + Sync + 'a;
 
 /// A planner that also reads the transcript back (e.g. the entries' full content, see
 /// [`super::values`]): it gets what was indexed, a file or a session's rows.
 pub type PlannerAt<'a> =
-    dyn Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, String> + Sync + 'a;
+    dyn Fn(&dyn Transcript, &Index, &Tree) -> Result<Planned, PlanError> + Sync + 'a;
 
 /// Process one transcript. Never returns an error: every failure is an [`Outcome`] status.
 pub fn run_file(confined: &Confined, path: &Path, opts: Options, planner: &Planner) -> Outcome {
@@ -180,11 +202,10 @@ fn stamp_in(confined: &Confined, path: &Path) -> Result<(u64, Option<SystemTime>
 
 /// The status of a file its planner gave up on: skipped with the reason, or damaged when a
 /// line nests too deep to be read.
-pub fn planner_status(why: String) -> Status {
-    if crate::jsjson::TooDeep::is_reason(&why) {
-        Status::Damaged(why)
-    } else {
-        Status::Skipped(why)
+pub fn planner_status(why: PlanError) -> Status {
+    match why {
+        PlanError::Skip(why) => Status::Skipped(why),
+        PlanError::TooDeep(deep) => Status::Damaged(deep.to_string()),
     }
 }
 

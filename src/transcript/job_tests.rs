@@ -18,7 +18,7 @@ const APPENDED: &str = "{\"type\":\"custom\",\"id\":\"z\",\"parentId\":\"c\"}\n"
 fn appending_planner(
     path: PathBuf,
     calls: &AtomicUsize,
-) -> impl Fn(&Index, &Tree) -> Result<Planned, String> + Sync + '_ {
+) -> impl Fn(&Index, &Tree) -> Result<Planned, PlanError> + Sync + '_ {
     move |index: &Index, tree: &Tree| {
         calls.fetch_add(1, Ordering::SeqCst);
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -70,7 +70,7 @@ fn compacting_planner(
     path: PathBuf,
     calls: &AtomicUsize,
     races: usize,
-) -> impl Fn(&Index, &Tree) -> Result<Planned, String> + Sync + '_ {
+) -> impl Fn(&Index, &Tree) -> Result<Planned, PlanError> + Sync + '_ {
     move |_: &Index, tree: &Tree| {
         if calls.fetch_add(1, Ordering::SeqCst) < races {
             let mut f = OpenOptions::new().append(true).open(&path).unwrap();
@@ -260,4 +260,27 @@ fn a_plan_that_only_replaces_media_references_rewrites_the_file() {
     let got = fs::read_to_string(&path).unwrap();
     assert_eq!(got.matches(crate::mediarefs::MARKER).count(), 2);
     assert!(got.contains("[media attached: 2.png]"));
+}
+
+#[test]
+fn a_planner_refusal_is_skipped_and_a_too_deep_line_damaged() {
+    let deep = crate::jsjson::TooDeep { line: 4 };
+    assert_eq!(
+        planner_status(PlanError::Skip("no images".into())),
+        Status::Skipped("no images".into())
+    );
+    assert_eq!(
+        planner_status(deep.clone().into()),
+        Status::Damaged(deep.to_string())
+    );
+    // A failed planning step: too deep when that is the error, else skipped with its text.
+    assert_eq!(
+        PlanError::from_error(deep.clone().into()),
+        PlanError::TooDeep(deep)
+    );
+    let other = anyhow::anyhow!("inner").context("outer");
+    assert_eq!(
+        PlanError::from_error(other),
+        PlanError::Skip("outer: inner".into())
+    );
 }

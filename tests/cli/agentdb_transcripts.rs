@@ -296,7 +296,7 @@ fn a_live_lease_on_the_database_stops_the_rewrite_and_nothing_changes() {
 fn noreply(
     index: &clawkeeper::transcript::Index,
     tree: &clawkeeper::transcript::tree::Tree,
-) -> Result<clawkeeper::transcript::job::Planned, String> {
+) -> Result<clawkeeper::transcript::job::Planned, clawkeeper::transcript::job::PlanError> {
     Ok(clawkeeper::noreply::planned(index, tree, 1))
 }
 
@@ -735,8 +735,10 @@ fn an_appended_compaction_row_is_loaded_as_the_summary_and_the_kept_tail() {
         let sid0 = sid(0);
         let planner = |index: &clawkeeper::transcript::Index,
                        tree: &clawkeeper::transcript::tree::Tree|
-         -> Result<Planned, String> {
-            let leaf = tree.leaf.ok_or("no leaf")?;
+         -> Result<Planned, clawkeeper::transcript::job::PlanError> {
+            let leaf = tree
+                .leaf
+                .ok_or_else(|| clawkeeper::transcript::job::PlanError::Skip("no leaf".into()))?;
             let (context, _) = clawkeeper::transcript::tree::active_context(index, tree);
             let user = |i: &usize| {
                 let e = &index.entries[*i];

@@ -392,3 +392,97 @@ fn a_removed_entry_naming_the_store_or_a_kept_transcript_never_takes_it_along() 
         );
     }
 }
+
+#[test]
+fn the_files_a_kept_entry_uses_stay_under_any_name_and_a_name_alone_protects_nothing() {
+    // The kept entry (session id `k`) uses custom.jsonl and its trajectory files; a removed
+    // entry names custom.jsonl too, another names k.jsonl, which no remaining entry uses.
+    // Pruned by age (archive step, trajectory removal) or evicted by the disk budget: the
+    // files the kept entry uses stay, whatever their name (OpenClaw archives or deletes them),
+    // and k.jsonl and its trajectory go as OpenClaw takes them, although they are named after
+    // a kept session id.
+    let cases = [
+        (
+            "{}",
+            &[
+                "custom.jsonl",
+                "custom.trajectory-path.json",
+                "custom.trajectory.jsonl",
+                "k.jsonl.deleted.TS",
+                "sessions.json",
+            ][..],
+            &[
+                "custom.jsonl.deleted.TS",
+                "k.jsonl.deleted.TS",
+                "sessions.json",
+            ][..],
+        ),
+        (
+            "{ session: { maintenance: { pruneAfter: \"365d\", maxDiskBytes: 10, highWaterBytes: 5 } } }",
+            &[
+                "custom.jsonl",
+                "custom.trajectory-path.json",
+                "custom.trajectory.jsonl",
+                "sessions.json",
+            ][..],
+            &["sessions.json"][..],
+        ),
+    ];
+    for (config, ours_left, theirs_left) in cases {
+        let env = TestEnv::new();
+        env.write_config(config);
+        env.write_store(&store_of(&[
+            (
+                "agent:main:a".into(),
+                entry("x", 90 * DAY, "\"sessionFile\": \"custom.jsonl\""),
+            ),
+            (
+                "agent:main:b".into(),
+                entry("w", 91 * DAY, "\"sessionFile\": \"k.jsonl\""),
+            ),
+            (
+                "agent:main:keep".into(),
+                entry("k", MIN, "\"sessionFile\": \"custom.jsonl\""),
+            ),
+        ]));
+        let header = "{\"type\":\"session\",\"version\":3,\"id\":\"k\"}\n";
+        env.file("custom.jsonl", header, MIN);
+        env.file("custom.trajectory.jsonl", "rt\n", MIN);
+        env.file("custom.trajectory-path.json", "{}", MIN);
+        env.file("k.jsonl", header, MIN);
+        env.file("k.trajectory.jsonl", "rt\n", MIN);
+        let twin = env.duplicate();
+        let args = ["cleanup", "--enforce", "--active-key", "agent:main:keep"];
+        let o = env.run(&args);
+        assert_eq!(o.status.code(), Some(0), "{config}: {}", stderr(&o));
+        let store = env.store_text();
+        assert!(
+            store.contains("\"k\"") && !store.contains("\"x\"") && !store.contains("\"w\""),
+            "{config}: {store}"
+        );
+        assert_eq!(env.listing(), ours_left, "{config}");
+        assert_eq!(
+            fs::read_to_string(env.sessions_dir("main").join("custom.jsonl")).unwrap(),
+            header
+        );
+        let Some(oracle) = crate::util::oracle() else {
+            continue;
+        };
+        // With `--store`, the reference runs offline.
+        let twin_store = twin.store_path().display().to_string();
+        let o = twin.run_oracle(
+            &oracle.wrapper,
+            &[
+                "sessions",
+                "cleanup",
+                "--enforce",
+                "--store",
+                &twin_store,
+                "--active-key",
+                "agent:main:keep",
+            ],
+        );
+        assert_eq!(o.status.code(), Some(0), "{config}: {}", stderr(&o));
+        assert_eq!(twin.listing(), theirs_left, "{config}: the reference");
+    }
+}

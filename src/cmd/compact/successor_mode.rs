@@ -29,7 +29,7 @@ use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::cmd::transcript_targets::{self, Target};
 use crate::cmd::transcripts::{self, Labels};
 use crate::compact::plan::{Compaction, Settings};
-use crate::compact::successor::{self, PathEntry};
+use crate::compact::successor_plan::{self, PathEntry};
 use crate::compact::{facts, load, rotate};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
@@ -414,7 +414,7 @@ fn prepare(
             i => PathEntry::of(&reader.read(&index, i)?),
         })
     };
-    let rewrites = successor::build(&index, &tree, &branch, &mut detail)
+    let rewrites = successor_plan::build(&index, &tree, &branch, &mut detail)
         .map_err(job::failed)?
         .ok_or_else(|| Status::Refused("no compaction on the active path".into()))?;
     let header = crate::jsjson::parse(&index.header_raw).map_err(|e| job::failed(e.into()))?;
@@ -488,5 +488,5 @@ fn switch_entry(
 }
 
 #[cfg(test)]
-#[path = "successor_tests.rs"]
+#[path = "successor_mode_tests.rs"]
 mod tests;

@@ -554,5 +554,5 @@ fn order(kept: Vec<(Rewrite, Option<usize>)>, active: &dyn Fn(usize) -> bool) ->
 }
 
 #[cfg(test)]
-#[path = "successor_tests.rs"]
+#[path = "successor_plan_tests.rs"]
 mod tests;
