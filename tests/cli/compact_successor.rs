@@ -534,3 +534,56 @@ fn successor_repairs_first_kept_ids_that_name_unknown_lines() {
         assert_eq!(std::fs::read(&old).unwrap(), text.as_bytes());
     }
 }
+
+#[test]
+fn successor_refuses_removed_entries_whose_parents_go_round() {
+    // Two labels of a message the compaction summarises name each other as parent, and an
+    // entry that stays hangs below one of them: the runtime's rotation climbs from one label
+    // to the other for ever. The tool reports it and writes nothing.
+    let words = |n: usize, w: &str| vec![w; n].join(" ");
+    let at = "2026-03-02T09:00:00.000Z";
+    let mut lines = vec![
+        json!({"type":"session","version":3,"id":"s1","timestamp":at,"cwd":"/w"}),
+        json!({"type":"message","id":"u1","parentId":null,"timestamp":at,
+            "message":{"role":"user","content":"please start the first long task","timestamp":1}}),
+        json!({"type":"label","id":"l1","parentId":"l2","targetId":"u1","label":"a","timestamp":at}),
+        json!({"type":"label","id":"l2","parentId":"l1","targetId":"u1","label":"b","timestamp":at}),
+        json!({"type":"custom","id":"k","parentId":"l1","customType":"x","data":{},"timestamp":at}),
+    ];
+    let mut parent = "u1".to_owned();
+    for t in 1..8 {
+        let (a, u) = (format!("a{t}"), format!("u{}", t + 1));
+        lines.push(
+            json!({"type":"message","id":a,"parentId":parent,"timestamp":at,
+            "message":{"role":"assistant","content":[{"type":"text","text":words(300, "reply")}],
+            "timestamp":1772442000000u64,"stopReason":"stop"}}),
+        );
+        lines.push(json!({"type":"message","id":u,"parentId":a,"timestamp":at,
+            "message":{"role":"user","content":format!("please do long task number {t}"),
+            "timestamp":1772442000000u64}}));
+        parent = u;
+    }
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let env = TestEnv::new();
+    let old = env.write("agents/main/sessions/s1.jsonl", text.as_bytes());
+    let store = br#"{"agent:main:main":{"sessionId":"s1","updatedAt":1772442000000}}"#;
+    env.write(STORE, store);
+    let (code, r) = env.run_json(&[
+        "compact",
+        "--store",
+        STORE,
+        "--successor",
+        "--keep-recent-tokens",
+        "400",
+        "--min-tokens",
+        "0",
+        "--enforce",
+    ]);
+    assert_ne!(code, 0, "{r}");
+    let t = &r["transcripts"][0];
+    assert_eq!(t["status"], "failed", "{r}");
+    assert!(t.to_string().contains("go round"), "{r}");
+    assert_eq!(std::fs::read(&old).unwrap(), text.as_bytes());
+    assert_eq!(std::fs::read(env.path(STORE)).unwrap(), store);
+    assert_eq!(names(&env), vec!["s1.jsonl", "sessions.json"]);
+}
