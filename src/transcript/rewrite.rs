@@ -167,14 +167,13 @@ fn removals(
     {
         bail!("refusing to remove the last line");
     }
-    let named_by_leaf_records = tree.named_by_leaf_records(index);
     for &i in &removed {
         if entries[i].id.is_none()
             || matches!(entries[i].kind, EntryType::Session | EntryType::Leaf)
         {
             bail!("line {} is not a removable entry", entries[i].line + 1);
         }
-        if named_by_leaf_records.contains(&i) {
+        if tree.named_by_leaf_record(i) {
             bail!(
                 "a `leaf` record names the entry on line {}",
                 entries[i].line + 1
@@ -196,7 +195,7 @@ fn removals(
             && e.target().is_some_and(|t| planned_ids.contains(t))
             && Some(i) != tree.leaf
             && !pinned.contains(&i)
-            && !named_by_leaf_records.contains(&i)
+            && !tree.named_by_leaf_record(i)
             && e.id
                 .as_deref()
                 .is_some_and(|id| !index.mentioned_by_unparsable(id))
