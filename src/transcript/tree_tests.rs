@@ -176,32 +176,18 @@ fn runtime_agrees(test: &str, files: &[&[&str]]) {
     let Some(stable) = testgen::require_oracle(test) else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let mut args = vec![std::path::PathBuf::from("tree")];
-    for (k, lines) in files.iter().enumerate() {
-        let p = tmp.path().join(format!("{k}.jsonl"));
-        std::fs::write(&p, format!("{}\n", lines.join("\n"))).unwrap();
-        args.push(p);
-    }
+    let texts: Vec<String> = files
+        .iter()
+        .map(|l| format!("{}\n", l.join("\n")))
+        .collect();
     for dir in std::iter::once(stable).chain(testgen::extended_oracle_dir()) {
-        let out = testgen::run_oracle_script(&dir, "leaf-records.mjs", &args);
-        let views: Vec<serde_json::Value> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .filter_map(|l| l.strip_prefix("@@tree "))
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        assert_eq!(views.len(), files.len(), "{}", dir.display());
-        for (lines, view) in files.iter().zip(&views) {
-            assert_eq!(view["ok"], true, "{}: {view}", dir.display());
-            let theirs: Vec<String> = view["context"]
-                .as_array()
-                .unwrap()
+        let contexts = testgen::loader_contexts(&dir, &texts);
+        for (lines, theirs) in files.iter().zip(contexts) {
+            let theirs: Vec<String> = theirs
                 .iter()
                 .map(|k| {
-                    let k = k.as_str().unwrap();
                     k.strip_prefix("summary:")
-                        .map_or_else(|| k.to_owned(), |c| format!("C{c}"))
+                        .map_or_else(|| k.clone(), |c| format!("C{c}"))
                 })
                 .collect();
             assert_eq!(context_ids(lines), theirs, "{}: {lines:?}", dir.display());
