@@ -245,6 +245,25 @@ fn refuse_navigation_records(index: &Index) -> Result<(), Status> {
     Ok(())
 }
 
+/// The rows of a session, once indexed, must be one line a row. Sets the bytes of `out` to
+/// what the rows store (see `rows_of`), not their JSONL text. The rows' `seq`s.
+fn editable_rows(
+    index: &Index,
+    rows: &[(i64, u64)],
+    out: &mut Outcome,
+) -> Result<Vec<i64>, Status> {
+    if rows.len() != index.lines.len() {
+        return Err(Status::Damaged(format!(
+            "{} rows read as {} lines (a row holds a line break); not editing",
+            rows.len(),
+            index.lines.len()
+        )));
+    }
+    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
+    out.bytes_after = out.bytes_before;
+    Ok(rows.iter().map(|(seq, _)| *seq).collect())
+}
+
 fn predict_inner(
     conn: &Connection,
     session_id: &str,
@@ -256,16 +275,7 @@ fn predict_inner(
     job::check_editable_with(index, tree, out)?;
     refuse_navigation_records(index)?;
     let rows = rows_of(conn, session_id).map_err(job::failed)?;
-    if rows.len() != index.lines.len() {
-        return Err(Status::Damaged(format!(
-            "{} rows read as {} lines (a row holds a line break); not editing",
-            rows.len(),
-            index.lines.len()
-        )));
-    }
-    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
-    out.bytes_after = out.bytes_before;
-    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
+    let seqs = editable_rows(index, &rows, out)?;
     let rows_read = Rows::new(conn, session_id, &seqs);
     job::predict_sized(planner, &rows_read, index, tree, out, &mut |resolved| {
         stored_after(conn, session_id, index, &rows, resolved)
@@ -336,17 +346,7 @@ fn plan_inner(
     let snapshot = snapshot_of(conn, session_id).map_err(job::failed)?;
     let tree = job::check_editable(&index, out)?;
     refuse_navigation_records(&index)?;
-    if rows.len() != index.lines.len() {
-        return Err(Status::Damaged(format!(
-            "{} rows read as {} lines (a row holds a line break); not editing",
-            rows.len(),
-            index.lines.len()
-        )));
-    }
-    // A session's bytes are what its rows store (see `rows_of`), not its JSONL text.
-    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
-    out.bytes_after = out.bytes_before;
-    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
+    let seqs = editable_rows(&index, &rows, out)?;
     let rows_read = Rows::new(conn, session_id, &seqs);
     let Some(edits) = job::ask(planner, &rows_read, &index, &tree, out)? else {
         return Ok(None);
