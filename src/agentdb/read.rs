@@ -8,7 +8,7 @@
 use std::io::Read;
 
 use anyhow::{Context, Result};
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::Value;
 
 /// One row of `session_nodes`.
@@ -47,6 +47,18 @@ pub fn for_each_session_node(conn: &Connection, mut f: impl FnMut(SessionNode)) 
         });
     }
     Ok(())
+}
+
+/// Whether the database has a table `name`.
+pub fn has_table(conn: &Connection, name: &str) -> Result<bool> {
+    Ok(conn
+        .query_row(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
+            [name],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some())
 }
 
 /// Whether `transcript_events` has the compressed-row columns (schema 23 and later).

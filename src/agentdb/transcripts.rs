@@ -82,10 +82,7 @@ pub fn sessions(
 /// Why a session is not edited here, when it has no rows to edit: moved to cold storage (the
 /// runtime restores it before it writes), or no rows at all.
 pub fn passed_over(conn: &Connection, session_id: &str) -> Result<Option<String>> {
-    let has_cold = conn
-        .prepare("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'session_transcript_cold_archives'")?
-        .exists([])?;
-    if has_cold
+    if read::has_table(conn, "session_transcript_cold_archives")?
         && conn
             .prepare("SELECT 1 FROM session_transcript_cold_archives WHERE session_id = ?1")?
             .exists([session_id])?
@@ -248,6 +245,25 @@ fn refuse_navigation_records(index: &Index) -> Result<(), Status> {
     Ok(())
 }
 
+/// The rows of a session, once indexed, must be one line a row. Sets the bytes of `out` to
+/// what the rows store (see `rows_of`), not their JSONL text. The rows' `seq`s.
+fn editable_rows(
+    index: &Index,
+    rows: &[(i64, u64)],
+    out: &mut Outcome,
+) -> Result<Vec<i64>, Status> {
+    if rows.len() != index.lines.len() {
+        return Err(Status::Damaged(format!(
+            "{} rows read as {} lines (a row holds a line break); not editing",
+            rows.len(),
+            index.lines.len()
+        )));
+    }
+    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
+    out.bytes_after = out.bytes_before;
+    Ok(rows.iter().map(|(seq, _)| *seq).collect())
+}
+
 fn predict_inner(
     conn: &Connection,
     session_id: &str,
@@ -259,29 +275,22 @@ fn predict_inner(
     job::check_editable_with(index, tree, out)?;
     refuse_navigation_records(index)?;
     let rows = rows_of(conn, session_id).map_err(job::failed)?;
-    if rows.len() != index.lines.len() {
-        return Err(Status::Damaged(format!(
-            "{} rows read as {} lines (a row holds a line break); not editing",
-            rows.len(),
-            index.lines.len()
-        )));
-    }
-    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
-    out.bytes_after = out.bytes_before;
-    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
+    let seqs = editable_rows(index, &rows, out)?;
     let rows_read = Rows::new(conn, session_id, &seqs);
-    let planned = planner(&rows_read, index, tree).map_err(job::planner_status)?;
-    out.notes.extend(planned.notes);
-    out.details = planned.details;
-    if planned.edits.is_empty() {
-        return Ok(());
-    }
-    let resolved = rewrite::resolve(index, tree, &planned.edits)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    out.entries_removed = resolved.removed;
-    out.blocks_replaced = resolved.blocks_replaced;
-    out.media_refs_replaced = resolved.media_refs_replaced;
-    // Kept rows keep their stored bytes; a changed row is stored as text, without the newline.
+    job::predict_sized(planner, &rows_read, index, tree, out, &mut |resolved| {
+        stored_after(conn, session_id, index, &rows, resolved)
+    })
+}
+
+/// What the rows of a session store once `resolved` is applied: kept rows keep their stored
+/// bytes; a changed row is stored as text, without the newline. Only patched rows are read.
+fn stored_after(
+    conn: &Connection,
+    session_id: &str,
+    index: &Index,
+    rows: &[(i64, u64)],
+    resolved: &Resolved,
+) -> Result<u64, Status> {
     let mut after = 0u64;
     for (n, line) in index.lines.iter().enumerate() {
         after += match &resolved.actions[n] {
@@ -295,10 +304,7 @@ fn predict_inner(
             }
         };
     }
-    after += resolved.append.iter().map(|l| l.len() as u64).sum::<u64>();
-    out.bytes_after = after;
-    out.status = Status::WouldChange;
-    Ok(())
+    Ok(after + resolved.append.iter().map(|l| l.len() as u64).sum::<u64>())
 }
 
 /// Plan one session and validate the rewrite without writing it. The outcome is what a preview
@@ -340,29 +346,12 @@ fn plan_inner(
     let snapshot = snapshot_of(conn, session_id).map_err(job::failed)?;
     let tree = job::check_editable(&index, out)?;
     refuse_navigation_records(&index)?;
-    if rows.len() != index.lines.len() {
-        return Err(Status::Damaged(format!(
-            "{} rows read as {} lines (a row holds a line break); not editing",
-            rows.len(),
-            index.lines.len()
-        )));
-    }
-    // A session's bytes are what its rows store (see `rows_of`), not its JSONL text.
-    out.bytes_before = rows.iter().map(|(_, b)| b).sum();
-    out.bytes_after = out.bytes_before;
-    let seqs: Vec<i64> = rows.iter().map(|(seq, _)| *seq).collect();
-    let planned =
-        planner(&Rows::new(conn, session_id, &seqs), &index, &tree).map_err(job::planner_status)?;
-    out.notes.extend(planned.notes);
-    out.details = planned.details;
-    if planned.edits.is_empty() {
+    let seqs = editable_rows(&index, &rows, out)?;
+    let rows_read = Rows::new(conn, session_id, &seqs);
+    let Some(edits) = job::ask(planner, &rows_read, &index, &tree, out)? else {
         return Ok(None);
-    }
-    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    out.entries_removed = resolved.removed;
-    out.blocks_replaced = resolved.blocks_replaced;
-    out.media_refs_replaced = resolved.media_refs_replaced;
+    };
+    let resolved = job::resolve_counted(&index, &tree, &edits, out)?;
     // Kept rows keep their stored bytes; a changed row is stored as text.
     let mut stored_after = 0u64;
     let (applied, again) = with_hashed_rows(conn, session_id, |r| {

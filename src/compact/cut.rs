@@ -23,6 +23,8 @@ use serde_json::Value;
 use super::estimate::Estimator;
 use super::facts::{CallIds, EntryFacts, ValueCalls};
 use super::{entry_type, str_field};
+use crate::transcript::TOOL_CALL_TYPES;
+use crate::transcript::probe::TOOL_RESULT_ID_KEYS;
 
 /// Why no cut was made.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -193,25 +195,6 @@ pub fn is_user_message(entry: &Value) -> bool {
         && str_field(entry, "id").is_some_and(|id| !id.is_empty())
 }
 
-/// Tool-call block types the runtime's repair code accepts.
-const CALL_TYPES: &[&str] = &[
-    "toolCall",
-    "toolUse",
-    "functionCall",
-    "tool_use",
-    "tool_call",
-    "function_call",
-];
-/// Fields a tool result may carry its call id in.
-const RESULT_ID_FIELDS: &[&str] = &[
-    "toolCallId",
-    "toolUseId",
-    "tool_call_id",
-    "tool_use_id",
-    "callId",
-    "call_id",
-];
-
 /// Call ids of an assistant message entry whose turn holds its results open.
 pub fn open_call_ids(entry: &Value) -> Vec<&str> {
     let Some(m) = entry
@@ -230,7 +213,7 @@ pub fn open_call_ids(entry: &Value) -> Vec<&str> {
         .map(|blocks| {
             blocks
                 .iter()
-                .filter(|b| str_field(b, "type").is_some_and(|t| CALL_TYPES.contains(&t)))
+                .filter(|b| str_field(b, "type").is_some_and(|t| TOOL_CALL_TYPES.contains(&t)))
                 .filter_map(|b| str_field(b, "id"))
                 .collect()
         })
@@ -245,7 +228,7 @@ pub fn result_call_id(entry: &Value) -> Option<&str> {
     if str_field(m, "role") != Some("toolResult") {
         return None;
     }
-    RESULT_ID_FIELDS.iter().find_map(|f| str_field(m, f))
+    TOOL_RESULT_ID_KEYS.iter().find_map(|f| str_field(m, f))
 }
 
 #[cfg(test)]

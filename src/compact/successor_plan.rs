@@ -33,7 +33,8 @@ use serde_json::{Map, Value, json};
 
 use super::{entry_type, str_field};
 use crate::transcript::tree::{self, Tree};
-use crate::transcript::{EntryType, Index, Parent, Role as TRole};
+use crate::transcript::walk::{self, Step, Walk};
+use crate::transcript::{Entry, EntryType, Index, Parent, Role as TRole};
 
 const DUPLICATE_WINDOW_MS: f64 = 60_000.0;
 const MIN_DUPLICATE_CHARS: usize = 24;
@@ -167,267 +168,513 @@ impl Rewrite {
 /// `branch` its active path, root first, ending at the leaf. `detail` gives the
 /// [`PathEntry`] of a branch position; it is asked only about the last summarised assistant,
 /// the tool results after it and the user messages that stay. `Ok(None)` when the path has no
-/// compaction. Sets are kept per entry index, so the plan needs a few bytes per entry.
+/// compaction. Sets are kept per entry index, so the plan needs a few bytes per entry. An
+/// error when removed entries' parents form a cycle: the runtime's rotation never finishes
+/// on such a file.
 pub fn build(
     index: &Index,
     tree: &Tree,
     branch: &[usize],
     detail: &mut dyn FnMut(usize) -> anyhow::Result<PathEntry>,
 ) -> anyhow::Result<Option<Vec<Rewrite>>> {
-    let entries = &index.entries;
-    let id = |i: usize| entries[i].id.as_deref().unwrap_or("");
-    let node_of = |id: &str| tree.by_id.get(id).copied();
-    let accepted = accepted_entries(index, tree);
-    // Lines the reader sets aside, by id, once it has read them (see `accepted_entries`).
-    let rejected_before = |j: usize, i: usize| j < i && !accepted[j];
-    // The `parentId` an entry carries once an absent one is filled in.
-    let written_parent = |i: usize| -> Option<&str> {
-        match &entries[i].parent {
-            Parent::Id(p) => Some(p),
-            Parent::Absent => tree.parent(i).map(id),
-            _ => None,
-        }
-    };
-    // The entry read before `i` that a line set aside (`j`) hangs below, through the parents
-    // those lines name (`resolveRejectedParent`); `None` when there is none.
-    let resolve_set_aside = |mut j: usize, i: usize| -> Option<usize> {
-        for _ in 0..entries.len() {
-            match node_of(entries[j].parent.id()?) {
-                Some(k) if rejected_before(k, i) => j = k,
-                Some(k) if accepted[k] && k < i => return Some(k),
-                _ => return None,
-            }
-        }
-        None
-    };
-    // ... and once the reader has pointed one that names a line it set aside at the nearest
-    // entry it read before, through the parents those lines name (null when there is none).
-    let parent_of = |i: usize| -> Option<&str> {
-        let written = written_parent(i)?;
-        let Some(j) = node_of(written).filter(|&j| rejected_before(j, i)) else {
-            return Some(written);
-        };
-        resolve_set_aside(j, i).map(id)
-    };
-    // Whether the lines set aside that `e`'s parent chain crosses before reaching an entry
-    // read before it (`rejectedParentChain`) include `target`.
-    let hangs_below = |e: usize, target: usize| -> bool {
-        let mut p = entries[e].parent.id();
-        for _ in 0..entries.len() {
-            match p.and_then(node_of) {
-                Some(k) if rejected_before(k, e) => {
-                    if k == target {
-                        return true;
-                    }
-                    p = entries[k].parent.id();
-                }
-                _ => return false,
-            }
-        }
-        false
-    };
-    // The `firstKeptEntryId` of compaction `i` as the reader repairs it (`repairEntryLinks`)
-    // when it names a line set aside: the entry read before that the line hangs below; else
-    // the first entry on the compaction's branch, root first, that hangs below the line; else
-    // the first such entry in the file; else the compaction's parent. As written otherwise.
-    let first_kept_of = |i: usize| -> Option<&str> {
-        let fk = entries[i].first_kept()?;
-        let Some(j) = node_of(fk).filter(|&j| rejected_before(j, i)) else {
-            return Some(fk);
-        };
-        let below = |e: usize| {
-            accepted[e] && e < i && entries[e].kind != EntryType::Compaction && hangs_below(e, j)
-        };
-        let parent = parent_of(i);
-        let on_branch = || {
-            let mut path = Vec::new();
-            let mut cur = parent.and_then(node_of).filter(|&k| accepted[k] && k < i);
-            while let Some(k) = cur.filter(|k| !path.contains(k)) {
-                path.push(k);
-                cur = parent_of(k)
-                    .and_then(node_of)
-                    .filter(|&p| accepted[p] && p < i);
-            }
-            path.into_iter().rev().find(|&e| below(e))
-        };
-        resolve_set_aside(j, i)
-            .or_else(on_branch)
-            .or_else(|| (0..i).find(|&e| below(e)))
-            .map(id)
-            .or(parent)
-            .or(Some(fk))
-    };
-    let role = |p: usize| {
-        let e = &entries[branch[p]];
-        (e.kind == EntryType::Message)
-            .then_some(e.role.as_ref())
-            .flatten()
-    };
     let Some(c_at) = branch
         .iter()
-        .rposition(|&i| entries[i].kind == EntryType::Compaction)
+        .rposition(|&i| index.entries[i].kind == EntryType::Compaction)
     else {
         return Ok(None);
     };
-    let compaction = branch[c_at];
-    let first_kept = first_kept_of(compaction).filter(|s| !s.is_empty());
-    let first_kept_at = first_kept.and_then(|f| branch.iter().position(|&i| id(i) == f));
-    // Branch positions before this are summarised; from it to the compaction they stay.
-    let kept_from = first_kept_at.filter(|&f| f < c_at).unwrap_or(c_at);
-    let mut pos = vec![u32::MAX; entries.len()];
-    for (p, &i) in branch.iter().enumerate() {
-        pos[i] = p as u32;
+    let reader = Reader::new(index, tree);
+    let plan = Plan::new(&reader, branch, c_at, detail)?;
+    let removed = plan.removed(detail)?;
+    plan.rewrites(&removed).map(Some)
+}
+
+/// What the runtime's rotation reader (`readableSessionState`) makes of the file: the entries
+/// it reads, the lines it sets aside, and the parents and `firstKeptEntryId`s it repairs.
+struct Reader<'a> {
+    entries: &'a [Entry],
+    tree: &'a Tree,
+    /// The entries it reads (see [`Reader::accepted_entries`]); every other tree node is a
+    /// line it sets aside once it has read it.
+    accepted: Vec<bool>,
+    /// For a line set aside, where the chain of parents through lines set aside ends (an
+    /// entry read, with the largest position on the way), walked once for every line (see
+    /// [`Reader::set_aside_chain`]).
+    set_aside: Vec<Walk<Option<(usize, usize)>>>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(index: &'a Index, tree: &'a Tree) -> Reader<'a> {
+        let mut reader = Reader {
+            entries: &index.entries,
+            tree,
+            accepted: Reader::accepted_entries(index, tree),
+            set_aside: Vec::new(),
+        };
+        reader.set_aside = reader.set_aside_chains();
+        reader
     }
-    let on_branch = |i: usize| (pos[i] != u32::MAX).then_some(pos[i] as usize);
-    let summarized = |i: usize| on_branch(i).is_some_and(|p| p < kept_from);
-    let hardened = first_kept == Some(id(compaction));
-    let preserved_at = if hardened {
-        None
-    } else {
-        (0..kept_from)
+
+    /// The entries the rotation reads: in file order, the first entry of each id among those
+    /// it indexes, except labels of an entry not read before them. Every other line with an
+    /// id (unknown types, leaf records, such labels) is set aside: it is not written to the
+    /// successor.
+    fn accepted_entries(index: &Index, tree: &Tree) -> Vec<bool> {
+        let entries = &index.entries;
+        let mut accepted = vec![false; entries.len()];
+        for (i, e) in entries.iter().enumerate() {
+            let Some(id) = e.id.as_deref() else {
+                continue;
+            };
+            if !tree::is_node(e) || !e.kind.is_runtime_indexed() || tree.by_id.get(id) != Some(&i) {
+                continue;
+            }
+            accepted[i] = e.kind != EntryType::Label
+                || e.target()
+                    .and_then(|t| tree.by_id.get(t))
+                    .is_some_and(|&t| t < i && accepted[t]);
+        }
+        accepted
+    }
+
+    /// For every line set aside, the entry read that its chain of parents through lines set
+    /// aside ends at, and the largest position on that chain (the line's own included), or
+    /// `None` when the chain ends at a missing parent or goes round.
+    fn set_aside_chains(&self) -> Vec<Walk<Option<(usize, usize)>>> {
+        let set_aside = |j: usize| !self.accepted[j];
+        let nodes: Vec<usize> = self
+            .tree
+            .by_id
+            .values()
+            .copied()
+            .filter(|&j| set_aside(j))
+            .collect();
+        if nodes.is_empty() {
+            return Vec::new();
+        }
+        let mut memo = vec![Walk::Unvisited; self.entries.len()];
+        for j in nodes {
+            walk::follow_folded(
+                &mut memo,
+                j,
+                None,
+                |c| match self.written_node(c) {
+                    None => Step::Answer(None),
+                    Some(k) if self.accepted[k] => Step::Answer(Some((k, k.max(c)))),
+                    Some(k) => Step::Next(k),
+                },
+                |c, end| end.map(|(k, top)| (k, top.max(c))),
+            );
+        }
+        memo
+    }
+
+    fn id(&self, i: usize) -> &'a str {
+        self.entries[i].id.as_deref().unwrap_or("")
+    }
+
+    fn node_of(&self, id: &str) -> Option<usize> {
+        self.tree.by_id.get(id).copied()
+    }
+
+    /// The tree node entry `i`'s `parentId` names as written.
+    fn written_node(&self, i: usize) -> Option<usize> {
+        self.node_of(self.entries[i].parent.id()?)
+    }
+
+    /// A line set aside (by id) that the reader has read before entry `i`.
+    fn set_aside_before(&self, j: usize, i: usize) -> bool {
+        j < i && !self.accepted[j]
+    }
+
+    /// The `parentId` an entry carries once an absent one is filled in.
+    fn written_parent(&self, i: usize) -> Option<&'a str> {
+        match &self.entries[i].parent {
+            Parent::Id(p) => Some(p),
+            Parent::Absent => self.tree.parent(i).map(|p| self.id(p)),
+            _ => None,
+        }
+    }
+
+    /// The entry read before `i` that `j`, a line set aside before it, hangs below through
+    /// the parents those lines name (`resolveRejectedParent`); `None` when there is none: the
+    /// chain ends at a missing parent, goes round, or passes a line not read yet.
+    fn resolve_set_aside(&self, j: usize, i: usize) -> Option<usize> {
+        match self.set_aside.get(j).and_then(Walk::done).flatten() {
+            Some((end, top)) if top < i => Some(end),
+            _ => None,
+        }
+    }
+
+    /// The `parentId` of entry `i` once the reader has pointed one that names a line it set
+    /// aside at the nearest entry it read before, through the parents those lines name (null
+    /// when there is none).
+    fn parent_of(&self, i: usize) -> Option<&'a str> {
+        let written = self.written_parent(i)?;
+        let Some(j) = self
+            .node_of(written)
+            .filter(|&j| self.set_aside_before(j, i))
+        else {
+            return Some(written);
+        };
+        self.resolve_set_aside(j, i).map(|k| self.id(k))
+    }
+
+    /// The tree node entry `i`'s repaired parent names, when the reader has read it before `i`.
+    fn read_parent(&self, i: usize, before: usize) -> Option<usize> {
+        self.parent_of(i)
+            .and_then(|p| self.node_of(p))
+            .filter(|&p| self.accepted[p] && p < before)
+    }
+
+    /// The `firstKeptEntryId` of compaction `i` as the reader repairs it (`repairEntryLinks`)
+    /// when it names a line set aside: the entry read before that the line hangs below; else
+    /// the first entry on the compaction's branch, root first, that hangs below the line; else
+    /// the first such entry in the file; else the compaction's parent. As written otherwise.
+    fn first_kept_of(&self, i: usize) -> Option<&'a str> {
+        let fk = self.entries[i].first_kept()?;
+        let Some(j) = self.node_of(fk).filter(|&j| self.set_aside_before(j, i)) else {
+            return Some(fk);
+        };
+        if let Some(k) = self.resolve_set_aside(j, i) {
+            return Some(self.id(k));
+        }
+        let mut below = Below::new(self, j);
+        let mut candidate = |e: usize| {
+            self.accepted[e]
+                && e < i
+                && self.entries[e].kind != EntryType::Compaction
+                && below.hangs(self, e)
+        };
+        let parent = self.parent_of(i);
+        let on_branch = self.branch_of(i).into_iter().find(|&e| candidate(e));
+        on_branch
+            .or_else(|| (0..i).find(|&e| candidate(e)))
+            .map(|e| self.id(e))
+            .or(parent)
+            .or(Some(fk))
+    }
+
+    /// The entries read before `i` on its branch through repaired parents, root first
+    /// (stopping where the chain goes round).
+    fn branch_of(&self, i: usize) -> Vec<usize> {
+        let mut path = Vec::new();
+        let mut seen = HashSet::new();
+        let mut cur = self.read_parent(i, i);
+        while let Some(k) = cur.filter(|&k| seen.insert(k)) {
+            path.push(k);
+            cur = self.read_parent(k, i);
+        }
+        path.reverse();
+        path
+    }
+}
+
+/// Which entries hang below one line set aside, `target`: whether the lines set aside that
+/// an entry's parent chain crosses before reaching an entry read before it
+/// (`rejectedParentChain`) include it. Each line's chain is walked once.
+struct Below {
+    target: usize,
+    /// For a line set aside: the largest position on its chain up to `target`, when the chain
+    /// reaches it through lines set aside.
+    memo: Vec<Walk<Option<usize>>>,
+}
+
+impl Below {
+    fn new(reader: &Reader, target: usize) -> Below {
+        Below {
+            target,
+            memo: vec![Walk::Unvisited; reader.entries.len()],
+        }
+    }
+
+    /// Whether entry `e`'s chain of parents set aside before it reaches `target`.
+    fn hangs(&mut self, reader: &Reader, e: usize) -> bool {
+        let Some(first) = reader.written_node(e) else {
+            return false;
+        };
+        let target = self.target;
+        let top = walk::follow_folded(
+            &mut self.memo,
+            first,
+            None,
+            |c| match c {
+                _ if c == target => Step::Answer(Some(c)),
+                _ if reader.accepted[c] => Step::Answer(None),
+                _ => match reader.written_node(c) {
+                    Some(k) => Step::Next(k),
+                    None => Step::Answer(None),
+                },
+            },
+            |c, top| top.map(|t| t.max(c)),
+        );
+        top.is_some_and(|t| t < e)
+    }
+}
+
+/// The rotation's plan over the active path: what is summarised, what stays, what goes.
+struct Plan<'r, 'a> {
+    reader: &'r Reader<'a>,
+    branch: &'r [usize],
+    /// Branch position by entry index (`u32::MAX`: not on the branch).
+    pos: Vec<u32>,
+    /// Branch position of the latest compaction, and its entry.
+    c_at: usize,
+    compaction: usize,
+    /// Branch position of the entry the compaction keeps from (as repaired).
+    first_kept_at: Option<usize>,
+    /// Branch positions before this are summarised; from it to the compaction they stay.
+    kept_from: usize,
+    /// Branch position of the last summarised assistant message, which stays.
+    preserved_at: Option<usize>,
+    /// That assistant and the tool results answering its calls before the first kept entry.
+    preserved: HashSet<usize>,
+}
+
+impl<'r, 'a> Plan<'r, 'a> {
+    fn new(
+        reader: &'r Reader<'a>,
+        branch: &'r [usize],
+        c_at: usize,
+        detail: &mut dyn FnMut(usize) -> anyhow::Result<PathEntry>,
+    ) -> anyhow::Result<Plan<'r, 'a>> {
+        let compaction = branch[c_at];
+        let first_kept = reader.first_kept_of(compaction).filter(|s| !s.is_empty());
+        let first_kept_at = first_kept.and_then(|f| branch.iter().position(|&i| reader.id(i) == f));
+        let mut pos = vec![u32::MAX; reader.entries.len()];
+        for (p, &i) in branch.iter().enumerate() {
+            pos[i] = p as u32;
+        }
+        let mut plan = Plan {
+            reader,
+            branch,
+            pos,
+            c_at,
+            compaction,
+            first_kept_at,
+            kept_from: first_kept_at.filter(|&f| f < c_at).unwrap_or(c_at),
+            preserved_at: None,
+            preserved: HashSet::new(),
+        };
+        let hardened = first_kept == Some(reader.id(compaction));
+        if !hardened {
+            plan.preserve(detail)?;
+        }
+        Ok(plan)
+    }
+
+    /// Keep the last summarised assistant message and the tool results answering its calls
+    /// before the first kept entry.
+    fn preserve(
+        &mut self,
+        detail: &mut dyn FnMut(usize) -> anyhow::Result<PathEntry>,
+    ) -> anyhow::Result<()> {
+        let Some(a) = (0..self.kept_from)
             .rev()
-            .find(|&p| role(p) == Some(&TRole::Assistant))
-    };
-    let mut preserved: HashSet<usize> = HashSet::new();
-    if let Some(a) = preserved_at {
-        preserved.insert(branch[a]);
+            .find(|&p| self.role(p) == Some(&TRole::Assistant))
+        else {
+            return Ok(());
+        };
+        self.preserved_at = Some(a);
+        self.preserved.insert(self.branch[a]);
         let calls = detail(a)?.tool_calls;
-        if let Some(fk) = first_kept_at {
-            for (p, &i) in branch.iter().enumerate().take(fk).skip(a + 1) {
-                if role(p) == Some(&TRole::ToolResult)
-                    && detail(p)?
-                        .tool_call_id
-                        .as_deref()
-                        .is_some_and(|c| calls.iter().any(|k| &**k == c))
-                {
-                    preserved.insert(i);
-                }
+        let Some(fk) = self.first_kept_at else {
+            return Ok(());
+        };
+        for (p, &i) in self.branch.iter().enumerate().take(fk).skip(a + 1) {
+            if self.role(p) == Some(&TRole::ToolResult)
+                && detail(p)?
+                    .tool_call_id
+                    .as_deref()
+                    .is_some_and(|c| calls.iter().any(|k| &**k == c))
+            {
+                self.preserved.insert(i);
             }
         }
+        Ok(())
     }
-    let mut latest_state: HashMap<&EntryType, usize> = HashMap::new();
-    for &i in branch[..c_at]
-        .iter()
-        .filter(|&&i| is_state(&entries[i].kind))
-    {
-        latest_state.insert(&entries[i].kind, i);
+
+    /// The role of the message at branch position `p`.
+    fn role(&self, p: usize) -> Option<&'a TRole> {
+        let e = &self.reader.entries[self.branch[p]];
+        (e.kind == EntryType::Message)
+            .then_some(e.role.as_ref())
+            .flatten()
     }
-    let stale = |i: usize| {
-        on_branch(i).is_some_and(|p| p < c_at)
-            && is_state(&entries[i].kind)
-            && latest_state.get(&entries[i].kind) != Some(&i)
-    };
-    let mut repeats = |at: std::ops::Range<usize>| -> anyhow::Result<HashSet<usize>> {
-        let users: Vec<usize> = at.filter(|&p| role(p) == Some(&TRole::User)).collect();
+
+    fn on_branch(&self, i: usize) -> Option<usize> {
+        (self.pos[i] != u32::MAX).then_some(self.pos[i] as usize)
+    }
+
+    fn summarized(&self, i: usize) -> bool {
+        self.on_branch(i).is_some_and(|p| p < self.kept_from)
+    }
+
+    /// Kept before the compaction (its thinking signatures go).
+    fn pre_kept(&self, i: usize) -> bool {
+        self.on_branch(i)
+            .is_some_and(|p| p >= self.kept_from && p < self.c_at)
+            || self.preserved.contains(&i)
+    }
+
+    /// The entries the rotation removes, by entry index.
+    fn removed(
+        &self,
+        detail: &mut dyn FnMut(usize) -> anyhow::Result<PathEntry>,
+    ) -> anyhow::Result<Vec<bool>> {
+        let entries = self.reader.entries;
+        let mut duplicates = self.repeats(self.kept_from..self.c_at, detail)?;
+        duplicates.extend(self.repeats(self.c_at + 1..self.branch.len(), detail)?);
+        let stale = self.stale_states();
+        let preserved_idx = self.preserved_at.map_or(-1, |a| a as i64);
+        let first_kept_idx = self.first_kept_at.map_or(-1, |f| f as i64);
+        let mut removed = vec![false; entries.len()];
+        for i in self.nodes() {
+            let bi = self.on_branch(i).map_or(-1, |p| p as i64);
+            let kind = &entries[i].kind;
+            let marker = bi > preserved_idx
+                && bi < first_kept_idx
+                && matches!(kind, EntryType::CustomMessage | EntryType::BranchSummary);
+            let s = self.summarized(i);
+            removed[i] = s && *kind == EntryType::Message && !self.preserved.contains(&i)
+                || s && marker
+                || stale.contains(&i)
+                || duplicates.contains(&i);
+        }
+        for i in self.nodes() {
+            if entries[i].kind == EntryType::Label
+                && entries[i]
+                    .target()
+                    .and_then(|t| self.reader.node_of(t))
+                    .is_some_and(|t| removed[t])
+            {
+                removed[i] = true;
+            }
+        }
+        Ok(removed)
+    }
+
+    /// The entries the rotation reads, in file order.
+    fn nodes(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.reader.entries.len()).filter(|&i| self.reader.accepted[i])
+    }
+
+    /// Superseded settings before the compaction: every `model_change`,
+    /// `thinking_level_change` and `session_info` but the latest of each.
+    fn stale_states(&self) -> HashSet<usize> {
+        let entries = self.reader.entries;
+        let before = &self.branch[..self.c_at];
+        let mut latest: HashMap<&EntryType, usize> = HashMap::new();
+        for &i in before.iter().filter(|&&i| is_state(&entries[i].kind)) {
+            latest.insert(&entries[i].kind, i);
+        }
+        before
+            .iter()
+            .copied()
+            .filter(|&i| is_state(&entries[i].kind) && latest.get(&entries[i].kind) != Some(&i))
+            .collect()
+    }
+
+    /// Repeated user prompts at branch positions `at`.
+    fn repeats(
+        &self,
+        at: std::ops::Range<usize>,
+        detail: &mut dyn FnMut(usize) -> anyhow::Result<PathEntry>,
+    ) -> anyhow::Result<HashSet<usize>> {
+        let users: Vec<usize> = at.filter(|&p| self.role(p) == Some(&TRole::User)).collect();
         let mut keyed = Vec::with_capacity(users.len());
         for p in users {
-            keyed.push((branch[p], detail(p)?.repeat_key));
+            keyed.push((self.branch[p], detail(p)?.repeat_key));
         }
         Ok(duplicate_user_ids(&keyed))
-    };
-    let mut duplicates = repeats(kept_from..c_at)?;
-    duplicates.extend(repeats(c_at + 1..branch.len())?);
+    }
 
-    let nodes = (0..entries.len()).filter(|&i| accepted[i]);
-    let preserved_idx = preserved_at.map_or(-1, |a| a as i64);
-    let first_kept_idx = first_kept_at.map_or(-1, |f| f as i64);
-    let mut removed = vec![false; entries.len()];
-    for i in nodes.clone() {
-        let bi = on_branch(i).map_or(-1, |p| p as i64);
-        let kind = &entries[i].kind;
-        let marker = bi > preserved_idx
-            && bi < first_kept_idx
-            && matches!(kind, EntryType::CustomMessage | EntryType::BranchSummary);
-        let s = summarized(i);
-        removed[i] = s && *kind == EntryType::Message && !preserved.contains(&i)
-            || s && marker
-            || stale(i)
-            || duplicates.contains(&i);
+    /// The kept entries' rewrites, in the successor's order.
+    fn rewrites(&self, removed: &[bool]) -> anyhow::Result<Vec<Rewrite>> {
+        let mut above_removed = vec![Walk::Unvisited; removed.len()];
+        let mut kept: Vec<(Rewrite, Option<usize>)> = Vec::new();
+        for i in self.nodes().filter(|&i| !removed[i]) {
+            let parent = self.kept_parent(i, removed, &mut above_removed)?;
+            kept.push(self.rewrite(i, parent, removed));
+        }
+        Ok(order(kept, &|i| self.on_branch(i).is_some()))
     }
-    for i in nodes.clone() {
-        if entries[i].kind == EntryType::Label
-            && entries[i]
-                .target()
-                .and_then(node_of)
-                .is_some_and(|t| removed[t])
-        {
-            removed[i] = true;
+
+    /// Entry `i`'s repaired parent, past removed entries to their nearest kept ancestor (each
+    /// removed entry's chain is walked once).
+    fn kept_parent(
+        &self,
+        i: usize,
+        removed: &[bool],
+        memo: &mut [Walk<Option<usize>>],
+    ) -> anyhow::Result<Option<&'a str>> {
+        let reader = self.reader;
+        let removed_node = |p: &str| reader.node_of(p).filter(|&j| removed[j]);
+        let Some(first) = reader.parent_of(i).and_then(removed_node) else {
+            return Ok(reader.parent_of(i));
+        };
+        // The last removed entry on the way up: its parent is the first that is not removed.
+        let last = walk::follow(memo, first, None, |k| {
+            match reader.parent_of(k).and_then(removed_node) {
+                Some(next) => Step::Next(next),
+                None => Step::Answer(Some(k)),
+            }
+        });
+        match last {
+            Some(k) => Ok(reader.parent_of(k)),
+            None => anyhow::bail!(
+                "the parents of removed entries above {:?} go round: the runtime's rotation \
+                 would never finish",
+                reader.id(i)
+            ),
         }
     }
-    let pre_kept = |i: usize| {
-        on_branch(i).is_some_and(|p| p >= kept_from && p < c_at) || preserved.contains(&i)
-    };
-    let preserved_id = preserved_at.map(|a| id(branch[a]));
-    let removed_id = |p: &str| node_of(p).is_some_and(|j| removed[j]);
-    let mut kept: Vec<(Rewrite, Option<usize>)> = Vec::new();
-    for i in nodes {
-        if removed[i] {
-            continue;
-        }
-        let original_parent = written_parent(i);
-        let mut parent = parent_of(i);
-        while let Some(p) = parent.filter(|p| removed_id(p)) {
-            parent = node_of(p).and_then(parent_of);
-        }
+
+    /// How kept entry `i`, whose parent in the successor is `parent`, is written.
+    fn rewrite(
+        &self,
+        i: usize,
+        parent: Option<&'a str>,
+        removed: &[bool],
+    ) -> (Rewrite, Option<usize>) {
+        let reader = self.reader;
+        let e = &reader.entries[i];
         let mut r = Rewrite {
             original: i,
-            fill_parent: match entries[i].parent {
-                Parent::Absent => tree.parent(i).map(|p| id(p).to_owned()),
+            fill_parent: match e.parent {
+                Parent::Absent => reader.tree.parent(i).map(|p| reader.id(p).to_owned()),
                 _ => None,
             },
             ..Rewrite::default()
         };
         // Is the parentId as written so far set to something other than null?
         let mut set_non_null =
-            !matches!(entries[i].parent, Parent::Null | Parent::Absent) || r.fill_parent.is_some();
-        if parent != original_parent {
+            !matches!(e.parent, Parent::Null | Parent::Absent) || r.fill_parent.is_some();
+        if parent != reader.written_parent(i) {
             r.rewire = Some(parent.map(str::to_owned));
             set_non_null = parent.is_some();
         }
-        r.strip_signatures = entries[i].kind == EntryType::Message && pre_kept(i);
-        if entries[i].kind == EntryType::Compaction {
-            let repaired = first_kept_of(i);
-            if repaired != entries[i].first_kept() {
+        r.strip_signatures = e.kind == EntryType::Message && self.pre_kept(i);
+        if e.kind == EntryType::Compaction {
+            let repaired = reader.first_kept_of(i);
+            if repaired != e.first_kept() {
                 r.first_kept = repaired.map(str::to_owned);
             }
-            if i == compaction
-                && repaired != Some(id(i))
-                && let Some(p) = preserved_id
+            if i == self.compaction
+                && repaired != Some(reader.id(i))
+                && let Some(a) = self.preserved_at
             {
-                r.first_kept = Some(p.to_owned());
+                r.first_kept = Some(reader.id(self.branch[a]).to_owned());
             }
         }
         let parent = parent
-            .and_then(node_of)
-            .filter(|&j| accepted[j] && !removed[j]);
+            .and_then(|p| reader.node_of(p))
+            .filter(|&j| reader.accepted[j] && !removed[j]);
         if parent.is_none() && set_non_null {
             r.null_parent = true;
         }
-        kept.push((r, parent));
+        (r, parent)
     }
-    Ok(Some(order(kept, &|i| on_branch(i).is_some())))
-}
-
-/// The entries the runtime's rotation reads (its transcript reader's `readableSessionState`):
-/// in file order, the first entry of each id among those it indexes, except labels of an entry
-/// not read before them. Every other line with an id (unknown types, leaf records, such
-/// labels) is set aside: it is not written to the successor.
-fn accepted_entries(index: &Index, tree: &Tree) -> Vec<bool> {
-    let entries = &index.entries;
-    let mut accepted = vec![false; entries.len()];
-    for (i, e) in entries.iter().enumerate() {
-        let Some(id) = e.id.as_deref() else {
-            continue;
-        };
-        if !tree::is_node(e) || !e.kind.is_runtime_indexed() || tree.by_id.get(id) != Some(&i) {
-            continue;
-        }
-        accepted[i] = e.kind != EntryType::Label
-            || e.target()
-                .and_then(|t| tree.by_id.get(t))
-                .is_some_and(|&t| t < i && accepted[t]);
-    }
-    accepted
 }
 
 fn is_state(kind: &EntryType) -> bool {

@@ -257,3 +257,126 @@ fn rotations_match(dir: &std::path::Path, trees: &[Vec<Value>]) {
         assert_eq!(got, want, "{}: {file:?}", dir.display());
     }
 }
+
+/// A long chain of lines of an unknown type, `x1` (its parent is not in the file) to `xN`,
+/// each followed by a user message that names it as its parent, then a compaction below the
+/// first message that keeps from `xN`. The rotation's reader resolves every message's parent
+/// through the chain (it ends nowhere: null), and repairs the compaction's `firstKeptEntryId`
+/// to the one entry that hangs below `xN`, found by a scan of the file that asks of every
+/// message whether its chain crosses `xN`.
+fn unknown_chain(n: usize) -> Vec<Value> {
+    let mut all = Vec::with_capacity(2 * n + 1);
+    for k in 1..=n {
+        let parent = if k == 1 {
+            json!("gone")
+        } else {
+            json!(format!("x{}", k - 1))
+        };
+        all.push(json!({"type":"x_future_entry","id":format!("x{k}"),"parentId":parent}));
+        all.push(
+            json!({"type":"message","id":format!("m{k}"),"parentId":format!("x{k}"),
+            "timestamp":"2026-03-02T09:00:00.000Z",
+            "message":{"role":"user","content":format!("m{k}"),"timestamp":k}}),
+        );
+    }
+    all.push(json!({"type":"compaction","id":"c","parentId":"m1",
+        "timestamp":"2026-03-02T09:00:00.000Z","summary":"S",
+        "firstKeptEntryId":format!("x{n}"),"tokensBefore":9}));
+    all
+}
+
+/// What the rotation writes for [`unknown_chain`]: the messages after the first, each a root
+/// (the chain above it ends nowhere), then the compaction (its parent, the first message, was
+/// summarised), keeping from the last message.
+fn unknown_chain_successor(n: usize) -> Vec<Value> {
+    let all = unknown_chain(n);
+    let mut want: Vec<Value> = (2..=n)
+        .map(|k| {
+            let mut m = all[2 * k - 1].clone();
+            m["parentId"] = Value::Null;
+            m
+        })
+        .collect();
+    let mut c = all[2 * n].clone();
+    c["parentId"] = Value::Null;
+    c["firstKeptEntryId"] = json!(format!("m{n}"));
+    want.push(c);
+    want
+}
+
+#[test]
+fn a_long_chain_of_unknown_lines_is_resolved_in_one_walk() {
+    // 20,000 links: walking each message's chain from its own link, and each candidate's
+    // chain in the first-kept scan, would take some 4 * 10^8 steps.
+    let n = 20_000;
+    let all = unknown_chain(n);
+    let got = build_values(&all, &active_path(&all)).expect("a compaction on the path");
+    let want = unknown_chain_successor(n);
+    assert_eq!(got.len(), want.len());
+    for (k, (got, want)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(got, want, "line {k}");
+    }
+}
+
+#[test]
+fn a_chain_of_unknown_lines_is_rotated_as_the_runtime_does() {
+    let Some(dir) = testgen::require_oracle(
+        "successor::a_chain_of_unknown_lines_is_rotated_as_the_runtime_does",
+    ) else {
+        return;
+    };
+    let trees = [unknown_chain(30)];
+    assert_eq!(
+        build_values(&trees[0], &active_path(&trees[0])),
+        Some(unknown_chain_successor(30))
+    );
+    for dir in std::iter::once(dir).chain(testgen::extended_oracle_dir()) {
+        rotations_match(&dir, &trees);
+    }
+}
+
+#[test]
+fn removed_entries_whose_parents_go_round_are_refused() {
+    // Two labels of a summarised message name each other as parent, and a kept entry hangs
+    // below one of them: the runtime's rotation climbs from one to the other for ever.
+    let mut b = PathBuilder::default();
+    let u1 = b.user("one");
+    let a2 = b.assistant_text("two");
+    let mut all = b.entries;
+    all.push(
+        json!({"type":"label","id":"l1","parentId":"l2","targetId":u1,"label":"a",
+        "timestamp":"2026-03-02T09:00:00.000Z"}),
+    );
+    all.push(
+        json!({"type":"label","id":"l2","parentId":"l1","targetId":u1,"label":"b",
+        "timestamp":"2026-03-02T09:00:00.000Z"}),
+    );
+    all.push(
+        json!({"type":"custom","id":"k","parentId":"l1","customType":"x","data":{},
+        "timestamp":"2026-03-02T09:00:00.000Z"}),
+    );
+    all.push(
+        json!({"type":"message","id":"u3","parentId":a2,"timestamp":"2026-03-02T09:00:00.000Z",
+        "message":{"role":"user","content":"three","timestamp":3}}),
+    );
+    all.push(
+        json!({"type":"compaction","id":"c","parentId":"u3","summary":"S",
+        "firstKeptEntryId":"u3","tokensBefore":9,"timestamp":"2026-03-02T09:00:00.000Z"}),
+    );
+    let (index, tree) = indexed(&all);
+    let branch = tree.active_path();
+    assert_eq!(
+        branch.iter().map(|&i| i - 1).collect::<Vec<_>>(),
+        [0, 1, 5, 6]
+    );
+    let err = build(&index, &tree, &branch, &mut |p| {
+        Ok(PathEntry::of(&all[branch[p] - 1]))
+    })
+    .unwrap_err();
+    assert!(format!("{err:#}").contains("go round"), "{err:#}");
+    // Without the kept entry below them, the labels simply go.
+    all.remove(4);
+    let lines = build_values(&all, &active_path(&all)).unwrap();
+    let ids: Vec<&str> = lines.iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [a2.as_str(), "u3", "c"]);
+}

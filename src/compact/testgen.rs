@@ -176,6 +176,38 @@ where
     out.stdout
 }
 
+/// The context the reference runtime's loader (`SessionManager.open`, `buildSessionContext`)
+/// in `dir` builds from each transcript text, as `tests/oracle/leaf-records.mjs` keys it: a
+/// message by the first `«…»` marker in it, else its JSON; a compaction's summary with
+/// `summary:` before that. Panics when the runtime does not load a text.
+pub fn loader_contexts(dir: &std::path::Path, texts: &[String]) -> Vec<Vec<String>> {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut args = vec![std::path::PathBuf::from("tree")];
+    for (k, text) in texts.iter().enumerate() {
+        let p = tmp.path().join(format!("{k}.jsonl"));
+        std::fs::write(&p, text).unwrap();
+        args.push(p);
+    }
+    let out = run_oracle_script(dir, "leaf-records.mjs", &args);
+    let views: Vec<Vec<String>> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("@@tree "))
+        .map(|l| {
+            let view: Value = serde_json::from_str(l).unwrap();
+            assert_eq!(view["ok"], true, "{}: {view}", dir.display());
+            view["context"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| k.as_str().unwrap().to_owned())
+                .collect()
+        })
+        .collect();
+    assert_eq!(views.len(), texts.len(), "{}", dir.display());
+    views
+}
+
 /// Number of generated cases: `default`, or `CLAWKEEPER_PARITY_CASES`.
 pub fn case_count(default: usize) -> usize {
     std::env::var("CLAWKEEPER_PARITY_CASES")

@@ -236,17 +236,13 @@ fn prepare(
     out: &mut Outcome,
 ) -> Result<Option<Prepared>, Status> {
     let (index, mut tree) = index_checked(confined, path, measure, out)?;
-    let planned = planner(&path, &index, &tree).map_err(planner_status)?;
-    out.notes.extend(planned.notes);
-    out.details = planned.details;
-    if planned.edits.is_empty() {
+    let Some(edits) = ask(planner, &path, &index, &tree, out)? else {
         return Ok(None);
-    }
-    if planned.edits.only_appends() {
-        let (lines, ids) = append::lines_of(&index, &tree, &planned.edits.append)
+    };
+    if edits.only_appends() {
+        let (lines, ids) = append::lines_of(&index, &tree, &edits.append)
             .map_err(|e| Status::Refused(format!("{e:#}")))?;
-        let keeps_from = planned
-            .edits
+        let keeps_from = edits
             .append
             .last()
             .filter(|v| v.get("type").and_then(|t| t.as_str()) == Some("compaction"))
@@ -255,12 +251,39 @@ fn prepare(
             .map_err(|e| Status::Refused(e.to_string()))?;
         return Ok(Some(Prepared::Append(index, appended)));
     }
-    let resolved = rewrite::resolve(&index, &tree, &planned.edits)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+    let resolved = resolve_counted(&index, &tree, &edits, out)?;
+    Ok(Some(Prepared::Rewrite(index, resolved)))
+}
+
+/// Ask `planner` for its edits of `transcript` (indexed as `index` and `tree`), taking its
+/// notes and details into `out`; `None` when it edits nothing.
+pub fn ask(
+    planner: &PlannerAt,
+    transcript: &dyn Transcript,
+    index: &Index,
+    tree: &Tree,
+    out: &mut Outcome,
+) -> Result<Option<Edits>, Status> {
+    let planned = planner(transcript, index, tree).map_err(planner_status)?;
+    out.notes.extend(planned.notes);
+    out.details = planned.details;
+    Ok((!planned.edits.is_empty()).then_some(planned.edits))
+}
+
+/// Resolve `edits` into per-line actions (refused when the rewrite would not be safe),
+/// counting in `out` what they remove and replace.
+pub fn resolve_counted(
+    index: &Index,
+    tree: &Tree,
+    edits: &Edits,
+    out: &mut Outcome,
+) -> Result<Resolved, Status> {
+    let resolved =
+        rewrite::resolve(index, tree, edits).map_err(|e| Status::Refused(format!("{e:#}")))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
     out.media_refs_replaced = resolved.media_refs_replaced;
-    Ok(Some(Prepared::Rewrite(index, resolved)))
+    Ok(resolved)
 }
 
 /// Index the file (without following a symlink; with token figures measured with `measure`,
@@ -385,19 +408,28 @@ fn predict_inner(
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     check_editable_with(index, tree, out)?;
-    let planned = planner(&path, index, tree).map_err(planner_status)?;
-    out.notes.extend(planned.notes);
-    out.details = planned.details;
-    if planned.edits.is_empty() {
+    predict_sized(planner, &path, index, tree, out, &mut |resolved| {
+        let file = confined.open_read(path).map_err(failed)?;
+        rewrite::predicted_size(&file, index, resolved).map_err(failed)
+    })
+}
+
+/// The part of a preview without a validation pass that a file and a session's rows share,
+/// once the transcript is checked: `planner`'s edits resolved and counted in `out`, and the
+/// size `size_after` gives the rewrite (what is stored differs: file lines or rows).
+pub fn predict_sized(
+    planner: &PlannerAt,
+    transcript: &dyn Transcript,
+    index: &Index,
+    tree: &Tree,
+    out: &mut Outcome,
+    size_after: &mut dyn FnMut(&Resolved) -> Result<u64, Status>,
+) -> Result<(), Status> {
+    let Some(edits) = ask(planner, transcript, index, tree, out)? else {
         return Ok(());
-    }
-    let resolved = rewrite::resolve(index, tree, &planned.edits)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
-    out.entries_removed = resolved.removed;
-    out.blocks_replaced = resolved.blocks_replaced;
-    out.media_refs_replaced = resolved.media_refs_replaced;
-    let file = confined.open_read(path).map_err(failed)?;
-    out.bytes_after = rewrite::predicted_size(&file, index, &resolved).map_err(failed)?;
+    };
+    let resolved = resolve_counted(index, tree, &edits, out)?;
+    out.bytes_after = size_after(&resolved)?;
     out.status = Status::WouldChange;
     Ok(())
 }

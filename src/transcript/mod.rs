@@ -59,6 +59,7 @@ pub mod splice;
 pub mod tree;
 pub mod validate;
 pub mod values;
+pub mod walk;
 
 use std::fs::File;
 use std::io::Read;

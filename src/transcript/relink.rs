@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 
 use super::rewrite::{LineAction, Patch};
 use super::tree::{Loader, Tree, is_link, is_node};
+use super::walk::{Step, Walk, follow};
 use super::{EntryType, Index, Parent};
 
 /// Where an entry's context continues above it.
@@ -134,50 +135,6 @@ fn end_of(index: &Index, tree: &Tree, j: usize) -> Above {
         Some(pid) if !tree.by_id.contains_key(pid) => Above::Unknown,
         _ => Above::Entry(None),
     }
-}
-
-/// A memoised walk's state at one entry.
-#[derive(Debug, Clone, Copy)]
-enum Walk<T> {
-    Unvisited,
-    Visiting,
-    Done(T),
-}
-
-/// One step of a memoised walk.
-enum Step<T> {
-    Answer(T),
-    Next(usize),
-}
-
-/// Follow `step` (an answer, or the next entry to look at) from `start`, remembering the
-/// answer for every entry passed so that each entry is walked once per run; a cycle answers
-/// `on_cycle`.
-fn follow<T: Copy>(
-    memo: &mut [Walk<T>],
-    start: usize,
-    on_cycle: T,
-    mut step: impl FnMut(usize) -> Step<T>,
-) -> T {
-    let mut chain = Vec::new();
-    let mut cur = start;
-    let answer = loop {
-        match memo[cur] {
-            Walk::Done(a) => break a,
-            Walk::Visiting => break on_cycle,
-            Walk::Unvisited => {}
-        }
-        memo[cur] = Walk::Visiting;
-        chain.push(cur);
-        match step(cur) {
-            Step::Answer(a) => break a,
-            Step::Next(next) => cur = next,
-        }
-    };
-    for c in chain {
-        memo[c] = Walk::Done(answer);
-    }
-    answer
 }
 
 fn set_parent(action: &mut LineAction, id: Option<String>) {

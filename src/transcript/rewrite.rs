@@ -167,14 +167,13 @@ fn removals(
     {
         bail!("refusing to remove the last line");
     }
-    let named_by_leaf_records = tree.named_by_leaf_records(index);
     for &i in &removed {
         if entries[i].id.is_none()
             || matches!(entries[i].kind, EntryType::Session | EntryType::Leaf)
         {
             bail!("line {} is not a removable entry", entries[i].line + 1);
         }
-        if named_by_leaf_records.contains(&i) {
+        if tree.named_by_leaf_record(i) {
             bail!(
                 "a `leaf` record names the entry on line {}",
                 entries[i].line + 1
@@ -196,7 +195,7 @@ fn removals(
             && e.target().is_some_and(|t| planned_ids.contains(t))
             && Some(i) != tree.leaf
             && !pinned.contains(&i)
-            && !named_by_leaf_records.contains(&i)
+            && !tree.named_by_leaf_record(i)
             && e.id
                 .as_deref()
                 .is_some_and(|id| !index.mentioned_by_unparsable(id))
@@ -793,8 +792,8 @@ mod tests {
     }
 
     /// Removing `s1` would leave `e1`'s parentId naming the unknown entry just before it while
-    /// the runtime's leaf there is `a1`: the runtime would hang `e1` below `a1` (checked with
-    /// OpenClaw 2026.7.1 on these files). `e1` names `u1`, where it was, instead.
+    /// the runtime's leaf there is `a1`: the runtime would hang `e1` below `a1` (its loader,
+    /// 2026.7.1 and 2026.7.35, is run on these files). `e1` names `u1`, where it was, instead.
     #[test]
     fn an_entry_the_runtime_would_re_link_names_its_parent_explicitly() {
         let text = [
@@ -815,6 +814,20 @@ mod tests {
             ),
             "{out}"
         );
+        // The runtime's context: the same after the rewrite as before it, and another one
+        // had `s1` only been dropped.
+        let dropped = text.replace(&format!("{}\n", text.lines().nth(4).unwrap()), "");
+        let test = "an_entry_the_runtime_would_re_link_names_its_parent_explicitly";
+        if let Some(stable) = crate::compact::testgen::require_oracle(test) {
+            let extended = crate::compact::testgen::extended_oracle_dir();
+            for dir in std::iter::once(stable).chain(extended) {
+                let texts = [text.clone(), out.clone(), dropped.clone()];
+                let c = crate::compact::testgen::loader_contexts(&dir, &texts);
+                assert_eq!(c[0].len(), 2, "{}: {c:?}", dir.display());
+                assert_eq!(c[0], c[1], "{}", dir.display());
+                assert_ne!(c[0], c[2], "{}", dir.display());
+            }
+        }
         // Nothing to remove next to a link: nothing re-linked, nothing patched.
         let (out, _) = run(&text, &[]);
         assert_eq!(out, text);

@@ -51,6 +51,9 @@ pub struct Tree {
     /// What each `leaf` control record the runtime accepts does to its loader (see
     /// [`LeafEffect`]), by entry index.
     leaf_effects: HashMap<usize, LeafEffect>,
+    /// The entries the `leaf` control records depend on (see
+    /// [`Tree::named_by_leaf_record`]).
+    named_by_leaf_records: HashSet<usize>,
 }
 
 /// What an accepted `leaf` control record does as the runtime's loader reads it: the leaf
@@ -181,6 +184,7 @@ impl Tree {
             .iter()
             .map(|p| p.map_or(NONE, |p| p as u32))
             .collect();
+        let named_by_leaf_records = named_by_leaf_records(index, &by_id, &leaf_effects);
         Tree {
             by_id,
             duplicate_ids,
@@ -190,6 +194,7 @@ impl Tree {
             dangling,
             leaf,
             leaf_effects,
+            named_by_leaf_records,
         }
     }
 
@@ -199,30 +204,12 @@ impl Tree {
         self.leaf_effects.get(&i).copied()
     }
 
-    /// Entries the `leaf` control records depend on: those their `parentId`, `targetId` and
-    /// `appendParentId` name, and those they resolve to. A rewrite keeps them, so every
-    /// record still means what it meant (the records themselves are never removed).
-    pub fn named_by_leaf_records(&self, index: &Index) -> HashSet<usize> {
-        let mut named = HashSet::new();
-        for (i, e) in index.entries.iter().enumerate() {
-            let Some(record) = e.leaf_record() else {
-                continue;
-            };
-            let ids = [
-                e.parent.id(),
-                record.target.as_deref(),
-                record.append_parent.as_ref().and_then(|a| a.as_deref()),
-            ];
-            named.extend(
-                ids.into_iter()
-                    .flatten()
-                    .filter_map(|id| self.by_id.get(id)),
-            );
-            if let Some(effect) = self.leaf_effect(i) {
-                named.extend(effect.leaf.into_iter().chain(effect.append));
-            }
-        }
-        named
+    /// Whether entry `i` is one the `leaf` control records depend on: one their `parentId`,
+    /// `targetId` or `appendParentId` names, or one they resolve to. A rewrite keeps such
+    /// entries, so every record still means what it meant (the records themselves are never
+    /// removed).
+    pub fn named_by_leaf_record(&self, i: usize) -> bool {
+        self.named_by_leaf_records.contains(&i)
     }
 
     /// The resolved parent of entry `i` (`None`: a root, a missing parent, or not a tree node).
@@ -303,6 +290,31 @@ impl Tree {
             .filter(|&i| is_node(&index.entries[i]) && !reached[i])
             .collect()
     }
+}
+
+/// The entries the `leaf` control records of `index` name (`parentId`, `targetId`,
+/// `appendParentId`, by `by_id`) or resolve to (`effects`): see [`Tree::named_by_leaf_record`].
+fn named_by_leaf_records(
+    index: &Index,
+    by_id: &HashMap<Arc<str>, usize>,
+    effects: &HashMap<usize, LeafEffect>,
+) -> HashSet<usize> {
+    let mut named = HashSet::new();
+    for (i, e) in index.entries.iter().enumerate() {
+        let Some(record) = e.leaf_record() else {
+            continue;
+        };
+        let ids = [
+            e.parent.id(),
+            record.target.as_deref(),
+            record.append_parent.as_ref().and_then(|a| a.as_deref()),
+        ];
+        named.extend(ids.into_iter().flatten().filter_map(|id| by_id.get(id)));
+        if let Some(effect) = effects.get(&i) {
+            named.extend(effect.leaf.into_iter().chain(effect.append));
+        }
+    }
+    named
 }
 
 /// The state the runtime's loader keeps while it reads a transcript's entries in file order:
@@ -589,7 +601,6 @@ pub fn kept_across_unparsable(index: &Index, tree: &Tree) -> HashSet<usize> {
 pub struct Held {
     last_line: Option<usize>,
     across_unparsable: HashSet<usize>,
-    named_by_leaf_records: HashSet<usize>,
 }
 
 impl Held {
@@ -597,7 +608,6 @@ impl Held {
         Held {
             last_line: index.lines.last().and_then(|l| l.entry()),
             across_unparsable: kept_across_unparsable(index, tree),
-            named_by_leaf_records: tree.named_by_leaf_records(index),
         }
     }
 
@@ -614,7 +624,7 @@ impl Held {
             Some("an unparsable line mentions its id")
         } else if self.across_unparsable.contains(&i) {
             Some("a compaction beyond an unparsable line keeps it in context")
-        } else if self.named_by_leaf_records.contains(&i) {
+        } else if tree.named_by_leaf_record(i) {
             Some("a `leaf` record names it")
         } else {
             None

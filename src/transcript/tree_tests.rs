@@ -130,20 +130,15 @@ fn context_ids(lines: &[&str]) -> Vec<String> {
         .collect()
 }
 
-/// A first-kept id on an unindexed entry without an indexed ancestor: the runtime (checked with
-/// OpenClaw 2026.7.1's SessionManager on these very files) falls back to the indexed entry just
+/// A first-kept id on an unindexed entry without an indexed ancestor: the runtime (compared with
+/// the reference runtime's loader on these very files) falls back to the indexed entry just
 /// below it on the compaction's branch, then to the first indexed entry below it anywhere,
 /// then to the compaction's own parent.
 #[test]
 fn first_kept_on_a_rootless_unknown_entry_falls_back_as_the_runtime_does() {
     let o1 = r#"{"type":"weird","id":"o1","parentId":null}"#;
-    let m = |id: &str, parent: &str, role: &str| {
-        format!(
-            r#"{{"type":"message","id":"{id}","parentId":{parent},"message":{{"role":"{role}","content":"{id}"}}}}"#
-        )
-    };
-    let c =
-        r#"{"type":"compaction","id":"c","parentId":"u2","firstKeptEntryId":"o1","summary":"S"}"#;
+    let m = msg;
+    let c = r#"{"type":"compaction","id":"c","parentId":"u2","firstKeptEntryId":"o1","summary":"«c»","timestamp":"2026-03-02T09:00:00.000Z"}"#;
     let (u1_below, u1_root) = (m("u1", r#""o1""#, "user"), m("u1", "null", "user"));
     let a1 = m("a1", r#""u1""#, "assistant");
     let u2 = m("u2", r#""a1""#, "user");
@@ -158,38 +153,79 @@ fn first_kept_on_a_rootless_unknown_entry_falls_back_as_the_runtime_does() {
     // Nothing below it: the compaction's parent u2.
     let nothing = [H, o1, &u1_root, &a1, &u2, c, &u3];
     assert_eq!(context_ids(&nothing), ["Cc", "u2", "u3"]);
+    runtime_agrees(
+        "first_kept_on_a_rootless_unknown_entry_falls_back_as_the_runtime_does",
+        &[&on_branch, &elsewhere, &nothing],
+    );
 }
 
+/// A message line whose content is its id as a marker (`«id»`), which is how
+/// [`runtime_agrees`] names it in the runtime's context.
 fn msg(id: &str, parent: &str, role: &str) -> String {
     format!(
-        r#"{{"type":"message","id":"{id}","parentId":{parent},"message":{{"role":"{role}","content":"{id}"}}}}"#
+        r#"{{"type":"message","id":"{id}","parentId":{parent},"message":{{"role":"{role}","content":"«{id}»"}}}}"#
     )
 }
 
+/// The reference runtime's loader (`SessionManager`, 2026.7.1 and, when it is installed,
+/// 2026.7.35) builds from each file the context [`context_ids`] gives: messages named by their
+/// `«id»` marker, a compaction's summary by its `«id»` marker as `C<id>`. Skipped (SKIPPED on
+/// stderr) without a reference, unless `CLAWKEEPER_REQUIRE_ORACLE=1`.
+fn runtime_agrees(test: &str, files: &[&[&str]]) {
+    use crate::compact::testgen;
+    let Some(stable) = testgen::require_oracle(test) else {
+        return;
+    };
+    let texts: Vec<String> = files
+        .iter()
+        .map(|l| format!("{}\n", l.join("\n")))
+        .collect();
+    for dir in std::iter::once(stable).chain(testgen::extended_oracle_dir()) {
+        let contexts = testgen::loader_contexts(&dir, &texts);
+        for (lines, theirs) in files.iter().zip(contexts) {
+            let theirs: Vec<String> = theirs
+                .iter()
+                .map(|k| {
+                    k.strip_prefix("summary:")
+                        .map_or_else(|| k.clone(), |c| format!("C{c}"))
+                })
+                .collect();
+            assert_eq!(context_ids(lines), theirs, "{}: {lines:?}", dir.display());
+        }
+    }
+}
+
 /// An entry whose `parentId` names the unknown entry just before it hangs, in the runtime,
-/// below the current leaf instead (checked with OpenClaw 2026.7.1's SessionManager on these
-/// files): here `u2` below `a1`, not below `o1`'s parent `u1`.
+/// below the current leaf instead (the reference runtime's
+/// loader is run on these files): here `u2` below `a1`, not below `o1`'s parent `u1`.
 #[test]
 fn a_parent_id_naming_the_link_just_before_is_relinked_to_the_leaf() {
     let (u1, a1) = (msg("u1", "null", "user"), msg("a1", r#""u1""#, "assistant"));
     let o1 = r#"{"type":"weird","id":"o1","parentId":"u1"}"#;
     let u2 = msg("u2", r#""o1""#, "user");
-    assert_eq!(context_ids(&[H, &u1, &a1, o1, &u2]), ["u1", "a1", "u2"]);
+    let relinked = [H, &u1, &a1, o1, &u2];
+    assert_eq!(context_ids(&relinked), ["u1", "a1", "u2"]);
     // With anything indexed in between, `o1` is no longer the append parent: followed.
     let b1 = msg("b1", r#""a1""#, "user");
-    assert_eq!(context_ids(&[H, &u1, &a1, o1, &b1, &u2]), ["u1", "u2"]);
+    let followed = [H, &u1, &a1, o1, &b1, &u2];
+    assert_eq!(context_ids(&followed), ["u1", "u2"]);
     // An unknown entry without a parentId is no link; its id resolves to nothing.
     let o2 = r#"{"type":"weird","id":"o1"}"#;
-    assert_eq!(context_ids(&[H, &u1, &a1, o2, &u2]), ["u2"]);
+    let no_link = [H, &u1, &a1, o2, &u2];
+    assert_eq!(context_ids(&no_link), ["u2"]);
+    runtime_agrees(
+        "a_parent_id_naming_the_link_just_before_is_relinked_to_the_leaf",
+        &[&relinked, &followed, &no_link],
+    );
 }
 
 /// A first-kept id on an unknown entry: the runtime's search below it follows parent ids as
 /// written (`u1` names `o1`, though it is re-linked below `u0`), and an unknown entry without
-/// a parentId is not resolved at all (checked with OpenClaw 2026.7.1 on these files).
+/// a parentId is not resolved at all (the reference runtime's loader
+/// is run on these files).
 #[test]
 fn first_kept_on_an_unknown_entry_follows_written_parents() {
-    let c =
-        r#"{"type":"compaction","id":"c","parentId":"u2","firstKeptEntryId":"o1","summary":"S"}"#;
+    let c = r#"{"type":"compaction","id":"c","parentId":"u2","firstKeptEntryId":"o1","summary":"«c»","timestamp":"2026-03-02T09:00:00.000Z"}"#;
     let (u0, u1) = (msg("u0", "null", "user"), msg("u1", r#""o1""#, "user"));
     let (a1, u2) = (
         msg("a1", r#""u1""#, "assistant"),
@@ -200,8 +236,10 @@ fn first_kept_on_an_unknown_entry_follows_written_parents() {
     let relinked = [H, &u0, link, &u1, &a1, &u2, c, &u3];
     assert_eq!(context_ids(&relinked), ["Cc", "u1", "a1", "u2", "u3"]);
     let no_link = r#"{"type":"weird","id":"o1"}"#;
-    assert_eq!(
-        context_ids(&[H, no_link, &u1, &a1, &u2, c, &u3]),
-        ["Cc", "u3"]
+    let unresolved = [H, no_link, &u1, &a1, &u2, c, &u3];
+    assert_eq!(context_ids(&unresolved), ["Cc", "u3"]);
+    runtime_agrees(
+        "first_kept_on_an_unknown_entry_follows_written_parents",
+        &[&relinked, &unresolved],
     );
 }

@@ -359,16 +359,7 @@ fn check_runtime(oracle: &Oracle, cases: &[Case], version: &str) {
             c.name
         );
     }
-    let scratch = tempfile::tempdir().unwrap();
-    let copies: Vec<PathBuf> = files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let c = scratch.path().join(format!("{i}.jsonl"));
-            std::fs::copy(f, &c).unwrap();
-            c
-        })
-        .collect();
+    let (scratch, copies) = crate::util::scratch_copies(&files);
     let forks = tempfile::tempdir().unwrap();
     let mut args = vec!["compare".into(), forks.path().as_os_str().to_owned()];
     args.extend(copies.iter().map(|c| c.as_os_str().to_owned()));

@@ -1,6 +1,8 @@
 //! `clawkeeper compact --successor`: a new transcript the runtime loads, the store entry
 //! pointing at it, the old file untouched; previews write nothing.
 
+use std::path::Path;
+
 use serde_json::{Value, json};
 
 use crate::generator::generate_long;
@@ -26,6 +28,42 @@ fn setup(env: &TestEnv) -> Vec<u8> {
 }"#,
     );
     bytes
+}
+
+/// `compact --successor --enforce` of the main session, keeping 400 tokens: exit code and
+/// report.
+fn compact_main_successor(env: &TestEnv) -> (i32, Value) {
+    env.run_json(&[
+        "compact",
+        "--store",
+        STORE,
+        "--session",
+        "agent:main:main",
+        "--successor",
+        "--keep-recent-tokens",
+        "400",
+        "--min-tokens",
+        "0",
+        "--enforce",
+    ])
+}
+
+/// [`compact_main_successor`], which must change the transcript: its report.
+#[track_caller]
+fn successor_of_main(env: &TestEnv) -> Value {
+    let (code, r) = compact_main_successor(env);
+    assert_eq!(code, 0, "{r}");
+    assert_eq!(r["transcripts"][0]["status"], "changed", "{r}");
+    r["transcripts"][0].clone()
+}
+
+/// Every line of a transcript, parsed.
+fn lines_of(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 fn names(env: &TestEnv) -> Vec<String> {
@@ -382,22 +420,7 @@ fn successor_keeps_the_old_files_mode_and_owner() {
         }
         std::fs::set_permissions(&old, std::fs::Permissions::from_mode(mode)).unwrap();
         let before = std::fs::metadata(&old).unwrap();
-        let (code, r) = env.run_json(&[
-            "compact",
-            "--store",
-            STORE,
-            "--session",
-            "agent:main:main",
-            "--successor",
-            "--keep-recent-tokens",
-            "400",
-            "--min-tokens",
-            "0",
-            "--enforce",
-        ]);
-        assert_eq!(code, 0, "{r}");
-        let t = &r["transcripts"][0];
-        assert_eq!(t["status"], "changed", "{r}");
+        let t = &successor_of_main(&env);
         let m = std::fs::metadata(t["details"]["successorFile"].as_str().unwrap()).unwrap();
         assert_eq!(m.mode() & 0o7777, mode, "{mode:o}");
         assert_eq!((m.uid(), m.gid()), (before.uid(), before.gid()));
@@ -474,27 +497,8 @@ fn successor_repairs_first_kept_ids_that_name_unknown_lines() {
             STORE,
             br#"{"agent:main:main":{"sessionId":"s1","updatedAt":1772442000000}}"#,
         );
-        let (code, r) = env.run_json(&[
-            "compact",
-            "--store",
-            STORE,
-            "--session",
-            "agent:main:main",
-            "--successor",
-            "--keep-recent-tokens",
-            "400",
-            "--min-tokens",
-            "0",
-            "--enforce",
-        ]);
-        assert_eq!(code, 0, "{r}");
-        assert_eq!(r["transcripts"][0]["status"], "changed", "{r}");
-        let d = &r["transcripts"][0]["details"];
-        let ours: Vec<Value> = std::fs::read_to_string(d["successorFile"].as_str().unwrap())
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let d = &successor_of_main(&env)["details"];
+        let ours = lines_of(Path::new(d["successorFile"].as_str().unwrap()));
         if let Some(c1) = ours.iter().find(|e| e["id"] == "c1") {
             assert_eq!(c1["firstKeptEntryId"], want_first_kept, "{x_parent}");
         } else {
@@ -519,11 +523,7 @@ fn successor_repairs_first_kept_ids_that_name_unknown_lines() {
                 serde_json::from_slice(&o.run_script("rotate-successor.mjs", [&theirs_in]))
                     .unwrap();
             assert_eq!(out["rotated"], true, "{}: {out}", release.version);
-            let theirs: Vec<Value> = std::fs::read_to_string(out["sessionFile"].as_str().unwrap())
-                .unwrap()
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
+            let theirs = lines_of(Path::new(out["sessionFile"].as_str().unwrap()));
             assert_eq!(
                 ours[1..],
                 theirs[1..],
@@ -533,4 +533,47 @@ fn successor_repairs_first_kept_ids_that_name_unknown_lines() {
         }
         assert_eq!(std::fs::read(&old).unwrap(), text.as_bytes());
     }
+}
+
+#[test]
+fn successor_refuses_removed_entries_whose_parents_go_round() {
+    // Two labels of a message the compaction summarises name each other as parent, and an
+    // entry that stays hangs below one of them: the runtime's rotation climbs from one label
+    // to the other for ever. The tool reports it and writes nothing.
+    let words = |n: usize, w: &str| vec![w; n].join(" ");
+    let at = "2026-03-02T09:00:00.000Z";
+    let mut lines = vec![
+        json!({"type":"session","version":3,"id":"s1","timestamp":at,"cwd":"/w"}),
+        json!({"type":"message","id":"u1","parentId":null,"timestamp":at,
+            "message":{"role":"user","content":"please start the first long task","timestamp":1}}),
+        json!({"type":"label","id":"l1","parentId":"l2","targetId":"u1","label":"a","timestamp":at}),
+        json!({"type":"label","id":"l2","parentId":"l1","targetId":"u1","label":"b","timestamp":at}),
+        json!({"type":"custom","id":"k","parentId":"l1","customType":"x","data":{},"timestamp":at}),
+    ];
+    let mut parent = "u1".to_owned();
+    for t in 1..8 {
+        let (a, u) = (format!("a{t}"), format!("u{}", t + 1));
+        lines.push(
+            json!({"type":"message","id":a,"parentId":parent,"timestamp":at,
+            "message":{"role":"assistant","content":[{"type":"text","text":words(300, "reply")}],
+            "timestamp":1772442000000u64,"stopReason":"stop"}}),
+        );
+        lines.push(json!({"type":"message","id":u,"parentId":a,"timestamp":at,
+            "message":{"role":"user","content":format!("please do long task number {t}"),
+            "timestamp":1772442000000u64}}));
+        parent = u;
+    }
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let env = TestEnv::new();
+    let old = env.write("agents/main/sessions/s1.jsonl", text.as_bytes());
+    let store = br#"{"agent:main:main":{"sessionId":"s1","updatedAt":1772442000000}}"#;
+    env.write(STORE, store);
+    let (code, r) = compact_main_successor(&env);
+    assert_ne!(code, 0, "{r}");
+    let t = &r["transcripts"][0];
+    assert_eq!(t["status"], "failed", "{r}");
+    assert!(t.to_string().contains("go round"), "{r}");
+    assert_eq!(std::fs::read(&old).unwrap(), text.as_bytes());
+    assert_eq!(std::fs::read(env.path(STORE)).unwrap(), store);
+    assert_eq!(names(&env), vec!["s1.jsonl", "sessions.json"]);
 }

@@ -180,16 +180,7 @@ fn ours(bytes: &[u8]) -> View {
 
 /// The runtime's view of each file (loaded from copies).
 fn theirs(oracle: &Oracle, files: &[PathBuf]) -> Vec<View> {
-    let scratch = tempfile::tempdir().unwrap();
-    let copies: Vec<PathBuf> = files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| {
-            let c = scratch.path().join(format!("{i}.jsonl"));
-            std::fs::copy(f, &c).unwrap();
-            c
-        })
-        .collect();
+    let (_scratch, copies) = crate::util::scratch_copies(files);
     let mut args = vec![PathBuf::from("tree")];
     args.extend(copies);
     let out = oracle.run_script("leaf-records.mjs", &args);

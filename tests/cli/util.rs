@@ -425,16 +425,7 @@ impl Oracle {
     /// Load every file with the runtime in one process. Files are loaded from copies, because
     /// the runtime may rewrite what it opens.
     pub fn load_all(&self, files: &[PathBuf]) -> Vec<Loaded> {
-        let scratch = tempfile::tempdir().unwrap();
-        let copies: Vec<PathBuf> = files
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let c = scratch.path().join(format!("{i}.jsonl"));
-                std::fs::copy(f, &c).unwrap();
-                c
-            })
-            .collect();
+        let (scratch, copies) = scratch_copies(files);
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/batch-context.mjs");
         let out = Command::new(&self.node)
             .arg(script)
@@ -700,4 +691,20 @@ pub fn line_diff(expected: &str, got: &str) -> String {
         }
     }
     out
+}
+
+/// Copies of `files` (`0.jsonl`, `1.jsonl`, …) in a scratch directory that lives as long as
+/// the returned guard: what the runtime is given to load, since it may rewrite what it opens.
+pub fn scratch_copies(files: &[PathBuf]) -> (tempfile::TempDir, Vec<PathBuf>) {
+    let scratch = tempfile::tempdir().unwrap();
+    let copies = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let c = scratch.path().join(format!("{i}.jsonl"));
+            std::fs::copy(f, &c).unwrap();
+            c
+        })
+        .collect();
+    (scratch, copies)
 }

@@ -211,13 +211,8 @@ pub fn retained_archive_files(l: &Layout) -> Vec<(PathBuf, f64, u64)> {
 /// or pinned nodes (but not of cap-archived nodes the budget may evict), and with
 /// `preserveRecent` the windows of recent entries.
 pub fn historical_windows(conn: &Connection, o: &Options, m: &Settings) -> Result<Vec<String>> {
-    let keys: std::collections::HashSet<String> = o.active_key.iter().cloned().collect();
-    let p = plan::Preserve {
-        rules: Rules::V9,
-        keys: &keys,
-        recent_ms: m.preserve_recent_ms,
-        now_ms: crate::maintenance::now_ms(),
-    };
+    let keys = active_keys(o);
+    let p = preserve(&keys, m);
     let recent = plan::Preserve {
         keys: &std::collections::HashSet::new(),
         ..p
@@ -280,13 +275,8 @@ pub fn evictable_entries(
     let rows = stmt
         .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
         .collect::<rusqlite::Result<Vec<_>>>()?;
-    let keys: std::collections::HashSet<String> = o.active_key.iter().cloned().collect();
-    let p = plan::Preserve {
-        rules: Rules::V9,
-        keys: &keys,
-        recent_ms: m.preserve_recent_ms,
-        now_ms: crate::maintenance::now_ms(),
-    };
+    let keys = active_keys(o);
+    let p = preserve(&keys, m);
     Ok(rows
         .into_iter()
         .filter_map(|(k, j)| Some((k, crate::jsjson::parse(j.as_bytes()).ok()?)))
@@ -296,4 +286,19 @@ pub fn evictable_entries(
                 && !p.non_archived(k, e)
         })
         .collect())
+}
+
+/// The active key of the run, as the set [`plan::Preserve`] takes.
+fn active_keys(o: &Options) -> std::collections::HashSet<String> {
+    o.active_key.iter().cloned().collect()
+}
+
+/// What 2026.9.x preserves from the disk budget's eviction, now: `keys` and recent entries.
+fn preserve<'k>(keys: &'k std::collections::HashSet<String>, m: &Settings) -> plan::Preserve<'k> {
+    plan::Preserve {
+        rules: Rules::V9,
+        keys,
+        recent_ms: m.preserve_recent_ms,
+        now_ms: crate::maintenance::now_ms(),
+    }
 }

@@ -263,7 +263,8 @@ pub fn load_entries(conn: &rusqlite::Connection) -> Result<Store> {
 /// such row or it holds no entry.
 pub fn load_entry(conn: &rusqlite::Connection, key: &str) -> Result<Option<Value>> {
     let mut stmt = conn.prepare_cached(
-        "SELECT session_key, entry_json, current_session_id, updated_at FROM session_nodes          WHERE session_key = ?1",
+        "SELECT session_key, entry_json, current_session_id, updated_at FROM session_nodes \
+         WHERE session_key = ?1",
     )?;
     let mut rows = stmt.query([key])?;
     match rows.next()? {

@@ -316,129 +316,171 @@ fn mark_archived(e: &mut Value, now: f64, phase: ArchivePhase, rules: Rules) {
 
 /// Plan the entry maintenance on `s` (changed in place: deletions removed, archives marked).
 pub fn plan(s: &mut Store, m: &Settings, p: &Preserve<'_>, now: impl Fn() -> f64) -> EntryPlan {
-    let rules = p.rules;
     let mut out = EntryPlan::default();
-    let initial = match rules {
+    prune_model_runs(s, m, p, &now, &mut out);
+    archive_dashboards(s, m, p, &now, &mut out);
+    retire_stale(s, m, p, &now, &mut out);
+    cap(s, m, p, &now, &mut out);
+    out
+}
+
+/// Model-run probes older than `modelRunPruneAfter`, deleted when the store is over the cap.
+fn prune_model_runs(
+    s: &mut Store,
+    m: &Settings,
+    p: &Preserve<'_>,
+    now: &dyn Fn() -> f64,
+    out: &mut EntryPlan,
+) {
+    let initial = match p.rules {
         Rules::V8 => s.len(),
         Rules::V9 => unarchived(s),
     };
-    let mut remaining = initial as f64;
-    // Model-run probes.
-    if initial as f64 > m.max_entries && m.model_run_prune_after_ms > 0 {
-        let cutoff = now() - m.model_run_prune_after_ms as f64;
-        let victims: Vec<String> = s
-            .iter()
-            .filter(|(k, e)| !p.any(k, e) && keys::is_model_run_key(k))
-            .filter(|(_, e)| num(e, "updatedAt").is_some_and(|u| u < cutoff))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in victims {
-            s.shift_remove(&k);
-            remaining -= 1.0;
-            out.model_run.push(k);
+    if initial as f64 <= m.max_entries || m.model_run_prune_after_ms <= 0 {
+        return;
+    }
+    let cutoff = now() - m.model_run_prune_after_ms as f64;
+    let victims: Vec<String> = s
+        .iter()
+        .filter(|(k, e)| !p.any(k, e) && keys::is_model_run_key(k))
+        .filter(|(_, e)| num(e, "updatedAt").is_some_and(|u| u < cutoff))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in victims {
+        s.shift_remove(&k);
+        out.model_run.push(k);
+    }
+}
+
+/// Dashboard sessions idle longer than `archiveDashboardAfter`, archived in place.
+fn archive_dashboards(
+    s: &mut Store,
+    m: &Settings,
+    p: &Preserve<'_>,
+    now: &dyn Fn() -> f64,
+    out: &mut EntryPlan,
+) {
+    let Some(after) = m.archive_dashboard_after_ms.filter(|a| *a > 0) else {
+        return;
+    };
+    let t = now();
+    let cutoff = t - after as f64;
+    let mut hits = Vec::new();
+    for (k, e) in s.iter() {
+        if !keys::parse_agent_key(k).is_some_and(|a| a.rest.starts_with("dashboard:")) {
+            continue;
+        }
+        let skip = match p.rules {
+            Rules::V8 => has(e, "pinnedAt") || has(e, "archivedAt") || p.keys.contains(k),
+            Rules::V9 => p.any(k, e),
+        };
+        let a = activity(e);
+        if skip || a <= 0.0 || a >= cutoff {
+            continue;
+        }
+        hits.push(k.clone());
+    }
+    for k in hits {
+        if let Some(e) = s.get_mut(&k) {
+            mark_archived(e, t, ArchivePhase::Dashboard, p.rules);
+        }
+        out.archived.push((k, ArchivePhase::Dashboard));
+    }
+}
+
+/// Entries not updated within `pruneAfter`: deleted (2026.8.x, or synthetic), else archived.
+fn retire_stale(
+    s: &mut Store,
+    m: &Settings,
+    p: &Preserve<'_>,
+    now: &dyn Fn() -> f64,
+    out: &mut EntryPlan,
+) {
+    if m.prune_after_ms <= 0 {
+        return;
+    }
+    let t = now();
+    let cutoff = t - m.prune_after_ms as f64;
+    let victims: Vec<String> = s
+        .iter()
+        .filter(|(k, e)| !p.any(k, e))
+        .filter(|(_, e)| num(e, "updatedAt").is_some_and(|u| u < cutoff))
+        .map(|(k, _)| k.clone())
+        .collect();
+    for k in victims {
+        if retire(s, &k, t, ArchivePhase::Age, p.rules) {
+            out.stale.push(k);
+        } else {
+            out.archived.push((k, ArchivePhase::Age));
         }
     }
-    // Dashboards.
-    if let Some(after) = m.archive_dashboard_after_ms.filter(|a| *a > 0) {
-        let t = now();
-        let cutoff = t - after as f64;
-        let mut hits = Vec::new();
-        for (k, e) in s.iter() {
-            if !keys::parse_agent_key(k).is_some_and(|a| a.rest.starts_with("dashboard:")) {
-                continue;
-            }
-            let skip = match rules {
-                Rules::V8 => has(e, "pinnedAt") || has(e, "archivedAt") || p.keys.contains(k),
-                Rules::V9 => p.any(k, e),
-            };
-            let a = activity(e);
-            if skip || a <= 0.0 || a >= cutoff {
-                continue;
-            }
-            hits.push(k.clone());
-        }
-        for k in hits {
-            if let Some(e) = s.get_mut(&k) {
-                mark_archived(e, t, ArchivePhase::Dashboard, rules);
-            }
-            remaining -= 1.0;
-            out.archived.push((k, ArchivePhase::Dashboard));
-        }
-    }
-    // Stale.
-    if m.prune_after_ms > 0 {
-        let t = now();
-        let cutoff = t - m.prune_after_ms as f64;
-        let victims: Vec<String> = s
-            .iter()
-            .filter(|(k, e)| !p.any(k, e))
-            .filter(|(_, e)| num(e, "updatedAt").is_some_and(|u| u < cutoff))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in victims {
-            remaining -= 1.0;
-            if rules == Rules::V8 || is_synthetic(&k) {
-                s.shift_remove(&k);
-                out.stale.push(k);
-            } else {
-                if let Some(e) = s.get_mut(&k) {
-                    mark_archived(e, t, ArchivePhase::Age, rules);
-                }
-                out.archived.push((k, ArchivePhase::Age));
-            }
-        }
-    }
-    // Cap (forced: it always runs).
-    let _ = remaining;
+}
+
+/// The cap (forced: it always runs): as many entries over `maxEntries` as nothing preserves,
+/// the least recent ones, deleted (2026.8.x, or synthetic) or archived.
+fn cap(s: &mut Store, m: &Settings, p: &Preserve<'_>, now: &dyn Fn() -> f64, out: &mut EntryPlan) {
     let candidates: Vec<String> = s
         .iter()
-        .filter(|(_, e)| rules == Rules::V8 || !has(e, "archivedAt"))
+        .filter(|(_, e)| p.rules == Rules::V8 || !has(e, "archivedAt"))
         .map(|(k, _)| k.clone())
         .collect();
     let overflow = candidates.len() as f64 - m.max_entries.max(0.0);
-    if overflow > 0.0 {
-        let eligible: Vec<String> = candidates
-            .into_iter()
-            .filter(|k| !p.any(k, &s[k]))
-            .collect();
-        let count = (overflow.min(eligible.len() as f64)) as usize;
-        let victims: Vec<String> = match rules {
-            Rules::V8 => {
-                let ts = |k: &String| num(&s[k], "updatedAt").unwrap_or(f64::NEG_INFINITY);
-                let mut v = eligible;
-                v.sort_by(|a, b| {
-                    ts(b)
-                        .partial_cmp(&ts(a))
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                });
-                v.split_off(v.len() - count)
-            }
-            Rules::V9 => {
-                let mut v: Vec<String> = eligible.into_iter().rev().collect();
-                v.sort_by(|a, b| {
-                    activity(&s[a])
-                        .partial_cmp(&activity(&s[b]))
-                        .unwrap_or(std::cmp::Ordering::Equal)
-                });
-                v.truncate(count);
-                v
-            }
-        };
-        let t = now();
-        for k in victims {
-            if rules == Rules::V8 || is_synthetic(&k) {
-                s.shift_remove(&k);
-                out.capped.push(k);
-            } else {
-                if let Some(e) = s.get_mut(&k) {
-                    mark_archived(e, t, ArchivePhase::Cap, rules);
-                }
-                out.capped.push(k.clone());
-                out.archived.push((k, ArchivePhase::Cap));
-            }
+    if overflow <= 0.0 {
+        return;
+    }
+    let eligible: Vec<String> = candidates
+        .into_iter()
+        .filter(|k| !p.any(k, &s[k]))
+        .collect();
+    let count = (overflow.min(eligible.len() as f64)) as usize;
+    let victims = oldest(s, eligible, count, p.rules);
+    let t = now();
+    for k in victims {
+        if !retire(s, &k, t, ArchivePhase::Cap, p.rules) {
+            out.archived.push((k.clone(), ArchivePhase::Cap));
+        }
+        out.capped.push(k);
+    }
+}
+
+/// The `count` entries of `eligible` the cap takes: 2026.8.x the least recently updated,
+/// 2026.9.x the least recently active (of equals, the later in the store first).
+fn oldest(s: &Store, eligible: Vec<String>, count: usize, rules: Rules) -> Vec<String> {
+    match rules {
+        Rules::V8 => {
+            let ts = |k: &String| num(&s[k], "updatedAt").unwrap_or(f64::NEG_INFINITY);
+            let mut v = eligible;
+            v.sort_by(|a, b| {
+                ts(b)
+                    .partial_cmp(&ts(a))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            v.split_off(v.len() - count)
+        }
+        Rules::V9 => {
+            let mut v: Vec<String> = eligible.into_iter().rev().collect();
+            v.sort_by(|a, b| {
+                activity(&s[a])
+                    .partial_cmp(&activity(&s[b]))
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            v.truncate(count);
+            v
         }
     }
-    out
+}
+
+/// Take entry `k` out of the live store in `phase`: deleted (true) under 2026.8.x rules or
+/// when it is synthetic, else archived in place at `t` (false).
+fn retire(s: &mut Store, k: &str, t: f64, phase: ArchivePhase, rules: Rules) -> bool {
+    if rules == Rules::V8 || is_synthetic(k) {
+        s.shift_remove(k);
+        return true;
+    }
+    if let Some(e) = s.get_mut(k) {
+        mark_archived(e, t, phase, rules);
+    }
+    false
 }
 
 #[cfg(test)]

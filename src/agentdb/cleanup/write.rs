@@ -18,6 +18,7 @@ use sha2::{Digest, Sha256};
 use super::disk::{self, Layout};
 use super::plan::{self, ArchivePhase, Rules};
 use super::{Counts, Options, Preview, Summary, Target};
+use crate::agentdb::read::has_table;
 use crate::fsutil::Confined;
 use crate::store::Store;
 
@@ -166,17 +167,6 @@ fn clear_validation_pending(tx: &Connection, key: &str) -> Result<()> {
         )?;
     }
     Ok(())
-}
-
-fn has_table(conn: &Connection, name: &str) -> Result<bool> {
-    Ok(conn
-        .query_row(
-            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?1",
-            [name],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
 }
 
 /// One transcript archive, materialized.

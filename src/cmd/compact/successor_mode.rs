@@ -36,10 +36,11 @@ use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::progress::{self, Progress};
 use crate::store;
-use crate::transcript::IndexBuilder;
 use crate::transcript::job::{self, Outcome, Status};
+use crate::transcript::tree::Tree;
 use crate::transcript::tree::{self, ContextItem};
 use crate::transcript::values::EntryReader;
+use crate::transcript::{Index, IndexBuilder};
 
 /// The confinement of each directory of the run, made once.
 type Dirs = std::collections::HashMap<PathBuf, Result<Confined, String>>;
@@ -327,60 +328,16 @@ fn prepare(
     let confined = confined_for(dirs, &t.dir).map_err(Status::Failed)?;
     job::check_target(&confined, &t.path)?;
     let lock = if run.enforce {
-        match lock::acquire(&confined, &t.path, run.wait_lock).map_err(job::failed)? {
-            Acquire::Locked(l) => Some(l),
-            Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string())),
-        }
+        Some(lock_transcript(&confined, &t.path, run.wait_lock)?)
     } else {
         None
     };
     let before = job::stamp(&t.path).map_err(|e| job::failed(e.into()))?;
-    let (index, mut tree) = job::index_checked(
-        &confined,
-        &t.path,
-        Some(run.settings.estimator.counter()),
-        out,
-    )?;
-    if !index.unparsable.is_empty() {
-        return Err(Status::Refused(
-            "lines that do not parse cannot be carried into a successor; compact in place instead"
-                .into(),
-        ));
-    }
-    crate::compact::ensure_rooted(&index, &tree.active_path())
-        .map_err(|e| Status::Skipped(format!("{e:#}")))?;
-    let scan = facts::scan(&index, &tree, &run.settings.estimator).map_err(job::failed)?;
-    let planned = load::compaction(
-        &t.path.as_path(),
-        &index,
-        &tree,
-        &scan,
-        run.settings,
-        run.now,
-    )
-    .map_err(job::failed)?;
-    let mut c = match planned {
-        Ok(c) => c,
-        Err(leave) => {
-            out.notes = vec![format!("left alone: {leave}")];
-            out.notes
-                .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
-            return Ok(None);
-        }
+    let (index, tree) = index_whole(&confined, &t.path, run, out)?;
+    let moved = sqlite.as_deref().map(transcripts::moved_to_sqlite);
+    let Some((c, scan)) = plan_compaction(&t.path, &index, &tree, run, moved, out)? else {
+        return Ok(None);
     };
-    out.notes = describe(&index, &c);
-    out.notes
-        .extend(sqlite.as_deref().map(transcripts::moved_to_sqlite));
-    let mut source = "builtin";
-    if let Some(ext) = run.external {
-        let write = |c: &Compaction, w: &mut dyn Write| {
-            load::write_request(&t.path.as_path(), &index, &scan.active, c, w)
-        };
-        let (note, s) = use_external(ext, &mut c, run.enforce, run.now, &write);
-        out.notes.push(note);
-        source = s;
-    }
-    out.details = Some(details(&c, &run.settings.estimator, source));
     let Some(lock) = lock else {
         out.status = Status::WouldChange;
         out.old_file_kept = true;
@@ -389,6 +346,99 @@ fn prepare(
         ));
         return Ok(None);
     };
+    let rotated = write_successor(&confined, &t.path, run, (index, tree), scan, &c)?;
+    Ok(Some(Pending {
+        store: store_path.clone(),
+        key: key.clone(),
+        old: t.path.clone(),
+        old_stamp: before,
+        rotated,
+        confined,
+        _lock: lock,
+    }))
+}
+
+/// Take the transcript's lock (waiting up to `wait`); a lock another process holds is
+/// reported as such.
+fn lock_transcript(
+    confined: &Confined,
+    path: &Path,
+    wait: Option<Duration>,
+) -> Result<SessionLock, Status> {
+    match lock::acquire(confined, path, wait).map_err(job::failed)? {
+        Acquire::Locked(l) => Ok(l),
+        Acquire::Busy(holder) => Err(Status::Locked(holder.to_string())),
+    }
+}
+
+/// Index the transcript as the other transcript commands do, refusing a file a successor
+/// could not carry whole (lines that do not parse) and skipping an unrooted active path.
+fn index_whole(
+    confined: &Confined,
+    path: &Path,
+    run: &Run,
+    out: &mut Outcome,
+) -> Result<(Index, Tree), Status> {
+    let (index, tree) =
+        job::index_checked(confined, path, Some(run.settings.estimator.counter()), out)?;
+    if !index.unparsable.is_empty() {
+        return Err(Status::Refused(
+            "lines that do not parse cannot be carried into a successor; compact in place instead"
+                .into(),
+        ));
+    }
+    crate::compact::ensure_rooted(&index, &tree.active_path())
+        .map_err(|e| Status::Skipped(format!("{e:#}")))?;
+    Ok((index, tree))
+}
+
+/// Plan the compaction (with the external summariser, when one is set), noting what it does
+/// and `moved` (the SQLite-era note) in `out`; `None` when the file is left alone.
+fn plan_compaction(
+    path: &Path,
+    index: &Index,
+    tree: &Tree,
+    run: &Run,
+    moved: Option<String>,
+    out: &mut Outcome,
+) -> Result<Option<(Compaction, facts::Scan)>, Status> {
+    let scan = facts::scan(index, tree, &run.settings.estimator).map_err(job::failed)?;
+    let planned =
+        load::compaction(&path, index, tree, &scan, run.settings, run.now).map_err(job::failed)?;
+    let mut c = match planned {
+        Ok(c) => c,
+        Err(leave) => {
+            out.notes = vec![format!("left alone: {leave}")];
+            out.notes.extend(moved);
+            return Ok(None);
+        }
+    };
+    out.notes = describe(index, &c);
+    out.notes.extend(moved);
+    let mut source = "builtin";
+    if let Some(ext) = run.external {
+        let write = |c: &Compaction, w: &mut dyn Write| {
+            load::write_request(&path, index, &scan.active, c, w)
+        };
+        let (note, s) = use_external(ext, &mut c, run.enforce, run.now, &write);
+        out.notes.push(note);
+        source = s;
+    }
+    out.details = Some(details(&c, &run.settings.estimator, source));
+    Ok(Some((c, scan)))
+}
+
+/// Write the successor of the transcript at `path` (indexed as `index` and `tree`) that
+/// compaction `c` makes: the compaction joins the index as the file's last entry would, the
+/// rotation is planned over the active path, and the kept lines are read back one at a time.
+fn write_successor(
+    confined: &Confined,
+    path: &Path,
+    run: &Run,
+    (index, mut tree): (Index, Tree),
+    scan: facts::Scan,
+    c: &Compaction,
+) -> Result<rotate::Rotated, Status> {
     let kept_tail: Vec<String> = tree::context_of(&index, &tree, &scan.active)
         .into_iter()
         .filter_map(|item| match item {
@@ -407,7 +457,7 @@ fn prepare(
     tree.extend(&index);
     let appended = index.entries.len() - 1;
     branch.push(appended);
-    let mut reader = EntryReader::open(&t.path).map_err(job::failed)?;
+    let mut reader = EntryReader::open(path).map_err(job::failed)?;
     let mut detail = |p: usize| -> anyhow::Result<PathEntry> {
         Ok(match branch[p] {
             i if i == appended => PathEntry::of(&entry),
@@ -419,9 +469,9 @@ fn prepare(
         .ok_or_else(|| Status::Refused("no compaction on the active path".into()))?;
     let header = crate::jsjson::parse(&index.header_raw).map_err(|e| job::failed(e.into()))?;
     let cwd = header.get("cwd").and_then(Value::as_str).unwrap_or("");
-    let rotated = rotate::write_successor(
-        &confined,
-        &t.path,
+    rotate::write_successor(
+        confined,
+        path,
         cwd,
         &index,
         &rewrites,
@@ -433,16 +483,7 @@ fn prepare(
         damaged @ Status::Damaged(_) => damaged,
         Status::Failed(why) => Status::Refused(why),
         other => other,
-    })?;
-    Ok(Some(Pending {
-        store: store_path.clone(),
-        key: key.clone(),
-        old: t.path.clone(),
-        old_stamp: before,
-        rotated,
-        confined,
-        _lock: lock,
-    }))
+    })
 }
 
 /// Switch `key` of a freshly loaded store to the successor (it must still name the old file).
