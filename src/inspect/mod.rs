@@ -266,8 +266,9 @@ pub fn inspect_store(
     now_ms: f64,
 ) -> Result<StoreReport> {
     let dir = run::sessions_dir_of(store_path);
-    let loaded = store::load(store_path)?;
-    let s = &loaded.store;
+    // Only the entries are read (the text kept for a later save is dropped at once).
+    let store::Loaded { store, existed, .. } = store::load(store_path)?;
+    let s = &store;
     let mut r = StoreReport {
         agent_id: agent_id.to_owned(),
         store_path: store_path.to_owned(),
@@ -281,7 +282,7 @@ pub fn inspect_store(
             db.display()
         ));
     }
-    if !loaded.existed {
+    if !existed {
         r.notes
             .push(format!("{} does not exist", store_path.display()));
     }
@@ -290,7 +291,7 @@ pub fn inspect_store(
     let mut rows = session_rows(s, &dir, &mut r);
     // The rows hold what the report needs of the entries; the cleanup prediction loads the
     // store again on its own, so two copies are never held at once.
-    drop(loaded);
+    drop(store);
     if let Some(sel) = &filters.session {
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
