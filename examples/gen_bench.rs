@@ -4,6 +4,7 @@
 //!   cargo run --release --example gen_bench -- transcript FILE [MB]
 //!   cargo run --release --example gen_bench -- huge-reply FILE [MB]
 //!   cargo run --release --example gen_bench -- huge-message FILE [MB]
+//!   cargo run --release --example gen_bench -- entries DIR [ENTRIES] [TRANSCRIPTS]
 //!
 //! `store` writes a state dir `DIR/agents/main/sessions/` with `sessions.json`, one transcript
 //! per session (user and tool-result images, tool output, thinking, runs of silent NO_REPLY
@@ -13,6 +14,9 @@
 //! line); `huge-message` one of 131 lines: 128 ordinary messages (about 75 KB each), a user
 //! message of about MB megabytes, and a tool result with an image. The same arguments always
 //! give the same bytes, apart from ages, which are relative to the time of generation.
+//! `entries` writes a state dir like `store` whose `sessions.json` has ENTRIES (default 200,000)
+//! small entries, mostly cron runs, of which TRANSCRIPTS (default 3,000) have a small transcript
+//! (about 4 KB): the neglected store whose size, not its transcripts, is what costs memory.
 
 use std::fs::{self, File};
 use std::io::{BufWriter, Write};
@@ -424,6 +428,54 @@ fn gen_store(dir: &Path, sessions: u64, mean_kb: u64) {
     );
 }
 
+fn gen_entries(dir: &Path, entries: u64, transcripts: u64) {
+    let sdir = dir.join("agents/main/sessions");
+    fs::create_dir_all(&sdir).unwrap();
+    let mut rng = Rng(0x5eed_0002);
+    let now = now_ms();
+    let day = 86_400_000u64;
+    let every = (entries / transcripts.max(1)).max(1);
+    let mut store = String::from("{");
+    let mut total = 0u64;
+    for i in 0..entries {
+        let id = rng.uuid();
+        let key = match rng.below(20) {
+            0 => format!("agent:main:telegram:direct:{}", rng.below(1 << 40)),
+            1 => format!("agent:main:subagent:{}", rng.uuid()),
+            _ => format!("agent:main:cron:{}:run:{}", rng.hex(8), rng.uuid()),
+        };
+        let updated = now - rng.below(90 * day);
+        if i % every == 0 && i / every < transcripts {
+            total += write_transcript(
+                &sdir.join(format!("{id}.jsonl")),
+                rng.next(),
+                &id,
+                updated - 60_000,
+                4096,
+            );
+        }
+        if i > 0 {
+            store.push(',');
+        }
+        store.push_str(&format!(
+            "\n  \"{key}\": {{\n    \"sessionId\": \"{id}\",\n    \"updatedAt\": {updated}\n  }}"
+        ));
+    }
+    store.push_str("\n}");
+    fs::write(sdir.join("sessions.json"), &store).unwrap();
+    fs::write(
+        dir.join("openclaw.json"),
+        "{\n  // benchmark config\n  session: { maintenance: { mode: \"enforce\", pruneAfter: \"30d\", maxEntries: 100000, maxDiskBytes: \"1gb\" } },\n}\n",
+    )
+    .unwrap();
+    eprintln!(
+        "entries: {entries} entries ({} MB), {transcripts} transcripts ({} MB) in {}",
+        store.len() >> 20,
+        total >> 20,
+        sdir.display()
+    );
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -431,6 +483,11 @@ fn main() {
             let sessions = args.get(2).map_or(3000, |s| s.parse().unwrap());
             let mean_kb = args.get(3).map_or(500, |s| s.parse().unwrap());
             gen_store(Path::new(&args[1]), sessions, mean_kb);
+        }
+        Some("entries") if args.len() >= 2 => {
+            let entries = args.get(2).map_or(200_000, |s| s.parse().unwrap());
+            let transcripts = args.get(3).map_or(3000, |s| s.parse().unwrap());
+            gen_entries(Path::new(&args[1]), entries, transcripts);
         }
         Some(kind @ ("transcript" | "huge-reply" | "huge-message")) if args.len() >= 2 => {
             let path = Path::new(&args[1]);
@@ -457,7 +514,7 @@ fn main() {
         }
         _ => {
             eprintln!(
-                "usage: gen_bench store DIR [SESSIONS] [MEAN_KB] | gen_bench transcript|huge-reply|huge-message FILE [MB]"
+                "usage: gen_bench store DIR [SESSIONS] [MEAN_KB] | gen_bench entries DIR [ENTRIES] [TRANSCRIPTS] | gen_bench transcript|huge-reply|huge-message FILE [MB]"
             );
             std::process::exit(2);
         }

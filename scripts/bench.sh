@@ -11,7 +11,7 @@
 # Nothing here is a test: run it on a quiet machine and paste the report into BENCHMARKS.md.
 #
 #   usage: scripts/bench.sh [WORKDIR]        (default: /tmp/clawkeeper-bench)
-#   env:   SESSIONS, MEAN_KB, BIG_MB, HUGE_MB, RUNS (repetitions, best time kept; default 3),
+#   env:   SESSIONS, MEAN_KB, BIG_MB, HUGE_MB, ENTRIES, ENTRY_TRANSCRIPTS, RUNS (repetitions, best time kept; default 3),
 #          CLAWKEEPER_ORACLE (path of the reference wrapper; see scripts/oracle/README.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,8 @@ SESSIONS="${SESSIONS:-3000}"
 MEAN_KB="${MEAN_KB:-500}"
 BIG_MB="${BIG_MB:-500}"
 HUGE_MB="${HUGE_MB:-180}"
+ENTRIES="${ENTRIES:-200000}"
+ENTRY_TRANSCRIPTS="${ENTRY_TRANSCRIPTS:-3000}"
 RUNS="${RUNS:-3}"
 ORACLE="${CLAWKEEPER_ORACLE:-$HOME/.cache/openclaw-oracle/openclaw}"
 GEN_VERSION=3 # bump when examples/gen_bench.rs changes what it writes
@@ -56,6 +58,11 @@ for kind in huge-reply huge-message; do
     touch "$W/$kind/.done-$GEN_VERSION-$HUGE_MB"
   fi
 done
+if [ ! -f "$W/entries/.done-$GEN_VERSION-$ENTRIES-$ENTRY_TRANSCRIPTS" ]; then
+  rm -rf "$W/entries"
+  "$GEN" entries "$W/entries" "$ENTRIES" "$ENTRY_TRANSCRIPTS" >&2
+  touch "$W/entries/.done-$GEN_VERSION-$ENTRIES-$ENTRY_TRANSCRIPTS"
+fi
 SESS="$W/store/agents/main/sessions"
 STORE="$SESS/sessions.json"
 BIGDIR="$W/big/agents/main/sessions"
@@ -168,4 +175,25 @@ rm -rf "$W/replywork"; cp -r "$W/huge-reply" "$W/replywork"; sync
 echo "| prune-noreply --enforce (huge reply) | $(peak_mb "$BIN" prune-noreply --enforce --json --store "$W/replywork/agents/main/sessions/sessions.json") MB |"
 echo "| compact --dry-run (huge message) | $(peak_mb "$BIN" compact --dry-run --json --store "$MESSAGE") MB |"
 echo "| inspect (huge message) | $(peak_mb "$BIN" inspect --json --store "$MESSAGE") MB |"
-rm -rf "$W/work" "$W"/used-* "$W"/copy-* "$W/bigwork" "$W/replywork"
+echo
+ENTRY_STORE="$W/entries/agents/main/sessions/sessions.json"
+entries_mb=$(du -sm "$ENTRY_STORE" | cut -f1)
+echo "Peak resident memory on a store of $ENTRIES entries ($entries_mb MB of sessions.json),"
+echo "$ENTRY_TRANSCRIPTS of them with a transcript (target: under 64 MB plus the size of sessions.json):"
+echo
+echo "| command | peak RSS |"
+echo "|---|---|"
+(
+  export OPENCLAW_CONFIG_PATH="$W/entries/openclaw.json" OPENCLAW_STATE_DIR="$W/entries"
+  echo "| inspect | $(peak_mb "$BIN" inspect --store "$ENTRY_STORE") MB |"
+  echo "| inspect --json | $(peak_mb "$BIN" inspect --json --store "$ENTRY_STORE") MB |"
+  for sub in prune-noreply strip-images compact; do
+    echo "| $sub --dry-run | $(peak_mb "$BIN" "$sub" --dry-run --store "$ENTRY_STORE") MB |"
+    echo "| $sub --dry-run --json | $(peak_mb "$BIN" "$sub" --dry-run --json --store "$ENTRY_STORE") MB |"
+  done
+  echo "| cleanup --dry-run --json | $(peak_mb "$BIN" cleanup --dry-run --json --store "$ENTRY_STORE") MB |"
+  rm -rf "$W/entrieswork"; cp -r "$W/entries" "$W/entrieswork"; sync
+  export OPENCLAW_CONFIG_PATH="$W/entrieswork/openclaw.json" OPENCLAW_STATE_DIR="$W/entrieswork"
+  echo "| cleanup --enforce --json | $(peak_mb "$BIN" cleanup --enforce --json --store "$W/entrieswork/agents/main/sessions/sessions.json") MB |"
+)
+rm -rf "$W/work" "$W"/used-* "$W"/copy-* "$W/bigwork" "$W/replywork" "$W/entrieswork"

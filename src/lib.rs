@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod isotime;
 pub mod js;
 pub mod jsjson;
+pub mod jsonout;
 pub mod keys;
 pub mod layout;
 pub mod maintenance;
@@ -28,4 +29,6 @@ pub mod progress;
 pub mod report;
 pub mod store;
 pub mod targets;
+#[cfg(test)]
+mod testalloc;
 pub mod transcript;

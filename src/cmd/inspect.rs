@@ -93,10 +93,12 @@ pub fn run(args: &InspectArgs) -> Result<Exit> {
         now_ms,
     };
     let done = if args.json {
-        print_json(&with_resolved(
-            inspect_json::json(&reports, &view),
-            &resolved_dirs,
-        ))?
+        let mut stdout = std::io::stdout().lock();
+        let mut sink = crate::jsonout::IoSink::new(&mut stdout);
+        inspect_json::write_json(&mut sink, &reports, &view, resolved::json(&resolved_dirs));
+        crate::jsjson::Sink::push(&mut sink, '\n');
+        sink.finish()?;
+        Exit::Success
     } else {
         let mut out = String::new();
         inspect_text::render(&mut out, &reports, &view);

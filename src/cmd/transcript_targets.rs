@@ -135,14 +135,15 @@ fn from_store(
     seen: &mut HashSet<PathBuf>,
     out: &mut Resolved,
 ) -> Result<bool> {
-    let loaded = store::load(store_path)?;
+    // Only the entries are read (the text kept for a later save is dropped at once).
+    let entries = store::load(store_path)?.store;
     let dir = store_path
         .parent()
         .map(Path::to_owned)
         .unwrap_or_else(|| PathBuf::from("."));
     let sqlite = targets::sqlite_marker(store_path);
     let mut matched = false;
-    for (key, entry) in &loaded.store {
+    for (key, entry) in &entries {
         if session.is_some_and(|sel| !sel.matches(key)) {
             continue;
         }

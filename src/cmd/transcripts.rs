@@ -16,6 +16,8 @@ use super::transcript_targets;
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::exit::Exit;
 use crate::fsutil::Confined;
+use crate::jsjson::Sink as _;
+use crate::jsonout::{IoSink, Pretty};
 use crate::progress::{self, Progress};
 use crate::report::transcript_text::{self, Totals, status_name};
 use crate::transcript::estimate::TokenCounter;
@@ -345,11 +347,10 @@ pub fn report(
     });
     let mut stdout = std::io::stdout().lock();
     if mode.json {
-        let mut doc = json_report(labels, mode_name, &rows);
-        if let Value::Object(m) = &mut doc {
-            m.insert("resolvedDirs".into(), super::resolved::json(resolved_dirs));
-        }
-        writeln!(stdout, "{}", crate::jsjson::to_string_pretty(&doc))?;
+        let mut sink = IoSink::new(&mut stdout);
+        write_json_report(&mut sink, labels, mode_name, &rows, resolved_dirs);
+        sink.push('\n');
+        sink.finish()?;
     } else {
         let mut out = String::new();
         transcript_text::render(
@@ -398,7 +399,31 @@ fn file_problems(results: &[(Outcome, Option<String>)], problems: &mut Problems)
     }
 }
 
-fn json_report(labels: &Labels, mode: &str, rows: &[transcript_text::Row]) -> Value {
+/// The `--json` report, written to `out` row by row (a store of many entries has as many
+/// rows; see `crate::jsonout`).
+fn write_json_report<S: crate::jsjson::Sink>(
+    out: &mut S,
+    labels: &Labels,
+    mode: &str,
+    rows: &[transcript_text::Row],
+    resolved_dirs: &[ResolvedDir],
+) {
+    let mut p = Pretty::new(out);
+    p.begin_object();
+    p.member("command", &json!(labels.command));
+    p.member("mode", &json!(mode));
+    p.key("transcripts");
+    p.begin_array();
+    for row in rows {
+        p.value(&file_json(labels, row));
+    }
+    p.end();
+    p.member("totals", &totals_json(labels, rows));
+    p.member("resolvedDirs", &super::resolved::json(resolved_dirs));
+    p.end();
+}
+
+fn totals_json(labels: &Labels, rows: &[transcript_text::Row]) -> Value {
     let t = Totals::of(rows);
     let mut totals = Map::new();
     totals.insert("transcripts".into(), json!(t.files));
@@ -419,42 +444,92 @@ fn json_report(labels: &Labels, mode: &str, rows: &[transcript_text::Row]) -> Va
     totals.insert("unparsableLines".into(), json!(t.unparsable_lines));
     totals.insert("bytesFreed".into(), json!(t.freed));
     totals.insert("bytesFreedLater".into(), json!(t.freed_later));
-    let mut files = Vec::new();
-    for (o, key, n) in rows {
-        let (status, reason) = status_name(&o.status);
-        let mut f = Map::new();
-        f.insert("path".into(), json!(o.path.display().to_string()));
-        f.insert(
-            "sessionKey".into(),
-            key.map_or(Value::Null, |k| Value::String(k.to_owned())),
-        );
-        f.insert("status".into(), json!(status));
-        f.insert("reason".into(), reason.map_or(Value::Null, |r| json!(r)));
-        f.insert(labels.count_key.into(), json!(n));
-        if let Some(x) = &labels.extra {
-            let n = if done(o) { (x.count)(o) } else { 0 };
-            f.insert(x.key.into(), json!(n));
-        }
-        f.insert("bytesBefore".into(), json!(o.bytes_before));
-        f.insert("bytesAfter".into(), json!(o.bytes_after));
-        f.insert("unparsableLines".into(), json!(o.unparsable_lines));
-        f.insert("notes".into(), json!(o.notes));
-        if let Some(d) = &o.details {
-            f.insert("details".into(), d.clone());
-        }
-        files.push(Value::Object(f));
+    Value::Object(totals)
+}
+
+fn file_json(labels: &Labels, (o, key, n): &transcript_text::Row) -> Value {
+    let (status, reason) = status_name(&o.status);
+    let mut f = Map::new();
+    f.insert("path".into(), json!(o.path.display().to_string()));
+    f.insert(
+        "sessionKey".into(),
+        key.map_or(Value::Null, |k| Value::String(k.to_owned())),
+    );
+    f.insert("status".into(), json!(status));
+    f.insert("reason".into(), reason.map_or(Value::Null, |r| json!(r)));
+    f.insert(labels.count_key.into(), json!(n));
+    if let Some(x) = &labels.extra {
+        let n = if done(o) { (x.count)(o) } else { 0 };
+        f.insert(x.key.into(), json!(n));
     }
-    let mut doc = Map::new();
-    doc.insert("command".into(), json!(labels.command));
-    doc.insert("mode".into(), json!(mode));
-    doc.insert("transcripts".into(), Value::Array(files));
-    doc.insert("totals".into(), Value::Object(totals));
-    Value::Object(doc)
+    f.insert("bytesBefore".into(), json!(o.bytes_before));
+    f.insert("bytesAfter".into(), json!(o.bytes_after));
+    f.insert("unparsableLines".into(), json!(o.unparsable_lines));
+    f.insert("notes".into(), json!(o.notes));
+    if let Some(d) = &o.details {
+        f.insert("details".into(), d.clone());
+    }
+    Value::Object(f)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A store of many entries whose transcripts are gone: one row each.
+    fn skipped_rows(n: usize) -> Vec<(Outcome, Option<String>)> {
+        (0..n)
+            .map(|i| {
+                let path = format!(
+                    "/state/agents/main/sessions/{i:08x}-0000-4000-8000-000000000000.jsonl"
+                );
+                let o = Outcome::new(
+                    Path::new(&path),
+                    Status::Skipped("the file does not exist".into()),
+                );
+                (o, Some(format!("agent:main:cron:{i:08x}:run:{i}")))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_json_report_is_written_row_by_row() {
+        let labels = Labels {
+            command: "strip-images",
+            count_key: "imagesReplaced",
+            count_header: "images",
+            extra: Some(Extra {
+                key: "mediaReferencesReplaced",
+                words: "media references",
+                count: |o| o.media_refs_replaced,
+            }),
+        };
+        let results = skipped_rows(20_000);
+        let rows: Vec<transcript_text::Row> =
+            results.iter().map(|(o, k)| (o, k.as_deref(), 0)).collect();
+        let ((), streamed) = crate::testalloc::peak_during(|| {
+            let mut sink = IoSink::new(std::io::sink());
+            write_json_report(&mut sink, &labels, "dry-run", &rows, &[]);
+            sink.finish().unwrap();
+        });
+        // The text is the whole document's, as one `Value` would print it.
+        let mut text = String::new();
+        write_json_report(&mut text, &labels, "dry-run", &rows, &[]);
+        let (doc, whole) = crate::testalloc::peak_during(|| {
+            let files: Vec<Value> = rows.iter().map(|r| file_json(&labels, r)).collect();
+            let mut doc = Map::new();
+            doc.insert("command".into(), json!("strip-images"));
+            doc.insert("mode".into(), json!("dry-run"));
+            doc.insert("transcripts".into(), Value::Array(files));
+            doc.insert("totals".into(), totals_json(&labels, &rows));
+            doc.insert("resolvedDirs".into(), super::super::resolved::json(&[]));
+            Value::Object(doc)
+        });
+        assert_eq!(text, crate::jsjson::to_string_pretty(&doc));
+        // Building it whole takes about 1.5 KB a row; streamed, a row at a time.
+        assert!(whole > 20_000 * 1000, "{whole}");
+        assert!(streamed < 256 << 10, "{streamed} bytes held while writing");
+    }
 
     #[test]
     fn the_total_line_counts_skipped_files_and_unparsable_lines() {

@@ -267,7 +267,7 @@ pub fn inspect_database(
             .session_id
             .as_ref()
             .and_then(|sid| done.get(sid))
-            .cloned();
+            .map(|f| Box::new(f.clone()));
     }
     if let Some(min) = filters.larger_than {
         rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));

@@ -152,8 +152,9 @@ pub struct SessionRow {
     pub kind: SessionKind,
     pub updated_at: Option<f64>,
     pub transcript: Option<PathBuf>,
-    /// `None` when the transcript is missing (or the entry has none).
-    pub facts: Option<TranscriptFacts>,
+    /// `None` when the transcript is missing (or the entry has none). Boxed: most rows of a
+    /// large store have none, and cost only the pointer.
+    pub facts: Option<Box<TranscriptFacts>>,
 }
 
 /// What each command would reclaim.
@@ -265,8 +266,9 @@ pub fn inspect_store(
     now_ms: f64,
 ) -> Result<StoreReport> {
     let dir = run::sessions_dir_of(store_path);
-    let loaded = store::load(store_path)?;
-    let s = &loaded.store;
+    // Only the entries are read (the text kept for a later save is dropped at once).
+    let store::Loaded { store, existed, .. } = store::load(store_path)?;
+    let s = &store;
     let mut r = StoreReport {
         agent_id: agent_id.to_owned(),
         store_path: store_path.to_owned(),
@@ -280,13 +282,16 @@ pub fn inspect_store(
             db.display()
         ));
     }
-    if !loaded.existed {
+    if !existed {
         r.notes
             .push(format!("{} does not exist", store_path.display()));
     }
     scan_dir(&dir, store_path, s, now_ms, &mut r);
     r.store_fields = store_fields(s);
     let mut rows = session_rows(s, &dir, &mut r);
+    // The rows hold what the report needs of the entries; the cleanup prediction loads the
+    // store again on its own, so two copies are never held at once.
+    drop(store);
     if let Some(sel) = &filters.session {
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
@@ -321,7 +326,11 @@ pub fn inspect_store(
         },
     );
     for row in &mut rows {
-        row.facts = row.transcript.as_ref().and_then(|p| facts.get(p)).cloned();
+        row.facts = row
+            .transcript
+            .as_ref()
+            .and_then(|p| facts.get(p))
+            .map(|f| Box::new(f.clone()));
     }
     if let Some(min) = filters.larger_than {
         rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));

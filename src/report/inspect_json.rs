@@ -10,6 +10,8 @@ use crate::fsutil::lock::Holder;
 use crate::inspect::database::DbFacts;
 use crate::inspect::single::TranscriptReport;
 use crate::inspect::{FileStat, SessionRow, StoreReport, TranscriptFacts};
+use crate::jsjson::Sink;
+use crate::jsonout::Pretty;
 
 fn opt_num(v: Option<f64>) -> Value {
     v.map_or(Value::Null, |x| {
@@ -43,7 +45,7 @@ fn facts_fields(m: &mut Map<String, Value>, facts: Option<&TranscriptFacts>) {
 }
 
 fn session_json(r: &SessionRow) -> Value {
-    let f = r.facts.clone().unwrap_or_default();
+    let f = r.facts.as_deref().cloned().unwrap_or_default();
     let mut m = Map::new();
     m.insert("key".into(), json!(r.key));
     m.insert("sessionId".into(), json!(r.session_id));
@@ -54,7 +56,7 @@ fn session_json(r: &SessionRow) -> Value {
         json!(r.transcript.as_ref().map(|p| p.display().to_string())),
     );
     m.insert("missing".into(), json!(r.facts.is_none()));
-    facts_fields(&mut m, r.facts.as_ref());
+    facts_fields(&mut m, r.facts.as_deref());
     m.insert(
         "reclaimable".into(),
         json!({
@@ -76,7 +78,9 @@ fn lock_json(h: &Holder) -> Value {
     })
 }
 
-fn store_json(r: &StoreReport, view: &View) -> Value {
+/// A store's document, its `sessions` and `damage.missingTranscripts` left empty (see
+/// [`write_json`]).
+fn store_json(r: &StoreReport) -> Value {
     let mut files = Map::new();
     for (cat, st) in &r.files {
         files.insert((*cat).into(), json!({"count": st.count, "bytes": st.bytes}));
@@ -109,11 +113,12 @@ fn store_json(r: &StoreReport, view: &View) -> Value {
         "files": files,
         "kinds": kinds,
         "sessionsMatched": r.sessions.len(),
-        "sessions": sorted(&r.sessions, view).into_iter().map(session_json).collect::<Vec<_>>(),
+        // Both long lists are written by `write_json`, an element at a time.
+        "sessions": [],
         "reclaimable": reclaimable_json(r),
         "database": r.database.as_ref().map(database_json),
         "damage": {
-            "missingTranscripts": d.missing_transcripts,
+            "missingTranscripts": [],
             "unparsableLines": d.unparsable_lines.iter()
                 .map(|(p, l)| json!({"transcript": p.display().to_string(), "lines": l}))
                 .collect::<Vec<_>>(),
@@ -190,30 +195,88 @@ fn database_json(db: &DbFacts) -> Value {
     })
 }
 
-/// The `--json` document of a store run. `reclaimable.cleanup` is `null` when it was not
-/// computed (`--no-cleanup`); the total is `null` when no store computed it.
-pub fn json(reports: &[StoreReport], view: &View) -> Value {
+/// The `--json` document of a store run, with `resolved_dirs` (the directories reached through
+/// a symlink) as `resolvedDirs`, written to `out` a session at a time: a store of hundreds of
+/// thousands of entries is never one `Value` (see `crate::jsonout`). `reclaimable.cleanup` is
+/// `null` when it was not computed (`--no-cleanup`); the total is `null` when no store
+/// computed it.
+pub fn write_json<S: Sink>(
+    out: &mut S,
+    reports: &[StoreReport],
+    view: &View,
+    resolved_dirs: Value,
+) {
+    let mut p = Pretty::new(out);
+    p.begin_object();
+    p.key("stores");
+    p.begin_array();
+    for r in reports {
+        write_store(&mut p, r, view);
+    }
+    p.end();
+    p.member("totals", &totals_json(reports));
+    p.member("resolvedDirs", &resolved_dirs);
+    p.end();
+}
+
+/// One store's document, its two long lists streamed.
+fn write_store<S: Sink>(p: &mut Pretty<S>, r: &StoreReport, view: &View) {
+    let Value::Object(doc) = store_json(r) else {
+        unreachable!("a store's document is an object")
+    };
+    p.begin_object();
+    for (k, v) in &doc {
+        match (k.as_str(), v) {
+            ("sessions", _) => {
+                p.key(k);
+                p.begin_array();
+                for row in sorted(&r.sessions, view) {
+                    p.value(&session_json(row));
+                }
+                p.end();
+            }
+            ("damage", Value::Object(damage)) => {
+                p.key(k);
+                p.begin_object();
+                for (dk, dv) in damage {
+                    if dk == "missingTranscripts" {
+                        p.key(dk);
+                        p.begin_array();
+                        for key in &r.damage.missing_transcripts {
+                            p.value(&Value::String(key.clone()));
+                        }
+                        p.end();
+                    } else {
+                        p.member(dk, dv);
+                    }
+                }
+                p.end();
+            }
+            _ => p.member(k, v),
+        }
+    }
+    p.end();
+}
+
+fn totals_json(reports: &[StoreReport]) -> Value {
     let sum = |f: &dyn Fn(&StoreReport) -> u64| reports.iter().map(f).sum::<u64>();
     let cleanup: Vec<i64> = reports
         .iter()
         .filter_map(|r| r.reclaimable.cleanup)
         .collect();
     json!({
-        "stores": reports.iter().map(|r| store_json(r, view)).collect::<Vec<_>>(),
-        "totals": {
-            "stores": reports.len(),
-            "entries": sum(&|r| r.entries),
-            "diskBytes": sum(&|r| r.disk_bytes),
-            "reclaimable": {
-                "cleanup": (!cleanup.is_empty()).then(|| cleanup.iter().sum::<i64>()),
-                "strip-images": reports.iter().map(|r| r.reclaimable.strip_images).sum::<i64>(),
-                "prune-noreply": reports.iter().map(|r| r.reclaimable.prune_noreply).sum::<i64>(),
-                "prune-cache-ttl": reports.iter().map(|r| r.reclaimable.prune_cache_ttl).sum::<i64>(),
-                "compactTokens": sum(&|r| r.reclaimable.compact_tokens),
-                "vacuum": reports.iter().any(|r| r.database.is_some()).then(|| {
-                    reports.iter().filter_map(|r| r.database.as_ref()).map(|d| d.vacuum.reclaimed()).sum::<i64>()
-                }),
-            },
+        "stores": reports.len(),
+        "entries": sum(&|r| r.entries),
+        "diskBytes": sum(&|r| r.disk_bytes),
+        "reclaimable": {
+            "cleanup": (!cleanup.is_empty()).then(|| cleanup.iter().sum::<i64>()),
+            "strip-images": reports.iter().map(|r| r.reclaimable.strip_images).sum::<i64>(),
+            "prune-noreply": reports.iter().map(|r| r.reclaimable.prune_noreply).sum::<i64>(),
+            "prune-cache-ttl": reports.iter().map(|r| r.reclaimable.prune_cache_ttl).sum::<i64>(),
+            "compactTokens": sum(&|r| r.reclaimable.compact_tokens),
+            "vacuum": reports.iter().any(|r| r.database.is_some()).then(|| {
+                reports.iter().filter_map(|r| r.database.as_ref()).map(|d| d.vacuum.reclaimed()).sum::<i64>()
+            }),
         },
     })
 }
@@ -243,4 +306,69 @@ pub fn transcript_json(t: &TranscriptReport) -> Value {
         }),
     );
     json!({ "transcript": Value::Object(m) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::SessionKind;
+    use crate::report::inspect_text::Sort;
+    use std::path::PathBuf;
+
+    /// A store of many entries whose transcripts are gone.
+    fn report(n: usize) -> StoreReport {
+        let mut r = StoreReport {
+            agent_id: "main".into(),
+            store_path: "/state/agents/main/sessions/sessions.json".into(),
+            entries: n as u64,
+            ..StoreReport::default()
+        };
+        for i in 0..n {
+            let key = format!("agent:main:cron:{i:08x}:run:{i}");
+            r.sessions.push(SessionRow {
+                key: key.clone(),
+                session_id: Some(format!("{i:08x}-0000-4000-8000-000000000000")),
+                kind: SessionKind::Cron,
+                updated_at: Some(1_772_323_200_000.0 + i as f64),
+                transcript: Some(PathBuf::from(format!(
+                    "/state/agents/main/sessions/{i:08x}-0000-4000-8000-000000000000.jsonl"
+                ))),
+                facts: (i % 100 == 0).then(Box::default),
+            });
+            r.damage.missing_transcripts.push(key);
+        }
+        r
+    }
+
+    #[test]
+    fn the_store_document_is_written_a_session_at_a_time() {
+        let reports = [report(10_000)];
+        let view = View {
+            sort: Sort::Age,
+            limit: 0,
+            now_ms: 1_772_323_300_000.0,
+        };
+        let ((), streamed) = crate::testalloc::peak_during(|| {
+            let mut sink = crate::jsonout::IoSink::new(std::io::sink());
+            write_json(&mut sink, &reports, &view, Value::Array(Vec::new()));
+            sink.finish().unwrap();
+        });
+        let mut text = String::new();
+        write_json(&mut text, &reports, &view, Value::Array(Vec::new()));
+        // The same document built whole, as one `Value`.
+        let (doc, whole) = crate::testalloc::peak_during(|| {
+            let r = &reports[0];
+            let mut store = store_json(r);
+            store["sessions"] = sorted(&r.sessions, &view)
+                .into_iter()
+                .map(session_json)
+                .collect();
+            store["damage"]["missingTranscripts"] = json!(r.damage.missing_transcripts);
+            json!({"stores": [store], "totals": totals_json(&reports), "resolvedDirs": []})
+        });
+        assert_eq!(text, crate::jsjson::to_string_pretty(&doc));
+        assert!(whole > 10_000 * 2000, "{whole}");
+        // The sorted order (a pointer a session) and one session at a time.
+        assert!(streamed < 512 << 10, "{streamed} bytes held while writing");
+    }
 }

@@ -50,11 +50,17 @@ pub fn signed(n: i64) -> String {
 
 /// A table with this header, at most [`WIDTH`] columns wide (cells wrap to fit).
 pub fn table(header: Vec<&str>) -> Table {
+    let mut t = table_without_header();
+    t.set_header(header);
+    t
+}
+
+/// A [`table`] without a header row (a later part of a long table).
+pub fn table_without_header() -> Table {
     let mut t = Table::new();
     t.load_preset(presets::UTF8_FULL_CONDENSED)
         .set_content_arrangement(ContentArrangement::Dynamic)
-        .set_width(u16::try_from(width()).unwrap_or(u16::MAX))
-        .set_header(header);
+        .set_width(u16::try_from(width()).unwrap_or(u16::MAX));
     t
 }
 

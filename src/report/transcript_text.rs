@@ -6,7 +6,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::text::{middle, right, size, table, width, wrap};
+use comfy_table::Table;
+
+use super::text::{middle, right, size, table, table_without_header, width, wrap};
 use crate::transcript::job::{Outcome, Status};
 
 /// The status word of an outcome and its reason, as the report and `--json` give them.
@@ -133,6 +135,20 @@ fn write_dirs(out: &mut String, rows: &[Row]) -> Option<String> {
     prefix
 }
 
+/// Rows a table is built of at once: a store of many entries has a row each, and a table
+/// holds kilobytes a row until it is printed.
+const TABLE_CHUNK: usize = 1000;
+
+/// The count, status and size cells of a row.
+fn cells_of(o: &Outcome, n: usize) -> [String; 4] {
+    [
+        status_name(&o.status).0.to_string(),
+        n.to_string(),
+        size(o.bytes_before),
+        size(o.bytes_after),
+    ]
+}
+
 /// The table of listed transcripts; returns the notes to print below it (file name, note).
 fn write_table(
     out: &mut String,
@@ -140,36 +156,36 @@ fn write_table(
     rows: &[Row],
     prefix: Option<&str>,
 ) -> Vec<(String, String)> {
-    let cells: Vec<Vec<String>> = rows
-        .iter()
-        .map(|(o, _, n)| {
-            vec![
-                status_name(&o.status).0.to_string(),
-                n.to_string(),
-                size(o.bytes_before),
-                size(o.bytes_after),
-            ]
-        })
-        .collect();
+    write_table_by(out, count_header, rows, prefix, TABLE_CHUNK)
+}
+
+/// [`write_table`], building at most `chunk` rows of the table at once.
+fn write_table_by(
+    out: &mut String,
+    count_header: &str,
+    rows: &[Row],
+    prefix: Option<&str>,
+    chunk: usize,
+) -> Vec<(String, String)> {
     let count_cell = count_header.replace(' ', "\n");
     let header = ["transcript", "status", &count_cell, "before", "after"];
     // The first column gets what the others leave (each: widest cell + padding + border).
-    let others: usize = (1..header.len())
-        .map(|i| {
-            cells
-                .iter()
-                .map(|c| c[i - 1].chars().count())
-                .chain(header[i].lines().map(|l| l.chars().count()))
-                .max()
-                .unwrap_or(0)
-                + 3
-        })
-        .sum();
+    let mut widest: [usize; 4] = std::array::from_fn(|i| {
+        header[i + 1]
+            .lines()
+            .map(|l| l.chars().count())
+            .max()
+            .unwrap_or(0)
+    });
+    for (o, _, n) in rows {
+        for (w, c) in widest.iter_mut().zip(cells_of(o, *n)) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let others: usize = widest.iter().map(|w| w + 3).sum();
     // A key or file name is cut (in the middle) only when it cannot fit the width at all.
     let first = width().saturating_sub(others + 4).max(12);
-    let mut t = table(header.to_vec());
-    let mut notes: Vec<(String, String)> = Vec::new();
-    for ((o, key, _), rest) in rows.iter().zip(cells) {
+    let row_of = |(o, key, n): &Row| -> Vec<String> {
         let name = file_name(&o.path);
         let label = match key {
             Some(k) => {
@@ -179,13 +195,87 @@ fn write_table(
             None => middle(&name, first),
         };
         let mut row = vec![label];
-        row.extend(rest);
-        t.add_row(row);
-        notes.extend(notes_of(o, &name));
+        row.extend(cells_of(o, *n));
+        row
+    };
+    let build = |chunk: &[Row], with_header: bool| {
+        let mut t = if with_header {
+            table(header.to_vec())
+        } else {
+            table_without_header()
+        };
+        for r in chunk {
+            t.add_row(row_of(r));
+        }
+        t
+    };
+    match chunk_widths(rows, chunk, &build) {
+        // One table: its lines, as it prints them.
+        None => {
+            let mut t = build(rows, true);
+            right(&mut t, 2);
+            let _ = writeln!(out, "{t}");
+        }
+        Some(widths) => write_chunked(out, rows, chunk, &widths, &build),
     }
-    right(&mut t, 2);
-    let _ = writeln!(out, "{t}");
-    notes
+    rows.iter()
+        .flat_map(|(o, _, _)| notes_of(o, &file_name(&o.path)))
+        .collect()
+}
+
+/// For a table of more than `chunk` rows whose columns all fit the width at their widest cell
+/// (so that no cell wraps), the width of each column's widest cell as the table measures it;
+/// `None` otherwise (the table is built whole).
+fn chunk_widths(
+    rows: &[Row],
+    chunk: usize,
+    build: &dyn Fn(&[Row], bool) -> Table,
+) -> Option<Vec<u16>> {
+    if rows.len() <= chunk {
+        return None;
+    }
+    let mut widths: Vec<u16> = Vec::new();
+    for (i, chunk) in rows.chunks(chunk).enumerate() {
+        let t = build(chunk, i == 0);
+        let w = t.column_max_content_widths();
+        widths.resize(w.len().max(widths.len()), 0);
+        for (m, w) in widths.iter_mut().zip(w) {
+            *m = (*m).max(w);
+        }
+    }
+    // Each column: content, a space either side, one border; and the last border.
+    let total: usize = widths.iter().map(|w| usize::from(*w) + 3).sum::<usize>() + 1;
+    (total <= width()).then_some(widths)
+}
+
+/// The table of [`write_table`], built `chunk` rows at a time. Every chunk ends with a
+/// row of cells as wide as the widest of their column anywhere, so that each chunk has the
+/// whole table's column widths; that row and the borders between chunks are left out, and the
+/// lines are those of the whole table.
+fn write_chunked(
+    out: &mut String,
+    rows: &[Row],
+    chunk: usize,
+    widths: &[u16],
+    build: &dyn Fn(&[Row], bool) -> Table,
+) {
+    let sizing: Vec<String> = widths.iter().map(|w| "x".repeat(usize::from(*w))).collect();
+    let chunks = rows.len().div_ceil(chunk);
+    for (i, chunk) in rows.chunks(chunk).enumerate() {
+        let mut t = build(chunk, i == 0);
+        t.add_row(sizing.clone());
+        right(&mut t, 2);
+        let lines: Vec<String> = t.lines().collect();
+        // Left out: the top border of a chunk after the first, the sizing row (the line
+        // before the bottom border), and the bottom border of a chunk before the last.
+        let from = usize::from(i > 0);
+        for line in &lines[from..lines.len() - 2] {
+            let _ = writeln!(out, "{line}");
+        }
+        if i + 1 == chunks {
+            let _ = writeln!(out, "{}", lines[lines.len() - 1]);
+        }
+    }
 }
 
 /// The notes of one transcript: why it has its status, the unparsable lines kept, and the
@@ -290,6 +380,61 @@ pub fn write_indented(out: &mut String, indent: &str, text: &str) {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_long_table_built_in_parts_is_the_whole_table() {
+        let statuses = [
+            Status::Unchanged,
+            Status::WouldChange,
+            Status::Skipped("the file does not exist".into()),
+            Status::Refused("no".into()),
+            Status::Locked("pid 7".into()),
+        ];
+        let outcomes: Vec<Outcome> = (0..257u64)
+            .map(|i| {
+                let name = format!("{}{i}.jsonl", "s".repeat((i % 41) as usize));
+                let mut o = Outcome::new(Path::new(&name), statuses[i as usize % 5].clone());
+                o.bytes_before = i.pow(5);
+                o.bytes_after = i * 3;
+                o
+            })
+            .collect();
+        let keys: Vec<String> = (0..257)
+            .map(|i| match i % 4 {
+                0 => format!("agent:main:cron:{}", "k".repeat(i % 67)),
+                1 => format!("agent:main:telegram:direct:{i}"),
+                2 => format!("agent:main:群组{}", "字".repeat(i % 30)),
+                _ => String::new(),
+            })
+            .collect();
+        let rows: Vec<Row> = outcomes
+            .iter()
+            .zip(&keys)
+            .enumerate()
+            .map(|(i, (o, k))| (o, (!k.is_empty()).then_some(k.as_str()), i * i * 37))
+            .collect();
+        // Sets of rows that fit the width (no cell wraps), and sets that do not.
+        for n in [0, 1, 7, 50, 120, 257] {
+            for take in [
+                rows.iter()
+                    .step_by(4)
+                    .take(n)
+                    .copied()
+                    .collect::<Vec<Row>>(),
+                rows.iter().take(n).copied().collect(),
+            ] {
+                let mut whole = String::new();
+                let whole_notes =
+                    write_table_by(&mut whole, "images replaced", &take, None, usize::MAX);
+                for chunk in [1, 3, 10, 64] {
+                    let mut parts = String::new();
+                    let notes = write_table_by(&mut parts, "images replaced", &take, None, chunk);
+                    assert_eq!(parts, whole, "{n} rows in parts of {chunk}");
+                    assert_eq!(notes, whole_notes);
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_line_fits_80_columns_with_long_paths_keys_and_notes() {

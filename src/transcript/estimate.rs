@@ -178,6 +178,22 @@ impl Measured {
     }
 }
 
+/// The UTF-16 length of `JSON.stringify(s)` for a string `s` (quotes and escapes included).
+pub(crate) fn stringified_str_len(s: &str) -> u64 {
+    let mut n = Utf16Len(0);
+    jsjson::write_string(&mut n, s);
+    n.0
+}
+
+/// The length of `JSON.stringify(x)` for a number read as `x` (`null` when not finite).
+pub(crate) fn stringified_number_len(x: f64) -> u64 {
+    if x.is_finite() {
+        jsjson::js_number(x).len() as u64
+    } else {
+        4
+    }
+}
+
 /// A [`jsjson::Sink`] that counts UTF-16 units.
 struct Utf16Len(u64);
 

@@ -712,6 +712,9 @@ impl<'de: 'a, 'a> Visitor<'de> for BlockSeed<'a> {
                         _ => None,
                     };
                 }
+                ("arguments", Some(Measure::Utf16)) => {
+                    pieces.arguments = Some(a.next_value_seed(StringifiedLen)?);
+                }
                 ("arguments", Some(m)) => {
                     pieces.arguments = Some(m.json(&a.next_value::<Value>()?));
                 }
@@ -785,6 +788,84 @@ impl<'de> Visitor<'de> for MeasureSeed {
         Ok(Some(self.0.text(v)))
     }
     other_types!(None; bool, num, unit, seq, map);
+}
+
+/// The UTF-16 length of what `JSON.stringify` writes for a value (a tool call's `arguments`),
+/// measured while it is read: nothing of it is kept but the keys of the objects being read,
+/// so that a repeated key counts once, with its last value, as `JSON.parse` keeps it. The
+/// same as measuring the parsed value (`Measure::json`), which this replaces for the
+/// heuristic (the BPE counters need the text).
+struct StringifiedLen;
+
+impl<'de> DeserializeSeed<'de> for StringifiedLen {
+    type Value = u64;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<u64, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StringifiedLen {
+    type Value = u64;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<u64, E> {
+        Ok(if b { 4 } else { 5 })
+    }
+    fn visit_unit<E>(self) -> Result<u64, E> {
+        Ok(4)
+    }
+    fn visit_none<E>(self) -> Result<u64, E> {
+        Ok(4)
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<u64, E> {
+        Ok(estimate::stringified_number_len(n as f64))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<u64, E> {
+        Ok(estimate::stringified_number_len(n as f64))
+    }
+    fn visit_i128<E>(self, n: i128) -> Result<u64, E> {
+        Ok(estimate::stringified_number_len(n as f64))
+    }
+    fn visit_u128<E>(self, n: u128) -> Result<u64, E> {
+        Ok(estimate::stringified_number_len(n as f64))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<u64, E> {
+        Ok(estimate::stringified_number_len(n))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<u64, E> {
+        Ok(estimate::stringified_str_len(v))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<u64, A::Error> {
+        let (mut n, mut items) = (2u64, 0u64);
+        while let Some(len) = a.next_element_seed(StringifiedLen)? {
+            n += len;
+            items += 1;
+        }
+        Ok(n + items.saturating_sub(1))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<u64, A::Error> {
+        let mut members: rustc_hash::FxHashMap<String, u64> = Default::default();
+        let mut total = 0u64;
+        let mut first = true;
+        while let Some(key) = a.next_key_seed(Key)? {
+            if std::mem::take(&mut first) && key == NUMBER_TOKEN {
+                // A number under arbitrary_precision: its text, which must be a JSON number
+                // (as the value parser requires).
+                let text: Cow<str> = a.next_value_seed(Key)?;
+                let n: serde_json::Number = text.parse().map_err(de::Error::custom)?;
+                return Ok(n.as_f64().map_or(4, estimate::stringified_number_len));
+            }
+            let len =
+                estimate::stringified_str_len(&key) + 1 + a.next_value_seed(StringifiedLen)?;
+            total += len;
+            if let Some(earlier) = members.insert(key.into_owned(), len) {
+                total -= earlier;
+            }
+        }
+        Ok(2 + total + (members.len() as u64).saturating_sub(1))
+    }
 }
 
 /// Reads a `usage` value into what the usage rule needs, without building it.
@@ -1045,6 +1126,90 @@ fn has_surrogate_escape(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `JSON.stringify` lengths of hostile `arguments`: escapes, non-BMP text, repeated keys
+    /// (the last value counts, once), numbers that print differently or overflow to `null`,
+    /// the number token as a key, nesting.
+    const ARGUMENTS: &[&str] = &[
+        r#"{}"#,
+        r#"[]"#,
+        r#"null"#,
+        r#"true"#,
+        r#"false"#,
+        r#""plain""#,
+        r#""tab\t quote\" nul\u0000 bs\\ slash\/ é 😀 \ud83d\ude00""#,
+        r#"{"a":1,"a":"longer value","b":[1,2,{"a":3,"a":[]}]}"#,
+        r#"{"x":1.0,"y":-0,"z":1e400,"w":-1e400,"v":123456789012345678901234567890,"u":1.5e-7,"t":0.000001}"#,
+        r#"{"k\n":"\u001f","\u00e9":"é","😀":"x"}"#,
+        r#"[[[[[[[[[[{"deep":[[[[["end"]]]]]}]]]]]]]]]]"#,
+        r#"{"$serde_json::private::Number":"12.50"}"#,
+        r#"{"n":{"$serde_json::private::Number":"1e3"},"m":[{"$serde_json::private::Number":"-0"}]}"#,
+        r#"{"z":{},"y":[],"x":{"w":[{}]},"1":2,"0":1}"#,
+    ];
+
+    /// A tool call line whose `arguments` is `args`.
+    fn call_line(args: &str) -> String {
+        format!(
+            r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"assistant","content":[{{"type":"toolCall","id":"t","name":"run","arguments":{args}}}]}}}}"#
+        )
+    }
+
+    #[test]
+    fn arguments_are_measured_as_their_parsed_value_is() {
+        for args in ARGUMENTS {
+            let line = call_line(args);
+            let value = crate::jsjson::parse(line.as_bytes()).unwrap();
+            let probed = probe_line(line.as_bytes(), Some(Measure::Utf16)).unwrap();
+            let parsed = crate::jsjson::parse(args.as_bytes()).unwrap();
+            let want = Measure::Utf16.json(&parsed) + 3;
+            let m = probed.message.as_ref().unwrap();
+            assert_eq!(m.measured().amount, want, "{args}");
+            // The same rule over the value held in memory.
+            let held = message_tokens(&value["message"], Measure::Utf16);
+            assert_eq!(held, want.div_ceil(4), "{args}");
+        }
+    }
+
+    #[test]
+    fn arguments_the_value_parser_refuses_fail_the_probe_too() {
+        let deep = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let bad = [
+            r#""\ud800""#,
+            r#"{"a":"\udc00x"}"#,
+            r#"{"$serde_json::private::Number":"x"}"#,
+            r#"{"$serde_json::private::Number":"1","b":2}"#,
+            deep.as_str(),
+        ];
+        for args in bad {
+            let line = call_line(args);
+            assert!(crate::jsjson::parse(line.as_bytes()).is_err(), "{args}");
+            assert!(
+                probe_line(line.as_bytes(), Some(Measure::Utf16)).is_err(),
+                "{args}"
+            );
+        }
+    }
+
+    #[test]
+    fn measuring_arguments_holds_no_copy_of_them() {
+        let big = format!(
+            r#"{{"cmd":"{}","n":[{}]}}"#,
+            "x\\n".repeat(1 << 18),
+            "1,".repeat(1 << 16) + "1"
+        );
+        let line = call_line(&big);
+        let (p, peak) = crate::testalloc::peak_during(|| {
+            probe_line(line.as_bytes(), Some(Measure::Utf16)).map(|p| p.message.unwrap().measured())
+        });
+        let parsed = crate::jsjson::parse(big.as_bytes()).unwrap();
+        assert_eq!(p.unwrap().amount, Measure::Utf16.json(&parsed) + 3);
+        // The string is decoded once (serde's scratch buffer), the array never held.
+        assert!(
+            peak < 2 * (1 << 18) * 2 + (64 << 10),
+            "{peak} bytes for a {} byte line",
+            line.len()
+        );
+    }
 
     #[test]
     fn lenient_fields_never_fail_a_valid_line() {
