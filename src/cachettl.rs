@@ -247,22 +247,12 @@ pub fn planned(index: &Index, tree: &Tree) -> Result<Planned, PlanError> {
         return Err(crate::jsjson::TooDeep { line: line + 1 }.into());
     }
     let plan = plan(index, tree);
-    let notes = plan
-        .held_back
-        .iter()
-        .map(|(i, why)| {
-            format!(
-                "kept superseded cache-ttl marker on line {}: {why}",
-                index.entries[*i].line + 1
-            )
-        })
-        .collect();
-    let mut planned = Planned {
-        notes,
-        ..Planned::default()
-    };
-    planned.edits.remove = plan.remove;
-    Ok(planned)
+    Ok(Planned::removals(
+        index,
+        plan.remove,
+        &plan.held_back,
+        "superseded cache-ttl marker",
+    ))
 }
 
 #[cfg(test)]

@@ -446,22 +446,7 @@ fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
 /// `prune-noreply` runs per file, and what `inspect` previews to predict it).
 pub fn planned(index: &Index, tree: &Tree, keep: usize) -> Planned {
     let plan = plan(index, tree, keep);
-    let notes = plan
-        .held_back
-        .iter()
-        .map(|(i, why)| {
-            format!(
-                "kept silent reply on line {}: {why}",
-                index.entries[*i].line + 1
-            )
-        })
-        .collect();
-    let mut planned = Planned {
-        notes,
-        ..Planned::default()
-    };
-    planned.edits.remove = plan.remove;
-    planned
+    Planned::removals(index, plan.remove, &plan.held_back, "silent reply")
 }
 
 #[cfg(test)]

@@ -44,15 +44,11 @@ pub fn options(
     dry_run: bool,
     cfg: &Config,
 ) -> Result<dbc::Options> {
-    use crate::config::maintenance::{Maintenance, Overrides};
-    let overrides = Overrides {
-        prune_after: plan.prune_after.clone(),
-        max_entries: plan.max_entries,
-        reset_archive_retention: plan.reset_archive_retention.clone(),
-        max_disk: plan.max_disk.clone(),
-        high_water: plan.high_water.clone(),
-    };
-    let maintenance = Maintenance::merged(cfg.get(&["session", "maintenance"]), &overrides)?;
+    use crate::config::maintenance::Maintenance;
+    let maintenance = Maintenance::merged(
+        cfg.get(&["session", "maintenance"]),
+        &super::overrides(plan),
+    )?;
     let mode = if enforce {
         serde_json::Value::String("enforce".into())
     } else {

@@ -39,6 +39,19 @@ pub fn run(cli: &Cli) -> Result<Exit> {
     }
 }
 
+/// The `session.maintenance` overrides the plan flags give (`--prune-after` …).
+pub(crate) fn overrides(
+    plan: &crate::cli::CleanupPlanArgs,
+) -> crate::config::maintenance::Overrides {
+    crate::config::maintenance::Overrides {
+        prune_after: plan.prune_after.clone(),
+        max_entries: plan.max_entries,
+        reset_archive_retention: plan.reset_archive_retention.clone(),
+        max_disk: plan.max_disk.clone(),
+        high_water: plan.high_water.clone(),
+    }
+}
+
 /// The cleanup options of a run: `session.maintenance` of the config with the plan flags
 /// overrides, in `mode`. `cleanup` applies them; `inspect` and `--max-delete` predict with them.
 pub(crate) fn cleanup_options(
@@ -48,16 +61,9 @@ pub(crate) fn cleanup_options(
     mode: Option<serde_json::Value>,
     dry_run: bool,
 ) -> Result<crate::maintenance::run::Options> {
-    use crate::config::maintenance::{Maintenance, Overrides};
-    let overrides = Overrides {
-        prune_after: plan.prune_after.clone(),
-        max_entries: plan.max_entries,
-        reset_archive_retention: plan.reset_archive_retention.clone(),
-        max_disk: plan.max_disk.clone(),
-        high_water: plan.high_water.clone(),
-    };
+    use crate::config::maintenance::Maintenance;
     let maintenance =
-        Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides)?;
+        Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides(plan))?;
     Ok(crate::maintenance::run::Options {
         mode: mode.unwrap_or_else(|| maintenance.mode.clone()),
         maintenance,

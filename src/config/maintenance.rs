@@ -58,7 +58,7 @@ pub struct Overrides {
 }
 
 /// `normalizeStringifiedOptionalString`: strings trimmed, numbers/booleans stringified.
-fn stringified(v: Option<&Value>) -> Option<String> {
+pub(crate) fn stringified(v: Option<&Value>) -> Option<String> {
     let s = match v? {
         Value::String(s) => s.clone(),
         Value::Number(n) => crate::jsjson::js_number(n.as_f64()?),

@@ -396,19 +396,47 @@ pub(crate) fn render_plan_head(
     }
 }
 
+/// What both eras' dry-run plans print after their head: nothing for an empty store, else a
+/// blank line and the actions heading. Returns the entries newest first by `updated`.
+pub(crate) fn planned_actions<'a>(
+    out: &mut String,
+    before: &'a crate::store::Store,
+    updated: impl Fn(&Value) -> Option<f64>,
+) -> Vec<(&'a String, &'a Value)> {
+    if before.is_empty() {
+        return Vec::new();
+    }
+    out.push_str("\nPlanned session actions:\n");
+    let mut rows: Vec<(&String, &Value)> = before.iter().collect();
+    let ts = |e: &Value| updated(e).unwrap_or(0.0);
+    rows.sort_by(|a, b| {
+        ts(b.1)
+            .partial_cmp(&ts(a.1))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    rows
+}
+
+/// An entry's label as the plan's label summary counts it (trimmed as JavaScript trims).
+pub(crate) fn label_of(e: &Value) -> String {
+    match e.get("label") {
+        Some(Value::String(l)) => sanitize(js_trim(l)),
+        _ => String::new(),
+    }
+}
+
 /// The dry-run plan for one store.
 pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
     let s = &p.summary;
     render_plan_head(out, s, show_agent, None);
+    let rows = planned_actions(out, &p.before, crate::store::updated_at);
+    if rows.is_empty() {
+        return;
+    }
     let mut line = |l: String| {
         out.push_str(&l);
         out.push('\n');
     };
-    if p.before.is_empty() {
-        return;
-    }
-    line(String::new());
-    line("Planned session actions:".into());
     line(
         [
             pad_end("Action", ACTION_PAD),
@@ -419,13 +447,6 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         ]
         .join(" "),
     );
-    let mut rows: Vec<(&String, &Value)> = p.before.iter().collect();
-    let ts = |e: &Value| crate::store::updated_at(e).unwrap_or(0.0);
-    rows.sort_by(|a, b| {
-        ts(b.1)
-            .partial_cmp(&ts(a.1))
-            .unwrap_or(std::cmp::Ordering::Equal)
-    });
     let mut labels = LabelTally::default();
     for (key, e) in &rows {
         let action = p.action(key);
@@ -442,11 +463,10 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             flags_cell(e),
         ];
         line(cells.join(" ").trim_end().to_string());
-        let label = match e.get("label") {
-            Some(Value::String(l)) => sanitize(js_trim(l)),
-            _ => String::new(),
-        };
-        labels.add(label, action == "keep" || action == "repair-session-file");
+        labels.add(
+            label_of(e),
+            action == "keep" || action == "repair-session-file",
+        );
     }
     labels.render(&mut line, |l| utf16_len(l) as usize);
 }

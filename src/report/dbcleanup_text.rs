@@ -322,25 +322,19 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         )],
     };
     super::cleanup_text::render_plan_head(out, s, show_agent, Some(&archives));
+    let updated = |e: &Value| e.get("updatedAt").and_then(Value::as_f64);
+    let rows = super::cleanup_text::planned_actions(out, &p.before, updated);
+    if rows.is_empty() {
+        return;
+    }
     let mut line = |l: String| {
         out.push_str(&l);
         out.push('\n');
     };
-    if p.before.is_empty() {
-        return;
-    }
-    line(String::new());
-    line("Planned session actions:".into());
     let fallback = match s.rules {
         Rules::V9 => "gpt-6-astra",
         Rules::V8 => "gpt-5.6-sol",
     };
-    let updated = |e: &Value| e.get("updatedAt").and_then(Value::as_f64);
-    let mut rows: Vec<(&String, &Value)> = p.before.iter().collect();
-    rows.sort_by(|a, b| {
-        let (x, y) = (updated(b.1).unwrap_or(0.0), updated(a.1).unwrap_or(0.0));
-        x.partial_cmp(&y).unwrap_or(std::cmp::Ordering::Equal)
-    });
     let now = crate::maintenance::now_ms();
     let mut cells = Vec::new();
     let mut labels = LabelTally::default();
@@ -358,11 +352,10 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
             sanitize(&model),
             flags_cell(e),
         ]);
-        let label = match e.get("label") {
-            Some(Value::String(l)) => sanitize(l.trim()),
-            _ => String::new(),
-        };
-        labels.add(label, action == "keep" || action.starts_with("archive-"));
+        labels.add(
+            super::cleanup_text::label_of(e),
+            action == "keep" || action.starts_with("archive-"),
+        );
     }
     let table = render_table(
         &[

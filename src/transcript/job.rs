@@ -66,6 +66,28 @@ pub struct Planned {
     pub details: Option<serde_json::Value>,
 }
 
+impl Planned {
+    /// Edits that remove `remove` (entry indices), with one note per entry held back:
+    /// "kept `what` on line N: why".
+    pub fn removals(
+        index: &Index,
+        remove: std::collections::BTreeSet<usize>,
+        held_back: &[(usize, &str)],
+        what: &str,
+    ) -> Planned {
+        let notes = held_back
+            .iter()
+            .map(|(i, why)| format!("kept {what} on line {}: {why}", index.entries[*i].line + 1))
+            .collect();
+        let mut planned = Planned {
+            notes,
+            ..Planned::default()
+        };
+        planned.edits.remove = remove;
+        planned
+    }
+}
+
 /// How one file ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {

@@ -25,6 +25,7 @@ use serde_json::{Map, Value, json};
 
 use crate::agentdb::read;
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
+use crate::config::maintenance::stringified;
 use crate::maintenance::budget::{BudgetReport, SweepReport};
 use crate::store::Store;
 pub use plan::{EntryPlan, Rules, Settings};
@@ -59,17 +60,6 @@ pub struct Target {
     pub store_path: PathBuf,
     /// The database.
     pub db: PathBuf,
-}
-
-fn stringified(v: Option<&Value>) -> Option<String> {
-    let s = match v? {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => crate::jsjson::js_number(n.as_f64()?),
-        Value::Bool(b) => b.to_string(),
-        _ => return None,
-    };
-    let t = s.trim().to_string();
-    (!t.is_empty()).then_some(t)
 }
 
 impl Settings {
@@ -169,6 +159,42 @@ pub struct Counts {
     pub would_mutate: bool,
     pub applied_count: Option<u64>,
     pub changed_meanwhile: Vec<String>,
+}
+
+impl Counts {
+    /// The counts of `entry_plan` for target `t`, whose store had `before_count` entries;
+    /// what the run measured besides (the entries after it, the sweep, the budget, whether it
+    /// changes anything) is the caller's to fill in.
+    pub fn of_plan(
+        t: &Target,
+        rules: Rules,
+        o: &Options,
+        before_count: usize,
+        entry_plan: &EntryPlan,
+    ) -> Counts {
+        let count = |phase| entry_plan.count(phase) as u64;
+        Counts {
+            agent_id: t.agent_id.clone(),
+            store_path: t.db.display().to_string(),
+            rules,
+            mode: o.mode.clone(),
+            dry_run: o.dry_run,
+            before_count: before_count as u64,
+            after_count: 0,
+            missing: entry_plan.missing.len() as u64,
+            dm_scope_retired: entry_plan.dm_scope.len() as u64,
+            model_run_pruned: entry_plan.model_run.len() as u64,
+            archived: count(plan::ArchivePhase::Dashboard) + count(plan::ArchivePhase::Age),
+            cap_archived: count(plan::ArchivePhase::Cap),
+            pruned: entry_plan.stale.len() as u64,
+            capped: entry_plan.capped.len() as u64,
+            unreferenced: SweepReport::default(),
+            disk_budget: None,
+            would_mutate: false,
+            applied_count: None,
+            changed_meanwhile: Vec::new(),
+        }
+    }
 }
 
 impl From<Counts> for Summary {
@@ -437,24 +463,8 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
     let unreferenced = disk::sweep(&layout, &s, settings.prune_after_ms, &excluded, None)?;
     let (disk_budget, budget_would_mutate) =
         disk::inspect_budget(&conn, &layout, &settings, o, rules)?;
-    let archived = (entry_plan.count(plan::ArchivePhase::Dashboard)
-        + entry_plan.count(plan::ArchivePhase::Age)) as u64;
-    let cap_archived = entry_plan.count(plan::ArchivePhase::Cap) as u64;
     let summary = Summary::from(Counts {
-        agent_id: t.agent_id.clone(),
-        store_path: t.db.display().to_string(),
-        rules,
-        mode: o.mode.clone(),
-        dry_run: o.dry_run,
-        before_count: before.len() as u64,
         after_count: s.len() as u64,
-        missing: entry_plan.missing.len() as u64,
-        dm_scope_retired: entry_plan.dm_scope.len() as u64,
-        model_run_pruned: entry_plan.model_run.len() as u64,
-        archived,
-        cap_archived,
-        pruned: entry_plan.stale.len() as u64,
-        capped: entry_plan.capped.len() as u64,
         would_mutate: !entry_plan.missing.is_empty()
             || !entry_plan.dm_scope.is_empty()
             || !entry_plan.model_run.is_empty()
@@ -465,8 +475,7 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
             || budget_would_mutate,
         unreferenced,
         disk_budget,
-        applied_count: None,
-        changed_meanwhile: Vec::new(),
+        ..Counts::of_plan(t, rules, o, before.len(), &entry_plan)
     });
     Ok(Preview {
         summary,

@@ -990,26 +990,11 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         Rules::V9 => final_count,
         Rules::V8 => lifecycle_count,
     };
-    let archived =
-        (entry_plan.count(ArchivePhase::Dashboard) + entry_plan.count(ArchivePhase::Age)) as u64;
-    let cap_archived = entry_plan.count(ArchivePhase::Cap) as u64;
     let removed = entry_plan.deleted().count();
     let b = disk_budget.as_ref();
     Ok(Summary::from(Counts {
-        agent_id: t.agent_id.clone(),
-        store_path: t.db.display().to_string(),
-        rules,
-        mode: o.mode.clone(),
         dry_run: false,
-        before_count: before.len() as u64,
         after_count,
-        missing: entry_plan.missing.len() as u64,
-        dm_scope_retired: entry_plan.dm_scope.len() as u64,
-        model_run_pruned: entry_plan.model_run.len() as u64,
-        archived,
-        cap_archived,
-        pruned: entry_plan.stale.len() as u64,
-        capped: entry_plan.capped.len() as u64,
         would_mutate: removed > 0
             || !entry_plan.archived.is_empty()
             || unreferenced.removed_files > 0
@@ -1022,6 +1007,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
         disk_budget,
         applied_count: Some(after_count),
         changed_meanwhile: changed,
+        ..Counts::of_plan(t, rules, o, before.len(), &entry_plan)
     }))
 }
 
