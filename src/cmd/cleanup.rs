@@ -227,7 +227,7 @@ impl<'a> Run<'a> {
                 .collect();
             docs.sort_by_key(|d| d.0);
             out = json_doc(
-                &self.opts.mode,
+                &self.opts.flags.mode,
                 true,
                 docs.into_iter().map(|d| d.1).collect(),
             );
@@ -327,7 +327,7 @@ impl<'a> Run<'a> {
                 let order = |agent: &str| self.targets.iter().position(|t| t.agent_id == agent);
                 docs.sort_by_key(|d| order(&d.0));
                 out = json_doc(
-                    &self.opts.mode,
+                    &self.opts.flags.mode,
                     false,
                     docs.into_iter().map(|d| d.1).collect(),
                 );
@@ -471,7 +471,7 @@ impl<'a> Run<'a> {
         let docs: Vec<_> = summaries
             .map(|s| with_resolved(s.to_json(), s, &self.resolved_dirs))
             .collect();
-        json_doc(&self.opts.mode, dry_run, docs)
+        json_doc(&self.opts.flags.mode, dry_run, docs)
     }
 
     /// The report goes to stdout, or to stderr when a `--json` word is on the command line

@@ -59,12 +59,7 @@ pub fn options(
     };
     Ok(dbc::Options {
         maintenance,
-        mode,
-        dry_run,
-        active_key: plan.active_key.clone(),
-        fix_missing: plan.fix_missing,
-        fix_dm_scope: plan.fix_dm_scope,
-        dm_scope: cfg.dm_scope(),
+        flags: super::run_flags(plan, cfg, mode, dry_run),
     })
 }
 

@@ -65,15 +65,32 @@ pub(crate) fn cleanup_options(
     let maintenance =
         Maintenance::with_overrides(cfg.get(&["session", "maintenance"]), &overrides(plan))?;
     Ok(crate::maintenance::run::Options {
-        mode: mode.unwrap_or_else(|| maintenance.mode.clone()),
+        flags: run_flags(
+            plan,
+            cfg,
+            mode.unwrap_or_else(|| maintenance.mode.clone()),
+            dry_run,
+        ),
         maintenance,
+        home: env.home(),
+    })
+}
+
+/// How a cleanup runs in `mode` (both eras): the plan flags and `session.dmScope`.
+pub(crate) fn run_flags(
+    plan: &crate::cli::CleanupPlanArgs,
+    cfg: &Config,
+    mode: serde_json::Value,
+    dry_run: bool,
+) -> crate::maintenance::RunFlags {
+    crate::maintenance::RunFlags {
+        mode,
         dry_run,
         active_key: plan.active_key.clone(),
         fix_missing: plan.fix_missing,
         fix_dm_scope: plan.fix_dm_scope,
         dm_scope: cfg.dm_scope(),
-        home: env.home(),
-    })
+    }
 }
 
 /// The shared target flags resolved the way OpenClaw resolves them: the loaded config, the

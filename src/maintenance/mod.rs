@@ -23,3 +23,23 @@ pub mod summary;
 
 /// `Date.now()`, which every step measures ages against.
 pub use crate::js::now_ms;
+
+/// How a cleanup runs, beside its maintenance settings: the same flags in both eras.
+#[derive(Debug, Clone)]
+pub struct RunFlags {
+    /// The effective mode: `enforce` with `--enforce`, else the configured mode (verbatim).
+    pub mode: serde_json::Value,
+    pub dry_run: bool,
+    pub active_key: Option<String>,
+    pub fix_missing: bool,
+    pub fix_dm_scope: bool,
+    /// `session.dmScope`.
+    pub dm_scope: String,
+}
+
+impl RunFlags {
+    /// Whether the mode is `warn`: the run reports what the budget would do and does not do it.
+    pub fn is_warn(&self) -> bool {
+        self.mode == serde_json::Value::String("warn".into())
+    }
+}

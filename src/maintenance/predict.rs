@@ -48,7 +48,7 @@ pub fn predict(agent_id: &str, store_path: &Path, opts: &Options) -> Result<Pred
     move_paths(&scratch_store, &aliases, false)?;
     let before = files_by_inode(scratch.sessions_dir());
     let mut apply_opts = opts.clone();
-    apply_opts.dry_run = false;
+    apply_opts.flags.dry_run = false;
     let summary = run::apply(agent_id, &scratch_store, &apply_opts, None, None).map_err(|e| {
         let text = format!("{e:#}").replace(
             &scratch.sessions_dir().display().to_string(),

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
+use super::RunFlags;
 use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, PathSet, RemovedFiles};
@@ -21,29 +22,18 @@ use crate::store::{self, Store, paths};
 #[derive(Debug, Clone)]
 pub struct Options {
     pub maintenance: Maintenance,
-    /// The effective mode: `enforce` with `--enforce`, else the configured mode (verbatim).
-    pub mode: Value,
-    pub dry_run: bool,
-    pub active_key: Option<String>,
-    pub fix_missing: bool,
-    pub fix_dm_scope: bool,
-    /// `session.dmScope`.
-    pub dm_scope: String,
+    pub flags: RunFlags,
     /// The home directory (for the legacy `~/.openclaw/sessions` transcript candidate).
     pub home: PathBuf,
 }
 
 impl Options {
-    fn is_warn(&self) -> bool {
-        self.mode == Value::String("warn".into())
-    }
-
     /// The disk budget's limits under these options.
     fn budget_limits<'a>(&'a self, preserve: &'a [String], warn_only: bool) -> budget::Limits<'a> {
         budget::Limits {
             max_bytes: self.maintenance.max_disk_bytes,
             high_water_bytes: self.maintenance.high_water_bytes,
-            active_key: self.active_key.as_deref(),
+            active_key: self.flags.active_key.as_deref(),
             preserve,
             warn_only,
         }
@@ -125,13 +115,18 @@ struct Fixes {
 
 /// The `--fix-*` steps on `store`, in OpenClaw's order: `--fix-missing`, `--fix-dm-scope`.
 fn fix_steps(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> Fixes {
-    let missing = if opts.fix_missing {
+    let missing = if opts.flags.fix_missing {
         entries::fix_missing(store, dir)
     } else {
         Default::default()
     };
-    let dm_scope = if opts.fix_dm_scope {
-        entries::retire_dm_scope(store, &opts.dm_scope, agent_id, opts.active_key.as_deref())
+    let dm_scope = if opts.flags.fix_dm_scope {
+        entries::retire_dm_scope(
+            store,
+            &opts.flags.dm_scope,
+            agent_id,
+            opts.flags.active_key.as_deref(),
+        )
     } else {
         Vec::new()
     };
@@ -228,8 +223,8 @@ impl Counted {
         Summary {
             agent_id: agent_id.to_string(),
             store_path: store_path.to_string_lossy().into_owned(),
-            mode: opts.mode.clone(),
-            dry_run: opts.dry_run && applied_count.is_none(),
+            mode: opts.flags.mode.clone(),
+            dry_run: opts.flags.dry_run && applied_count.is_none(),
             before_count: self.before,
             after_count: self.after,
             repaired: self.repaired,
@@ -261,7 +256,7 @@ fn plan(
     let before = loaded.store;
     let mut store = before.clone();
     let fixes = fix_steps(&mut store, agent_id, dir, opts);
-    let preserve = keys::preserve_set(opts.active_key.as_deref());
+    let preserve = keys::preserve_set(opts.flags.active_key.as_deref());
     let pruned = entry_steps(&mut store, &opts.maintenance, &preserve);
     let mut excluded = PathSet::default();
     let real = paths::RealDir::new(dir);
@@ -420,7 +415,7 @@ pub fn apply(
     refuse_changed_store(store_path, planned, loaded.stamp)?;
     let mut store = loaded.store;
     let fixes = make_fixes(&mut store, agent_id, &dir, opts);
-    let preserve = keys::preserve_set(opts.active_key.as_deref());
+    let preserve = keys::preserve_set(opts.flags.active_key.as_deref());
     let before_count = store.len() as u64;
     if !dir.is_dir() {
         return nothing_on_disk(
@@ -442,7 +437,7 @@ pub fn apply(
     .deferring_dir_sync();
     let sessions = Dir::new(&dir, store_path, Some(&confined));
     let mut applied = Applied::default();
-    let pruned = if opts.is_warn() {
+    let pruned = if opts.flags.is_warn() {
         applied.logs.extend(warn_logs(&store, opts));
         Pruned::default()
     } else {
@@ -459,12 +454,12 @@ pub fn apply(
     let disk_budget = budget::enforce(
         &sessions,
         &mut store,
-        &opts.budget_limits(&preserve, opts.is_warn()),
+        &opts.budget_limits(&preserve, opts.flags.is_warn()),
         &mut Vec::new(),
     )?;
     applied
         .logs
-        .extend(log::budget(disk_budget.as_ref(), opts.is_warn()));
+        .extend(log::budget(disk_budget.as_ref(), opts.flags.is_warn()));
     let after_count = store.len() as u64;
     store::save(
         &confined,
@@ -562,7 +557,7 @@ fn archive_retired(
 
 /// The unreferenced-artifact sweep after the store is saved (warn mode: none).
 fn sweep_after_save(sessions: &Dir<'_>, store: &Store, opts: &Options) -> Result<SweepReport> {
-    if opts.is_warn() {
+    if opts.flags.is_warn() {
         return Ok(SweepReport {
             older_than_ms: opts.maintenance.prune_after_ms,
             ..Default::default()
@@ -591,12 +586,12 @@ fn nothing_on_disk(
     let disk_budget = budget::enforce(
         &sessions,
         &mut store,
-        &opts.budget_limits(preserve, opts.is_warn()),
+        &opts.budget_limits(preserve, opts.flags.is_warn()),
         &mut Vec::new(),
     )?;
     let logs = warn_logs(&store, opts)
         .into_iter()
-        .chain(log::budget(disk_budget.as_ref(), opts.is_warn()))
+        .chain(log::budget(disk_budget.as_ref(), opts.flags.is_warn()))
         .collect();
     let counted = Counted {
         before: before_count,
@@ -661,12 +656,12 @@ fn prune_entries(
 
 /// Warn mode's warning about the `--active-key` entry (nothing in enforce mode).
 fn warn_logs(store: &Store, opts: &Options) -> Option<LogLine> {
-    if !opts.is_warn() {
+    if !opts.flags.is_warn() {
         return None;
     }
     log::active_session(
         store,
-        opts.active_key.as_deref(),
+        opts.flags.active_key.as_deref(),
         opts.maintenance.prune_after_ms,
         opts.maintenance.max_entries,
         super::now_ms(),

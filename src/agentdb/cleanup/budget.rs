@@ -212,7 +212,7 @@ pub fn enforce(
         high_water_bytes: hw,
         over_budget: before > max,
     };
-    if before <= max || o.is_warn() {
+    if before <= max || o.flags.is_warn() {
         return Ok(Some(report));
     }
     let mut total = before;

@@ -167,7 +167,7 @@ pub fn inspect_budget(
         over_budget: over,
     };
     let mut would = false;
-    if over && !o.is_warn() && rules == Rules::V9 {
+    if over && !o.flags.is_warn() && rules == Rules::V9 {
         would = has_published_archive(conn)?
             || !retained_archive_files(l).is_empty()
             || !historical_windows(conn, o, m)?.is_empty()
@@ -290,7 +290,7 @@ pub fn evictable_entries(
 
 /// The active key of the run, as the set [`plan::Preserve`] takes.
 fn active_keys(o: &Options) -> std::collections::HashSet<String> {
-    o.active_key.iter().cloned().collect()
+    o.flags.active_key.iter().cloned().collect()
 }
 
 /// What 2026.9.x preserves from the disk budget's eviction, now: `keys` and recent entries.

@@ -26,29 +26,17 @@ use serde_json::{Map, Value, json};
 use crate::agentdb::read;
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
 use crate::config::maintenance::stringified;
+use crate::maintenance::RunFlags;
 use crate::maintenance::budget::{BudgetReport, SweepReport};
 use crate::store::Store;
 pub use plan::{EntryPlan, Rules, Settings};
 
-/// What to clean and how (the era-independent part of the command's options).
+/// What to clean and how.
 #[derive(Debug, Clone)]
 pub struct Options {
     /// `session.maintenance` with the command-line overrides written into it.
     pub maintenance: Value,
-    /// The effective mode (`enforce` with `--enforce`, else the configured one, verbatim).
-    pub mode: Value,
-    pub dry_run: bool,
-    pub active_key: Option<String>,
-    pub fix_missing: bool,
-    pub fix_dm_scope: bool,
-    /// `session.dmScope`.
-    pub dm_scope: String,
-}
-
-impl Options {
-    pub fn is_warn(&self) -> bool {
-        self.mode == Value::String("warn".into())
-    }
+    pub flags: RunFlags,
 }
 
 /// One database cleanup target.
@@ -138,97 +126,62 @@ impl std::ops::Deref for Summary {
     }
 }
 
-/// The fields a database cleanup fills in.
-pub struct Counts {
-    pub agent_id: String,
-    pub store_path: String,
-    pub rules: Rules,
-    pub mode: Value,
-    pub dry_run: bool,
-    pub before_count: u64,
-    pub after_count: u64,
-    pub missing: u64,
-    pub dm_scope_retired: u64,
-    pub model_run_pruned: u64,
-    pub archived: u64,
-    pub cap_archived: u64,
-    pub pruned: u64,
-    pub capped: u64,
-    pub unreferenced: SweepReport,
-    pub disk_budget: Option<BudgetReport>,
-    pub would_mutate: bool,
-    pub applied_count: Option<u64>,
-    pub changed_meanwhile: Vec<String>,
-}
-
-impl Counts {
-    /// The counts of `entry_plan` for target `t`, whose store had `before_count` entries;
+impl Summary {
+    /// The summary of `entry_plan` for target `t`, whose store had `before_count` entries:
     /// what the run measured besides (the entries after it, the sweep, the budget, whether it
-    /// changes anything) is the caller's to fill in.
+    /// changes anything) is the caller's to fill in with [`Summary::measured`].
     pub fn of_plan(
         t: &Target,
         rules: Rules,
         o: &Options,
         before_count: usize,
         entry_plan: &EntryPlan,
-    ) -> Counts {
+    ) -> Summary {
         let count = |phase| entry_plan.count(phase) as u64;
-        Counts {
-            agent_id: t.agent_id.clone(),
-            store_path: t.db.display().to_string(),
-            rules,
-            mode: o.mode.clone(),
-            dry_run: o.dry_run,
-            before_count: before_count as u64,
-            after_count: 0,
-            missing: entry_plan.missing.len() as u64,
-            dm_scope_retired: entry_plan.dm_scope.len() as u64,
-            model_run_pruned: entry_plan.model_run.len() as u64,
-            archived: count(plan::ArchivePhase::Dashboard) + count(plan::ArchivePhase::Age),
-            cap_archived: count(plan::ArchivePhase::Cap),
-            pruned: entry_plan.stale.len() as u64,
-            capped: entry_plan.capped.len() as u64,
-            unreferenced: SweepReport::default(),
-            disk_budget: None,
-            would_mutate: false,
-            applied_count: None,
-            changed_meanwhile: Vec::new(),
-        }
-    }
-}
-
-impl From<Counts> for Summary {
-    fn from(c: Counts) -> Summary {
         Summary {
             base: crate::maintenance::summary::Summary {
-                agent_id: c.agent_id,
-                store_path: c.store_path,
-                mode: c.mode,
-                dry_run: c.dry_run,
-                before_count: c.before_count,
-                after_count: c.after_count,
+                agent_id: t.agent_id.clone(),
+                store_path: t.db.display().to_string(),
+                mode: o.flags.mode.clone(),
+                dry_run: o.flags.dry_run,
+                before_count: before_count as u64,
+                after_count: 0,
                 repaired: 0,
-                missing: c.missing,
-                dm_scope_retired: c.dm_scope_retired,
-                model_run_pruned: c.model_run_pruned,
-                pruned: c.pruned,
-                capped: c.capped,
-                unreferenced: c.unreferenced,
-                disk_budget: c.disk_budget,
-                would_mutate: c.would_mutate,
-                applied_count: c.applied_count,
+                missing: entry_plan.missing.len() as u64,
+                dm_scope_retired: entry_plan.dm_scope.len() as u64,
+                model_run_pruned: entry_plan.model_run.len() as u64,
+                pruned: entry_plan.stale.len() as u64,
+                capped: entry_plan.capped.len() as u64,
+                unreferenced: SweepReport::default(),
+                disk_budget: None,
+                would_mutate: false,
+                applied_count: None,
                 logs: Vec::new(),
                 left_in_use: Vec::new(),
             },
-            rules: c.rules,
-            archived: c.archived,
-            cap_archived: c.cap_archived,
-            changed_meanwhile: c.changed_meanwhile,
+            rules,
+            archived: count(plan::ArchivePhase::Dashboard) + count(plan::ArchivePhase::Age),
+            cap_archived: count(plan::ArchivePhase::Cap),
+            changed_meanwhile: Vec::new(),
         }
     }
-}
 
-impl Summary {
+    /// This summary with what the run measured: the entries left, the sweep, the budget and
+    /// whether anything changes (or would).
+    pub fn measured(
+        mut self,
+        after_count: u64,
+        unreferenced: SweepReport,
+        disk_budget: Option<BudgetReport>,
+        would_mutate: bool,
+    ) -> Summary {
+        self.base.after_count = after_count;
+        self.base.unreferenced = unreferenced;
+        self.base.disk_budget = disk_budget;
+        self.base.would_mutate = would_mutate;
+        self
+    }
+
     /// The summary as a JSON object, keys in the reference's order: the JSON era's without
     /// `repaired`, with `archived` (and on 2026.9.x `capArchived`) after `modelRunPruned`.
     pub fn to_json(&self) -> Value {
@@ -319,7 +272,7 @@ fn row_entry(key: &str, r: &rusqlite::Row<'_>) -> Result<Option<Value>> {
 /// The preview protects only the key itself, as the reference's does; the apply adds its
 /// parent chain ([`active_chain`]).
 fn preserve_keys(o: &Options) -> HashSet<String> {
-    crate::keys::preserve_set(o.active_key.as_deref())
+    crate::keys::preserve_set(o.flags.active_key.as_deref())
         .into_iter()
         .collect()
 }
@@ -463,20 +416,20 @@ pub fn preview(t: &Target, o: &Options) -> Result<Preview> {
     let unreferenced = disk::sweep(&layout, &s, settings.prune_after_ms, &excluded, None)?;
     let (disk_budget, budget_would_mutate) =
         disk::inspect_budget(&conn, &layout, &settings, o, rules)?;
-    let summary = Summary::from(Counts {
-        after_count: s.len() as u64,
-        would_mutate: !entry_plan.missing.is_empty()
-            || !entry_plan.dm_scope.is_empty()
-            || !entry_plan.model_run.is_empty()
-            || !entry_plan.archived.is_empty()
-            || !entry_plan.stale.is_empty()
-            || !entry_plan.capped.is_empty()
-            || unreferenced.removed_files > 0
-            || budget_would_mutate,
+    let would_mutate = !entry_plan.missing.is_empty()
+        || !entry_plan.dm_scope.is_empty()
+        || !entry_plan.model_run.is_empty()
+        || !entry_plan.archived.is_empty()
+        || !entry_plan.stale.is_empty()
+        || !entry_plan.capped.is_empty()
+        || unreferenced.removed_files > 0
+        || budget_would_mutate;
+    let summary = Summary::of_plan(t, rules, o, before.len(), &entry_plan).measured(
+        s.len() as u64,
         unreferenced,
         disk_budget,
-        ..Counts::of_plan(t, rules, o, before.len(), &entry_plan)
-    });
+        would_mutate,
+    );
     Ok(Preview {
         summary,
         before,
@@ -518,13 +471,18 @@ pub fn fix_removals(
     rules: Rules,
     s: &mut Store,
 ) -> (Vec<String>, Vec<String>) {
-    let missing = if o.fix_missing {
+    let missing = if o.flags.fix_missing {
         removals::fix_missing(s, rules, |sid| message_free(conn, sid))
     } else {
         Vec::new()
     };
-    let dm_scope = if o.fix_dm_scope {
-        removals::retire_dm_scope(s, &o.dm_scope, &t.agent_id, o.active_key.as_deref())
+    let dm_scope = if o.flags.fix_dm_scope {
+        removals::retire_dm_scope(
+            s,
+            &o.flags.dm_scope,
+            &t.agent_id,
+            o.flags.active_key.as_deref(),
+        )
     } else {
         Vec::new()
     };

@@ -69,8 +69,8 @@ pub fn predict(t: &Target, o: &Options) -> Result<Outcome> {
     };
     let before = mirrored_bytes(scratch.agent_root(), &copy) + real.total();
     let mut apply = o.clone();
-    apply.dry_run = false;
-    apply.mode = serde_json::Value::String("enforce".into());
+    apply.flags.dry_run = false;
+    apply.flags.mode = serde_json::Value::String("enforce".into());
     {
         let planned =
             super::preview(&scratch_target, &apply).map_err(|e| unmirror(e, &scratch, t))?;

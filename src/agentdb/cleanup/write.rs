@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 
 use super::disk::{self, Layout};
 use super::plan::{self, ArchivePhase, Rules};
-use super::{Counts, Options, Preview, Summary, Target};
+use super::{Options, Preview, Summary, Target};
 use crate::agentdb::read::has_table;
 use crate::fsutil::Confined;
 use crate::store::Store;
@@ -882,10 +882,10 @@ fn lifecycle(
     let before = super::load_entries(&tx)?;
     let mut after = before.clone();
     let (missing, dm_scope) = super::fix_removals(&tx, t, o, rules, &mut after);
-    let mut entry_plan = if o.is_warn() {
+    let mut entry_plan = if o.flags.is_warn() {
         plan::EntryPlan::default()
     } else {
-        let mut keys = super::active_chain(&tx, rules, &after, o.active_key.as_deref())?;
+        let mut keys = super::active_chain(&tx, rules, &after, o.flags.active_key.as_deref())?;
         if rules == Rules::V9 {
             let removed = missing.iter().chain(&dm_scope);
             keys.extend(super::lifecycle_preserved(
@@ -954,7 +954,7 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     let rules = Rules::for_schema(planned.schema.user_version);
     let settings = &planned.settings;
     let l = Layout::new(t, rules);
-    let warn = o.is_warn();
+    let warn = o.flags.is_warn();
     let Lifecycle {
         before,
         mut entry_plan,
@@ -992,23 +992,24 @@ pub fn apply(conn: &Connection, t: &Target, o: &Options, planned: &Preview) -> R
     };
     let removed = entry_plan.deleted().count();
     let b = disk_budget.as_ref();
-    Ok(Summary::from(Counts {
-        dry_run: false,
+    let would_mutate = removed > 0
+        || !entry_plan.archived.is_empty()
+        || unreferenced.removed_files > 0
+        || b.is_some_and(|b| {
+            b.removed_entries > 0
+                || b.removed_files > 0
+                || b.total_bytes_after < b.total_bytes_before
+        });
+    let mut summary = Summary::of_plan(t, rules, o, before.len(), &entry_plan).measured(
         after_count,
-        would_mutate: removed > 0
-            || !entry_plan.archived.is_empty()
-            || unreferenced.removed_files > 0
-            || b.is_some_and(|b| {
-                b.removed_entries > 0
-                    || b.removed_files > 0
-                    || b.total_bytes_after < b.total_bytes_before
-            }),
         unreferenced,
         disk_budget,
-        applied_count: Some(after_count),
-        changed_meanwhile: changed,
-        ..Counts::of_plan(t, rules, o, before.len(), &entry_plan)
-    }))
+        would_mutate,
+    );
+    summary.base.dry_run = false;
+    summary.base.applied_count = Some(after_count);
+    summary.changed_meanwhile = changed;
+    Ok(summary)
 }
 
 #[cfg(test)]
