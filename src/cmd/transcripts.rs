@@ -21,7 +21,9 @@ use crate::jsonout::{IoSink, Pretty};
 use crate::progress::{self, Progress};
 use crate::report::transcript_text::{self, Totals, status_name};
 use crate::transcript::estimate::TokenCounter;
-use crate::transcript::job::{self, Mode, Options, Outcome, Planner, PlannerAt, Staging, Status};
+use crate::transcript::job::{
+    self, Mode, Options, Outcome, Planner, PlannerAt, Staging, Status, Synced,
+};
 
 pub(crate) fn moved_to_sqlite(db: &Path) -> String {
     format!(
@@ -102,7 +104,11 @@ pub fn run_at(
         wait_lock: mode.wait_lock,
         measure,
     };
-    let mut results = run_files(&resolved.targets, mode, labels, opts, planner)?;
+    let files = run_files(&resolved.targets, mode, labels, opts, planner)?;
+    for line in files.unsynced {
+        problems.add(Exit::Error, line);
+    }
+    let mut results = files.outcomes;
     results.extend(resolved.skipped);
     if !resolved.databases.is_empty() {
         let session = targets
@@ -166,7 +172,7 @@ fn run_files(
     labels: &Labels,
     opts: Options,
     planner: &PlannerAt,
-) -> Result<Vec<(Outcome, Option<String>)>> {
+) -> Result<FileResults> {
     let size = |p: &Path| std::fs::symlink_metadata(p).map_or(0, |m| m.len());
     let sizes: Vec<u64> = targets.iter().map(|t| size(&t.path)).collect();
     let total: u64 = sizes.iter().sum();
@@ -195,11 +201,14 @@ fn run_files(
         staging
     };
     let results = match opts.mode {
-        Mode::Preview => targets
-            .par_iter()
-            .zip(&sizes)
-            .map(|(t, bytes)| (stage(t, *bytes).finish_alone(), t.session_key.clone()))
-            .collect(),
+        Mode::Preview => FileResults {
+            outcomes: targets
+                .par_iter()
+                .zip(&sizes)
+                .map(|(t, bytes)| (stage(t, *bytes).finish_alone(), t.session_key.clone()))
+                .collect(),
+            unsynced: Vec::new(),
+        },
         // A rewrite waits on the disk as much as it computes: with more files in flight than
         // cores, one file's writes overlap another's work.
         Mode::Enforce => {
@@ -215,38 +224,58 @@ fn run_files(
             };
             // While one batch is made durable and put in place, the next one is staged: the
             // disk and the cores work at the same time, and at most two batches hold locks.
-            std::thread::scope(|scope| -> Result<_> {
-                let mut results = Vec::with_capacity(targets.len());
+            std::thread::scope(|scope| {
+                let mut done = FileResults::default();
                 let mut committing: Option<std::thread::ScopedJoinHandle<_>> = None;
                 for range in batches(&sizes) {
                     let staged = stage_batch(range.clone());
                     if let Some(previous) = committing.take() {
-                        results.extend(join(previous)?);
+                        done.add(join(previous));
                     }
                     let (pool, dirs) = (&pool, &dirs);
-                    committing = Some(scope.spawn(move || -> Result<_> {
+                    committing = Some(scope.spawn(move || {
                         let batch = &targets[range];
-                        let outcomes = pool.install(|| finish_batch(staged));
-                        sync_dirs(dirs, batch, &outcomes)?;
-                        Ok(outcomes
-                            .into_iter()
-                            .zip(batch.iter().map(|t| t.session_key.clone()))
-                            .collect::<Vec<_>>())
+                        let mut outcomes = pool.install(|| finish_batch(staged));
+                        let unsynced = sync_dirs(dirs, batch, &mut outcomes);
+                        let keys = batch.iter().map(|t| t.session_key.clone());
+                        FileResults {
+                            outcomes: outcomes.into_iter().zip(keys).collect(),
+                            unsynced,
+                        }
                     }));
                 }
                 if let Some(last) = committing {
-                    results.extend(join(last)?);
+                    done.add(join(last));
                 }
-                Ok(results)
-            })?
+                done
+            })
         }
     };
     progress.finish();
     Ok(results)
 }
 
+/// What [`run_files`] gives: each outcome with its session key, and one line per directory
+/// that could not be synced after files in it were replaced.
+#[derive(Default)]
+struct FileResults {
+    outcomes: Vec<(Outcome, Option<String>)>,
+    unsynced: Vec<String>,
+}
+
+impl FileResults {
+    fn add(&mut self, batch: FileResults) {
+        self.outcomes.extend(batch.outcomes);
+        for line in batch.unsynced {
+            if !self.unsynced.contains(&line) {
+                self.unsynced.push(line);
+            }
+        }
+    }
+}
+
 /// The result of a batch's commit thread (a panic there is re-raised here).
-fn join<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
+fn join<T>(handle: std::thread::ScopedJoinHandle<'_, T>) -> T {
     handle
         .join()
         .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
@@ -255,40 +284,47 @@ fn join<T>(handle: std::thread::ScopedJoinHandle<'_, Result<T>>) -> Result<T> {
 /// Make every staged temp of a batch durable (in parallel, on the writer threads), then put
 /// each in place; the outcomes in the batch's order.
 fn finish_batch(staged: Vec<Staging>) -> Vec<Outcome> {
-    let durable: Vec<Option<Result<()>>> = staged
-        .par_iter()
-        .map(|s| match s {
-            Staging::Pending(p) => Some(p.staged().make_durable()),
-            Staging::Done(_) => None,
-        })
-        .collect();
-    staged
-        .into_iter()
-        .zip(durable)
-        .map(|(s, durable)| match (s, durable) {
-            (Staging::Pending(p), Some(durable)) => p.finish(durable),
-            (other, _) => other.finish_alone(),
-        })
-        .collect()
+    let synced: Vec<Synced> = staged.into_par_iter().map(Staging::make_durable).collect();
+    synced.into_iter().map(Synced::finish).collect()
 }
 
 /// One directory fsync per directory where a batch replaced a file makes those renames
-/// durable before the report says they happened.
+/// durable before the report says they happened. A directory that cannot be synced is a
+/// problem of its own (one line each, returned), and each file replaced in it says so: its
+/// new content is in place, but a power loss could bring back the old one. The other files
+/// and directories are not affected.
 fn sync_dirs(
     dirs: &HashMap<&Path, DirFacts>,
     batch: &[transcript_targets::Target],
-    outcomes: &[Outcome],
-) -> Result<()> {
-    let mut synced = std::collections::HashSet::new();
-    for (t, o) in batch.iter().zip(outcomes) {
-        if o.status == Status::Changed
-            && synced.insert(t.dir.as_path())
-            && let (_, Ok(c)) = &dirs[t.dir.as_path()]
-        {
-            c.sync()?;
+    outcomes: &mut [Outcome],
+) -> Vec<String> {
+    let mut synced: HashMap<&Path, Option<String>> = HashMap::new();
+    for (t, o) in batch.iter().zip(outcomes.iter_mut()) {
+        if o.status != Status::Changed {
+            continue;
+        }
+        let failed =
+            synced
+                .entry(t.dir.as_path())
+                .or_insert_with(|| match &dirs[t.dir.as_path()] {
+                    (_, Ok(c)) => c.sync().err().map(|e| {
+                        format!(
+                            "{e:#}: the files replaced in it could come back old after a power loss"
+                        )
+                    }),
+                    (_, Err(_)) => None,
+                });
+        if failed.is_some() {
+            o.notes.push(
+                "replaced, but its directory could not be synced: a power loss could bring \
+                 the old file back"
+                    .to_owned(),
+            );
         }
     }
-    Ok(())
+    let mut lines: Vec<String> = synced.into_values().flatten().collect();
+    lines.sort();
+    lines
 }
 
 /// A transcripts directory's SQLite marker and confinement.

@@ -157,8 +157,8 @@ impl Confined {
 
     /// fsync the confined directory (makes deferred renames durable).
     pub fn sync(&self) -> Result<()> {
-        cvt(unsafe { libc::fsync(self.dir.as_raw_fd()) })
-            .map(drop)
+        test_hook::dir_sync_failure(&self.root)
+            .and_then(|()| cvt(unsafe { libc::fsync(self.dir.as_raw_fd()) }).map(drop))
             .with_context(|| format!("cannot sync directory {}", self.root.display()))
     }
 
@@ -555,9 +555,9 @@ impl Confined {
         verify: impl FnOnce(&T) -> Result<()>,
     ) -> Result<T> {
         let (staged, value) = self.stage(path, attrs, fill)?;
-        staged.make_durable()?;
+        let durable = staged.make_durable()?;
         verify(&value)?;
-        staged.commit()?;
+        durable.commit()?;
         Ok(value)
     }
 
@@ -565,7 +565,7 @@ impl Confined {
     /// file beside `path` (with `path`'s mode and owner, or `new_mode` for a new file), and
     /// stop there. Nothing is durable and nothing is in place yet: the caller makes a batch
     /// of such files durable together ([`Staged::make_durable`]), then puts each in place
-    /// ([`Staged::commit`]) and syncs the directory once. A `Staged` dropped without a commit
+    /// ([`Durable::commit`]) and syncs the directory once. A `Staged` dropped without a commit
     /// removes its temp file, so the target is left exactly as it was.
     pub fn stage_verified<T>(
         &self,
@@ -626,7 +626,7 @@ impl Confined {
 }
 
 /// A complete temp file beside its target, not yet durable and not yet in place (see
-/// [`Confined::stage_verified`]). Dropped without [`Staged::commit`], it removes the temp.
+/// [`Confined::stage_verified`]). Dropped before it is made durable, it removes the temp.
 #[derive(Debug)]
 pub struct Staged {
     confined: Confined,
@@ -640,41 +640,47 @@ pub struct Staged {
 }
 
 impl Staged {
-    /// The file this temp replaces.
-    pub fn target(&self) -> &Path {
-        &self.path
-    }
-
-    /// fsync the temp file (data, size, mode and owner). Every temp of a batch is made durable
-    /// before any of them is renamed, so a crash at any moment leaves each target old or new.
-    /// One `fsync` per file rather than one `syncfs`: its error is this file's, and a file
-    /// whose write-back failed is never renamed (`syncfs` reports such errors only on recent
-    /// kernels, and for the whole file system).
-    pub fn make_durable(&self) -> Result<()> {
-        self.file
-            .sync_all()
-            .with_context(|| format!("cannot sync {}", self.temp_path().display()))
-    }
-
-    /// Rename the temp over the target, then fsync the directory, unless the confinement
-    /// defers that to its caller ([`Confined::deferring_dir_sync`], one [`Confined::sync`] per
-    /// batch).
-    pub fn commit(mut self) -> Result<()> {
-        self.confined
-            .rename_names(&self.tmp_name, &self.name)
-            .with_context(|| {
-                format!(
-                    "cannot rename {} to {}",
-                    self.temp_path().display(),
-                    self.path.display()
-                )
-            })?;
-        self.done = true;
-        self.confined.sync_after_rename()
+    /// fsync the temp file (data, size, mode and owner). Only a durable temp can be put in
+    /// place ([`Durable::commit`]): every temp of a batch is made durable before any of them
+    /// is renamed, so a crash at any moment leaves each target old or new. One `fsync` per
+    /// file rather than one `syncfs`: its error is this file's, and a file whose write-back
+    /// failed is never renamed (`syncfs` reports such errors only on recent kernels, and for
+    /// the whole file system). On an error the temp is removed.
+    pub fn make_durable(self) -> Result<Durable> {
+        match self.file.sync_all() {
+            Ok(()) => Ok(Durable(self)),
+            Err(e) => Err(anyhow::Error::new(e)
+                .context(format!("cannot sync {}", self.temp_path().display()))),
+        }
     }
 
     fn temp_path(&self) -> PathBuf {
         self.confined.root.join(&self.tmp_name)
+    }
+}
+
+/// A staged temp file that is durable, ready to be put in place. Dropped without
+/// [`Durable::commit`], it removes the temp.
+#[derive(Debug)]
+pub struct Durable(Staged);
+
+impl Durable {
+    /// Rename the temp over the target, then fsync the directory, unless the confinement
+    /// defers that to its caller ([`Confined::deferring_dir_sync`], one [`Confined::sync`] per
+    /// batch).
+    pub fn commit(mut self) -> Result<()> {
+        let s = &mut self.0;
+        s.confined
+            .rename_names(&s.tmp_name, &s.name)
+            .with_context(|| {
+                format!(
+                    "cannot rename {} to {}",
+                    s.temp_path().display(),
+                    s.path.display()
+                )
+            })?;
+        s.done = true;
+        s.confined.sync_after_rename()
     }
 }
 
@@ -833,6 +839,31 @@ pub fn random_uuid() -> String {
         &h[16..20],
         &h[20..32]
     )
+}
+
+/// A hook for the tests of a failing disk: in debug builds, syncing the directory named by
+/// `CLAWKEEPER_TEST_FAIL_DIR_SYNC` fails with `EIO`. Release builds have no hook.
+mod test_hook {
+    use std::io;
+    use std::path::Path;
+
+    #[cfg(debug_assertions)]
+    pub fn dir_sync_failure(dir: &Path) -> io::Result<()> {
+        match std::env::var_os("CLAWKEEPER_TEST_FAIL_DIR_SYNC") {
+            Some(d)
+                if std::fs::canonicalize(&d)
+                    .is_ok_and(|d| std::fs::canonicalize(dir).is_ok_and(|dir| dir == d)) =>
+            {
+                Err(io::Error::from_raw_os_error(libc::EIO))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    #[cfg(not(debug_assertions))]
+    pub fn dir_sync_failure(_dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]

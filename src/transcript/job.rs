@@ -34,7 +34,7 @@ use super::values::Transcript;
 use crate::exit::Refusal;
 use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::fsutil::temps;
-use crate::fsutil::{Confined, Staged};
+use crate::fsutil::{Confined, Durable, Staged};
 
 /// Preview or apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -483,14 +483,28 @@ pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
 }
 
 /// A rewrite written to its temp file and validated, holding the file's lock: it waits for
-/// its batch's temps to be made durable ([`Pending::staged`]) and is then put in place by
-/// [`Pending::finish`]. Dropped unfinished, it removes its temp and releases the lock, and
+/// its batch's temps to be made durable ([`Staging::make_durable`]) and is then put in place
+/// by [`Ready::finish`]. Dropped unfinished, it removes its temp and releases the lock, and
 /// the file stays as it was.
 #[derive(Debug)]
 pub struct Pending {
+    staged: Staged,
+    held: Holding,
+}
+
+/// A [`Pending`] rewrite after its temp was synced (or failed to be): only a durable temp is
+/// ever put in place (only [`Durable`] has a commit).
+#[derive(Debug)]
+pub struct Ready {
+    durable: Result<Durable>,
+    held: Holding,
+}
+
+/// What a rewrite holds from its lock to its rename.
+#[derive(Debug)]
+struct Holding {
     out: Outcome,
     confined: Confined,
-    staged: Staged,
     /// The original inode, kept open: a writer that appends between the last check and the
     /// rename writes into it, and [`carry_tail`] carries that tail over.
     old: File,
@@ -527,12 +541,14 @@ pub fn stage_file_at(
         }
         Ok(None) => Staging::Done(out),
         Ok(Some(held)) => Staging::Pending(Pending {
-            out,
-            confined: confined.clone(),
             staged: held.staged,
-            old: held.old,
-            locked: held.locked,
-            _lock: held.lock,
+            held: Holding {
+                out,
+                confined: confined.clone(),
+                old: held.old,
+                locked: held.locked,
+                _lock: held.lock,
+            },
         }),
     }
 }
@@ -540,37 +556,55 @@ pub fn stage_file_at(
 impl Staging {
     /// Finish a single file on its own: make its temp durable and put it in place.
     pub fn finish_alone(self) -> Outcome {
+        self.make_durable().finish()
+    }
+
+    /// fsync a pending rewrite's temp (a batch does this for all its files, in parallel,
+    /// before it finishes any of them); a done file stays as it is.
+    pub fn make_durable(self) -> Synced {
         match self {
-            Staging::Done(out) => out,
-            Staging::Pending(p) => {
-                let durable = p.staged().make_durable();
-                p.finish(durable)
-            }
+            Staging::Done(out) => Synced::Done(out),
+            Staging::Pending(p) => Synced::Ready(Ready {
+                durable: p.staged.make_durable(),
+                held: p.held,
+            }),
         }
     }
 }
 
-impl Pending {
-    /// The temp file, for the batch to make durable.
-    pub fn staged(&self) -> &Staged {
-        &self.staged
-    }
+/// A [`Staging`] after its temp was synced: the last step of a file.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // as `Staging`
+pub enum Synced {
+    Done(Outcome),
+    Ready(Ready),
+}
 
-    /// Put the rewrite in place once its temp is durable (`durable`): the original must still
-    /// have the size and mtime it had when locked (a concurrent append aborts the file
-    /// instead of losing its tail). Then release the lock. Whatever fails, the file is left
-    /// as it was and the temp is removed.
-    pub fn finish(self, durable: Result<()>) -> Outcome {
-        let Pending {
+impl Synced {
+    /// The file's outcome, putting a ready rewrite in place ([`Ready::finish`]).
+    pub fn finish(self) -> Outcome {
+        match self {
+            Synced::Done(out) => out,
+            Synced::Ready(r) => r.finish(),
+        }
+    }
+}
+
+impl Ready {
+    /// Put the rewrite in place if its temp is durable: the original must still have the
+    /// size and mtime it had when locked (a concurrent append aborts the file instead of
+    /// losing its tail). Then release the lock. Whatever fails, the file is left as it was
+    /// and the temp is removed.
+    pub fn finish(self) -> Outcome {
+        let Holding {
             mut out,
             confined,
-            staged,
             old,
             locked,
             _lock,
-        } = self;
+        } = self.held;
         let path = out.path.clone();
-        let renamed = durable.map_err(failed).and_then(|()| {
+        let renamed = self.durable.map_err(failed).and_then(|durable| {
             if stamp_in(&confined, &path).map_err(failed)? != locked {
                 return Err(Status::Refused(
                     "the file changed while it was being rewritten (a concurrent append?); \
@@ -578,7 +612,7 @@ impl Pending {
                         .to_owned(),
                 ));
             }
-            staged.commit().map_err(failed)
+            durable.commit().map_err(failed)
         });
         match renamed {
             Err(status) => out.fail(status),

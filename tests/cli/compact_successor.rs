@@ -33,7 +33,13 @@ fn setup(env: &TestEnv) -> Vec<u8> {
 /// `compact --successor --enforce` of the main session, keeping 400 tokens: exit code and
 /// report.
 fn compact_main_successor(env: &TestEnv) -> (i32, Value) {
-    env.run_json(&[
+    compact_main_successor_in(env, "--enforce")
+}
+
+/// The successor compaction of `agent:main:main` in `mode` (`--enforce`, `--dry-run`, or `""`
+/// for a preview): the exit code and the report.
+fn compact_main_successor_in(env: &TestEnv, mode: &str) -> (i32, Value) {
+    let mut args = vec![
         "compact",
         "--store",
         STORE,
@@ -44,8 +50,11 @@ fn compact_main_successor(env: &TestEnv) -> (i32, Value) {
         "400",
         "--min-tokens",
         "0",
-        "--enforce",
-    ])
+    ];
+    if !mode.is_empty() {
+        args.push(mode);
+    }
+    env.run_json(&args)
 }
 
 /// [`compact_main_successor`], which must change the transcript: its report.
@@ -80,32 +89,16 @@ fn successor_is_written_loaded_and_pointed_at() {
     let env = TestEnv::new();
     let old = setup(&env);
     let store_before = std::fs::read(env.path(STORE)).unwrap();
-    let base = [
-        "compact",
-        "--store",
-        STORE,
-        "--session",
-        "agent:main:main",
-        "--successor",
-        "--keep-recent-tokens",
-        "400",
-        "--min-tokens",
-        "0",
-    ];
     // Preview and dry-run write nothing.
-    for extra in [&[][..], &["--dry-run"][..]] {
-        let mut args = base.to_vec();
-        args.extend_from_slice(extra);
-        let (code, r) = env.run_json(&args);
+    for mode in ["", "--dry-run"] {
+        let (code, r) = compact_main_successor_in(&env, mode);
         assert_eq!(code, 0, "{r}");
         assert_eq!(r["transcripts"][0]["status"], "would-change", "{r}");
     }
     assert_eq!(std::fs::read(env.path(STORE)).unwrap(), store_before);
     assert_eq!(names(&env), vec!["s1.jsonl", "sessions.json"]);
 
-    let mut args = base.to_vec();
-    args.push("--enforce");
-    let (code, r) = env.run_json(&args);
+    let (code, r) = compact_main_successor(&env);
     assert_eq!(code, 0, "{r}");
     let t = &r["transcripts"][0];
     assert_eq!(t["status"], "changed", "{r}");
@@ -179,7 +172,7 @@ fn successor_is_written_loaded_and_pointed_at() {
         );
     }
     // Once more: the successor's leaf is a compaction, so nothing is left to do.
-    let (_, r) = env.run_json(&args);
+    let (_, r) = compact_main_successor(&env);
     assert_eq!(r["transcripts"][0]["status"], "unchanged", "{r}");
 }
 

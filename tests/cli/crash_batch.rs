@@ -11,7 +11,7 @@
 //! `CLAWKEEPER_CRASH_ITERS` sets the number of kills (default 20, half of them here),
 //! `CLAWKEEPER_CRASH_FILES` the number of transcripts (default 300: three batches).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::Path;
 use std::process::Command;
@@ -210,4 +210,148 @@ fn kill_9_during_batches_of_hundreds_of_files_leaves_each_file_old_or_new() {
         "{iters} kills: {mixed} stopped between files (some old, some new); \
          {temps_left} temps and {locks_left} locks were left and handled by the next run"
     );
+}
+
+/// The order of the durable writes, seen from outside with `strace`: in each batch every temp
+/// is fsynced before the first of them is renamed over its original, and the directory is
+/// fsynced once after the batch's renames (not once per file). `strace -y` names each fd's
+/// file, so the trace says which temp each fsync was for. Needs `strace` (CI installs it).
+#[test]
+fn every_temp_of_a_batch_is_durable_before_its_first_rename() {
+    let files = 300; // three batches
+    let Some(trace) = strace_run(files) else {
+        return;
+    };
+    let events = durability_events(&trace);
+    let (mut synced, mut renamed) = (BTreeSet::new(), BTreeSet::new());
+    let mut batches = 0;
+    let mut renaming = false;
+    for e in &events {
+        match e {
+            Event::SyncTemp(t) => {
+                assert!(
+                    !renaming,
+                    "{t} fsynced after a rename of its batch: {events:?}"
+                );
+                synced.insert(t.clone());
+            }
+            Event::Rename(t) => {
+                assert!(synced.contains(t), "{t} renamed before it was fsynced");
+                renaming = true;
+                renamed.insert(t.clone());
+            }
+            Event::SyncDir => {
+                if renaming {
+                    batches += 1;
+                }
+                renaming = false;
+            }
+        }
+    }
+    assert!(
+        !renaming,
+        "the last renames were never followed by a directory fsync"
+    );
+    assert_eq!(renamed.len(), files, "every transcript was replaced once");
+    assert_eq!(synced, renamed, "every fsynced temp was renamed");
+    assert_eq!(batches, 3, "one directory fsync per batch: {events:?}");
+}
+
+/// A durability step of a traced run: a temp file fsynced, a temp renamed over its original
+/// (each named by the temp's file name), or the sessions directory fsynced.
+#[derive(Debug)]
+enum Event {
+    SyncTemp(String),
+    Rename(String),
+    SyncDir,
+}
+
+/// `prune-noreply --enforce` over a store of `files` transcripts, under `strace -f -y`: the
+/// trace of its fsync and rename calls (`None`, announced, when `strace` is not installed;
+/// a failure under `CLAWKEEPER_REQUIRE_ORACLE`, which CI sets).
+fn strace_run(files: usize) -> Option<String> {
+    let originals = originals(files);
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = scratch.path().join("sessions");
+    write_store(&dir, &originals);
+    let out_file = scratch.path().join("trace");
+    let run = clawkeeper(&dir, COMMANDS[0]);
+    let mut traced = Command::new("strace");
+    traced
+        .args([
+            "-f",
+            "-y",
+            "-qq",
+            "-e",
+            "trace=fsync,fdatasync,rename,renameat,renameat2",
+        ])
+        .arg("-o")
+        .arg(&out_file)
+        .arg(run.get_program())
+        .args(run.get_args())
+        .current_dir(&dir)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    let out = match traced.output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            assert!(
+                std::env::var_os("CLAWKEEPER_REQUIRE_ORACLE").is_none(),
+                "strace is not installed"
+            );
+            eprintln!("SKIPPED: strace is not installed");
+            return None;
+        }
+        Err(e) => panic!("strace: {e}"),
+    };
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(fs::read_to_string(&out_file).unwrap())
+}
+
+/// The durability steps of a trace, in the order they completed (an fsync that another
+/// thread's call interrupted in the trace counts when it resumed) or started (a rename).
+fn durability_events(trace: &str) -> Vec<Event> {
+    let mut pending: BTreeMap<String, String> = BTreeMap::new();
+    let mut events = Vec::new();
+    for line in trace.lines() {
+        let (pid, call) = line.split_once(' ').unwrap_or(("", line));
+        let call = call.trim_start();
+        let finished = if let Some(start) = call.strip_suffix(" <unfinished ...>") {
+            pending.insert(pid.to_owned(), start.to_owned());
+            continue;
+        } else if call.starts_with("<... ") {
+            match pending.remove(pid) {
+                Some(start) => start,
+                None => continue,
+            }
+        } else {
+            call.to_owned()
+        };
+        if finished.starts_with("fsync(") || finished.starts_with("fdatasync(") {
+            // fsync(5</path/name>): the path between `<` and the last `>`.
+            let path = finished
+                .split_once('<')
+                .and_then(|(_, rest)| rest.rsplit_once('>'))
+                .map(|(p, _)| p)
+                .unwrap_or_default();
+            if path.ends_with(".tmp") {
+                let name = path.rsplit('/').next().unwrap_or(path).to_owned();
+                events.push(Event::SyncTemp(name));
+            } else if path.ends_with("/sessions") {
+                events.push(Event::SyncDir);
+            }
+        } else if finished.starts_with("rename") {
+            // renameat(3</dir>, "name.tmp", 3</dir>, "name"): the first quoted name.
+            if let Some(name) = finished.split('"').nth(1)
+                && name.ends_with(".tmp")
+            {
+                events.push(Event::Rename(name.rsplit('/').next().unwrap().to_owned()));
+            }
+        }
+    }
+    events
 }

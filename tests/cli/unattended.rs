@@ -210,6 +210,64 @@ fn one_bad_agent_never_stops_the_others() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
 }
 
+/// A directory whose sync fails after a batch replaced files in it (a failing disk) is a
+/// problem of its own: the run goes on with the other directories, keeps every row of its
+/// report, and each file replaced there says that a power loss could undo it.
+#[test]
+fn a_directory_that_cannot_be_synced_is_one_problem_and_every_row_is_kept() {
+    let env = TestEnv::new();
+    agents_config(&env, &["a", "b"]);
+    let a = healthy_agent(&env, "a", 3, 60);
+    let b = healthy_agent(&env, "b", 3, 60);
+    let failing = env.sessions_dir("a");
+    let read_all = |files: &[PathBuf]| -> Vec<Vec<u8>> {
+        files.iter().map(|f| fs::read(f).unwrap()).collect()
+    };
+    let before = std::collections::HashMap::from([("a", read_all(&a)), ("b", read_all(&b))]);
+    let out = env.run_with_env(
+        &[
+            "prune-noreply",
+            "--all-agents",
+            "--enforce",
+            "--json",
+            "--verbose",
+        ],
+        &[("CLAWKEEPER_TEST_FAIL_DIR_SYNC", failing.to_str().unwrap())],
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    let lines = problem_lines(&out);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("cannot sync directory") && lines[0].contains("agents/a/sessions"),
+        "{lines:?}"
+    );
+    let doc: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let rows = doc["transcripts"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "{doc}");
+    for row in rows {
+        assert_eq!(row["status"], "changed", "{row}");
+        let path = row["path"].as_str().unwrap();
+        let warned = row["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("could not be synced"));
+        assert_eq!(warned, path.contains("agents/a/"), "{row}");
+    }
+    // The renames happened in both directories; nothing was left beside them.
+    for (files, dir) in [(&a, "a"), (&b, "b")] {
+        for (f, old) in files.iter().zip(&before[dir]) {
+            assert_ne!(&fs::read(f).unwrap(), old, "{}", f.display());
+        }
+        let leftovers: Vec<_> = fs::read_dir(env.sessions_dir(dir))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains(".tmp") || n.ends_with(".lock"))
+            .collect();
+        assert!(leftovers.is_empty(), "{leftovers:?}");
+    }
+}
+
 #[test]
 fn max_delete_bounds_files_and_bytes_too() {
     let env = TestEnv::new();
