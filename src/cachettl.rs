@@ -241,7 +241,7 @@ pub fn plan(index: &Index, tree: &Tree) -> Plan {
 /// [`plan`] as the transcript job's edits, with a note per held-back marker (what
 /// `prune-cache-ttl` runs per file, and what `inspect` previews to predict it). A file with a
 /// marker line too deep to parse is not edited (the `jsjson::TooDeep` reason: the job reports
-/// it as damaged), since that marker may be the one the runtime reads.
+/// it as refused), since that marker may be the one the runtime reads.
 pub fn planned(index: &Index, tree: &Tree) -> Result<Planned, PlanError> {
     if let Some(line) = index.cache_ttl_too_deep {
         return Err(crate::jsjson::TooDeep { line: line + 1 }.into());

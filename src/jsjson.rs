@@ -56,7 +56,7 @@ pub fn is_too_deep(e: &serde_json::Error) -> bool {
 }
 
 /// A transcript line that nests deeper than [`MAX_DEPTH`]: it is kept as it is, and the file
-/// is not edited (the commands report it as damaged).
+/// is not edited (the commands report it as refused).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("line {line} nests arrays or objects deeper than {MAX_DEPTH} levels; not editing")]
 pub struct TooDeep {

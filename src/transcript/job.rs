@@ -167,7 +167,7 @@ pub enum PlanError {
     /// Its rule refuses this transcript (reported as skipped, with the reason).
     #[error("{0}")]
     Skip(String),
-    /// A line the plan must read nests too deep to parse (reported as damaged).
+    /// A line the plan must read nests too deep to parse (reported as refused).
     #[error(transparent)]
     TooDeep(#[from] crate::jsjson::TooDeep),
 }
@@ -222,23 +222,24 @@ fn stamp_in(confined: &Confined, path: &Path) -> Result<(u64, Option<SystemTime>
     Ok((st.len, st.modified()))
 }
 
-/// The status of a file its planner gave up on: skipped with the reason, or damaged when a
-/// line nests too deep to be read.
+/// The status of a file its planner gave up on: skipped with the reason, or refused when a
+/// line nests too deep to be read (the runtime reads it: the file is not damaged, but
+/// clawkeeper will not edit what it cannot read in full).
 pub fn planner_status(why: PlanError) -> Status {
     match why {
         PlanError::Skip(why) => Status::Skipped(why),
-        PlanError::TooDeep(deep) => Status::Damaged(deep.to_string()),
+        PlanError::TooDeep(deep) => Status::Refused(deep.to_string()),
     }
 }
 
-/// The status of a file whose processing stopped with `e`: failed, or damaged when a line
+/// The status of a file whose processing stopped with `e`: failed, or refused when a line
 /// nests too deep to be edited (the file is left as it is).
 pub fn failed(e: anyhow::Error) -> Status {
     match e
         .chain()
         .find_map(|c| c.downcast_ref::<crate::jsjson::TooDeep>())
     {
-        Some(deep) => Status::Damaged(deep.to_string()),
+        Some(deep) => Status::Refused(deep.to_string()),
         None => Status::Failed(format!("{e:#}")),
     }
 }

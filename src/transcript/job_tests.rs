@@ -263,7 +263,7 @@ fn a_plan_that_only_replaces_media_references_rewrites_the_file() {
 }
 
 #[test]
-fn a_planner_refusal_is_skipped_and_a_too_deep_line_damaged() {
+fn a_planner_refusal_is_skipped_and_a_too_deep_line_refused() {
     let deep = crate::jsjson::TooDeep { line: 4 };
     assert_eq!(
         planner_status(PlanError::Skip("no images".into())),
@@ -271,7 +271,7 @@ fn a_planner_refusal_is_skipped_and_a_too_deep_line_damaged() {
     );
     assert_eq!(
         planner_status(deep.clone().into()),
-        Status::Damaged(deep.to_string())
+        Status::Refused(deep.to_string())
     );
     // A failed planning step: too deep when that is the error, else skipped with its text.
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Transcripts whose lines nest arrays or objects thousands of levels deep (issue 21.2): every
-//! command, previewing and with `--enforce`, leaves such a file exactly as it is and reports it
-//! as damaged with the reason (a warning, not a failure of the run), never crashes or
-//! overflows its stack, and still edits the other transcripts of the store.
+//! command, previewing and with `--enforce`, leaves such a file exactly as it is and refuses
+//! it with the reason (exit 3, as for any file the run was asked to fix and left), never
+//! crashes or overflows its stack, and still edits the other transcripts of the store.
 
 use std::fs;
 
@@ -56,7 +56,7 @@ fn setup(env: &TestEnv, input: &[u8], value: &str) {
 }
 
 #[test]
-fn deeply_nested_lines_are_damaged_files_left_as_they_are() {
+fn deeply_nested_lines_are_refused_files_left_as_they_are() {
     for w in writers() {
         for (depth, objects) in [(10_000, false), (10_000, true), (100_000, false)] {
             let value = deep(depth, objects);
@@ -79,7 +79,6 @@ fn deeply_nested_lines_are_damaged_files_left_as_they_are() {
                 let out = env.run(&all);
                 let v: serde_json::Value = serde_json::from_slice(&out.stdout)
                     .unwrap_or_else(|e| panic!("{what}: {e}; stderr {}", stderr(&out)));
-                assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
                 let files = v["transcripts"].as_array().unwrap();
                 let row = |name: &str| {
                     files
@@ -91,11 +90,12 @@ fn deeply_nested_lines_are_damaged_files_left_as_they_are() {
                 let want = if enforce { "changed" } else { "would-change" };
                 assert_eq!(row("plain.jsonl")["status"], want, "{what}: {v}");
                 let after = fs::read(&deep_path).unwrap();
-                if d["status"] != "damaged" {
+                if d["status"] != "refused" {
                     // `compact` reads only some members of the lines it summarises, and
                     // appends: it may compact such a file without reading the deep member,
                     // and then every old byte stays where it was.
                     assert!(w.name.starts_with("compact"), "{what}: {d}");
+                    assert_eq!(out.status.code(), Some(0), "{what}: {}", stderr(&out));
                     assert_eq!(d["status"], want, "{what}: {d}");
                     assert!(after.starts_with(&before), "{what}: an old line changed");
                     continue;
@@ -106,8 +106,9 @@ fn deeply_nested_lines_are_damaged_files_left_as_they_are() {
                     "{what}: {reason}"
                 );
                 assert_eq!(after, before, "{what}: rewritten");
+                assert_eq!(out.status.code(), Some(3), "{what}: {}", stderr(&out));
                 assert!(
-                    stderr(&out).contains("deep.jsonl: skipped, damaged:"),
+                    stderr(&out).contains("deep.jsonl: refused, left as it is:"),
                     "{what}: {}",
                     stderr(&out)
                 );

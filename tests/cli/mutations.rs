@@ -179,6 +179,23 @@ fn transcripts(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The transcripts (relative to `sessions`) that a transcript command's `--json` report lists
+/// as refused; none for another command's report.
+fn refused_transcripts(stdout: &[u8], sessions: &Path) -> Vec<String> {
+    let Ok(doc) = serde_json::from_slice::<serde_json::Value>(stdout) else {
+        return Vec::new();
+    };
+    let Some(rows) = doc["transcripts"].as_array() else {
+        return Vec::new();
+    };
+    rows.iter()
+        .filter(|r| r["status"] == "refused")
+        .filter_map(|r| r["path"].as_str())
+        .filter_map(|p| Path::new(p).strip_prefix(sessions).ok())
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect()
+}
+
 fn run_case(seed: u64, loads: bool) {
     let mut rng = Rng::new(seed);
     let env = TestEnv::new();
@@ -251,12 +268,21 @@ fn run_case(seed: u64, loads: bool) {
             args.join(" ")
         );
         if matches!(code, Some(3 | 5)) {
-            // Lock files the run took and released leave nothing behind either.
-            assert!(
-                snapshot(&sessions, &skip_none) == before,
-                "{case}: `{}` refused (exit {code:?}) but changed files: {err}",
-                args.join(" ")
-            );
+            // What was refused is left byte-identical: the transcripts a transcript command
+            // refused (it edits the others), or else the whole directory. Lock files the run
+            // took and released leave nothing behind either.
+            let after = snapshot(&sessions, &skip_none);
+            let refused = refused_transcripts(&out.stdout, &sessions);
+            let what = format!("{case}: `{}` refused (exit {code:?})", args.join(" "));
+            if refused.is_empty() {
+                assert!(after == before, "{what} but changed files: {err}");
+            }
+            for rel in refused {
+                assert!(
+                    after.get(&rel) == before.get(&rel),
+                    "{what} but changed {rel}: {err}"
+                );
+            }
         }
         assert!(
             outside(&root) == outside_before,
