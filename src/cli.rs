@@ -158,8 +158,8 @@ pub struct ModeArgs {
     /// `cleanup`: the locks of transcripts whose entries the plan removes).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub wait_lock: Option<Duration>,
-    /// List every file in the text report, unchanged ones too (by default they are only
-    /// counted; `--json` always lists every file).
+    /// List every file in the text report, unchanged ones and entries whose transcript does
+    /// not exist too (by default they are only counted; `--json` always lists every file).
     #[arg(long, short)]
     pub verbose: bool,
 }
@@ -244,7 +244,8 @@ pub struct MaintainArgs {
     /// No progress bars and no notes on stderr (problems are always printed).
     #[arg(long, short)]
     pub quiet: bool,
-    /// List every file in the transcript steps' reports, unchanged ones too.
+    /// List every file in the transcript steps' reports, unchanged ones and entries whose
+    /// transcript does not exist too.
     #[arg(long, short)]
     pub verbose: bool,
     /// Wait up to this long (e.g. `30s`) for a lock held by a live process, in every step.

@@ -19,7 +19,7 @@ use anyhow::{Context, Result};
 use super::problems::Problems;
 use crate::cli::TranscriptTargetArgs;
 use crate::exit::{Exit, UsageError};
-use crate::transcript::job::{Outcome, Status};
+use crate::transcript::job::{self, Outcome, Status};
 use crate::{keys, layout, store, targets};
 
 /// One transcript to process.
@@ -196,7 +196,7 @@ fn from_store(
             continue;
         }
         if std::fs::symlink_metadata(&path).is_err() {
-            skip(out, path, Status::Skipped("the file does not exist".into()));
+            skip(out, path, Status::Skipped(job::NO_FILE.into()));
             continue;
         }
         let file_dir = path.parent().map(Path::to_owned).unwrap_or(dir.clone());

@@ -519,10 +519,7 @@ mod tests {
                 let path = format!(
                     "/state/agents/main/sessions/{i:08x}-0000-4000-8000-000000000000.jsonl"
                 );
-                let o = Outcome::new(
-                    Path::new(&path),
-                    Status::Skipped("the file does not exist".into()),
-                );
+                let o = Outcome::new(Path::new(&path), Status::Skipped(job::NO_FILE.into()));
                 (o, Some(format!("agent:main:cron:{i:08x}:run:{i}")))
             })
             .collect()

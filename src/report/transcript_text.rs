@@ -86,7 +86,8 @@ impl Totals {
     }
 }
 
-/// Write the report of a run. Unchanged files are counted but listed only when `verbose`.
+/// Write the report of a run. Unchanged files, and entries whose transcript does not exist
+/// (a store of many entries has thousands), are counted but listed only when `verbose`.
 pub fn render(
     out: &mut String,
     command: &str,
@@ -99,7 +100,7 @@ pub fn render(
     let totals = Totals::of(rows);
     let listed: Vec<Row> = rows
         .iter()
-        .filter(|(o, _, _)| verbose || o.status != Status::Unchanged)
+        .filter(|(o, _, _)| verbose || !(o.status == Status::Unchanged || o.status.is_no_file()))
         .copied()
         .collect();
     let _ = writeln!(out, "{command}: {mode}");
@@ -111,7 +112,25 @@ pub fn render(
             write_indented(out, "  ", &format!("{}: {note}", middle(&name, 70)));
         }
     }
-    write_totals(out, &totals, rows.len() - listed.len(), count_header, extra);
+    let no_file = if verbose {
+        0
+    } else {
+        rows.iter()
+            .filter(|(o, _, _)| o.status.is_no_file())
+            .count()
+    };
+    let unlisted = Unlisted {
+        unchanged: rows.len() - listed.len() - no_file,
+        no_file,
+    };
+    write_totals(out, &totals, unlisted, count_header, extra);
+}
+
+/// The rows a report counts without listing them.
+struct Unlisted {
+    unchanged: usize,
+    /// Entries whose transcript does not exist.
+    no_file: usize,
 }
 
 /// The directories of the listed transcripts, and the session-key prefix the table leaves
@@ -310,13 +329,20 @@ fn notes_of(o: &Outcome, name: &str) -> Vec<(String, String)> {
 fn write_totals(
     out: &mut String,
     totals: &Totals,
-    unlisted: usize,
+    unlisted: Unlisted,
     count_header: &str,
     extra: Option<(usize, &str)>,
 ) {
     let mut files = super::count(totals.files, "transcript", "transcripts");
-    if unlisted > 0 {
-        files += &format!(" ({unlisted} unchanged, not listed)");
+    let mut not_listed = Vec::new();
+    if unlisted.unchanged > 0 {
+        not_listed.push(format!("{} unchanged", unlisted.unchanged));
+    }
+    if unlisted.no_file > 0 {
+        not_listed.push(format!("{} without a file", unlisted.no_file));
+    }
+    if !not_listed.is_empty() {
+        files += &format!(" ({}, not listed)", not_listed.join(", "));
     }
     let mut parts = vec![files, format!("{} skipped", totals.with("skipped"))];
     for problem in PROBLEMS {
@@ -386,7 +412,7 @@ mod tests {
         let statuses = [
             Status::Unchanged,
             Status::WouldChange,
-            Status::Skipped("the file does not exist".into()),
+            Status::Skipped(crate::transcript::job::NO_FILE.into()),
             Status::Refused("no".into()),
             Status::Locked("pid 7".into()),
         ];
@@ -487,6 +513,58 @@ mod tests {
         assert!(
             flat.contains("Total: 2 transcripts, 0 skipped, 1 refused, 123456 images replaced, 7 media references replaced,"),
             "{out}"
+        );
+    }
+
+    /// Entries whose transcript does not exist (thousands in a big store) are counted, not
+    /// listed, unless `verbose`; every other skip is listed.
+    #[test]
+    fn entries_without_a_file_are_counted_and_listed_only_when_verbose() {
+        let gone: Vec<Outcome> = (0..3)
+            .map(|i| {
+                Outcome::new(
+                    &PathBuf::from(format!("/s/gone{i}.jsonl")),
+                    Status::Skipped(crate::transcript::job::NO_FILE.into()),
+                )
+            })
+            .collect();
+        let outside = Outcome::new(
+            &PathBuf::from("/elsewhere/out.jsonl"),
+            Status::Skipped("its transcript is outside the sessions directory".into()),
+        );
+        let same = Outcome::new(&PathBuf::from("/s/same.jsonl"), Status::Unchanged);
+        let mut rows: Vec<Row> = gone.iter().map(|o| (o, Some("agent:main:k"), 0)).collect();
+        rows.push((&outside, Some("agent:main:o"), 0));
+        rows.push((&same, Some("agent:main:s"), 0));
+        let text = |verbose| {
+            let mut out = String::new();
+            render(
+                &mut out,
+                "prune-noreply",
+                "preview",
+                "removed",
+                None,
+                &rows,
+                verbose,
+            );
+            out.split_whitespace().collect::<Vec<_>>().join(" ")
+        };
+        let quiet = text(false);
+        assert!(!quiet.contains("gone"), "{quiet}");
+        assert!(quiet.contains("out.jsonl"), "{quiet}");
+        assert!(
+            quiet.contains(
+                "Total: 5 transcripts (1 unchanged, 3 without a file, not listed), 4 skipped"
+            ),
+            "{quiet}"
+        );
+        let verbose = text(true);
+        for name in ["gone0.jsonl", "gone2.jsonl", "same.jsonl", "out.jsonl"] {
+            assert!(verbose.contains(name), "{verbose}");
+        }
+        assert!(
+            verbose.contains("Total: 5 transcripts, 4 skipped"),
+            "{verbose}"
         );
     }
 }

@@ -112,6 +112,17 @@ pub enum Status {
     Failed(String),
 }
 
+/// Why a file is skipped when its store entry names a transcript that is not there (the
+/// common case in a big store, whose old entries' files `cleanup` already removed).
+pub const NO_FILE: &str = "the file does not exist";
+
+impl Status {
+    /// Skipped because the file does not exist ([`NO_FILE`]).
+    pub fn is_no_file(&self) -> bool {
+        matches!(self, Status::Skipped(why) if why == NO_FILE)
+    }
+}
+
 /// The per-file report.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -462,7 +473,7 @@ pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(Status::Skipped("the file does not exist".into()));
+            return Err(Status::Skipped(NO_FILE.into()));
         }
         Err(e) => return Err(failed(anyhow::Error::from(e))),
     };
