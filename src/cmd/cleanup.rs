@@ -587,6 +587,15 @@ fn locked_transcript(t: &Target, p: &Preview) -> Result<Option<String>> {
     let mut keys: Vec<&String> = removed.iter().flat_map(|set| set.iter()).collect();
     keys.sort();
     keys.dedup();
+    let listed_locks = lock::lock_names(&confined);
+    let unlocked = |file: &Path| {
+        let (Some(locks), Some(name)) = (&listed_locks, file.file_name()) else {
+            return false;
+        };
+        let mut lock_name = name.to_owned();
+        lock_name.push(".lock");
+        file.parent() == Some(confined.root()) && !locks.contains(&lock_name)
+    };
     for key in keys {
         let Some(file) = p
             .before
@@ -595,6 +604,9 @@ fn locked_transcript(t: &Target, p: &Preview) -> Result<Option<String>> {
         else {
             continue;
         };
+        if unlocked(&file) {
+            continue;
+        }
         // Transcripts may live in a subdirectory; their lock sits beside them.
         let Ok(here) = confined.for_parent_of(&file) else {
             continue;

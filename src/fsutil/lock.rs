@@ -119,6 +119,23 @@ pub fn lock_path(confined: &Confined, transcript: &Path) -> Result<PathBuf> {
     Ok(target.with_file_name(name))
 }
 
+/// The names of the lock files directly in the confined directory, from one listing (`None`
+/// when it cannot be listed). A transcript there whose `<name>.lock` is not among them was not
+/// locked when the directory was listed: a check of thousands of transcripts lists the
+/// directory once instead of looking up each lock.
+pub fn lock_names(confined: &Confined) -> Option<std::collections::HashSet<std::ffi::OsString>> {
+    use std::os::unix::ffi::OsStrExt;
+    let listing = std::fs::read_dir(confined.root()).ok()?;
+    let mut names = std::collections::HashSet::new();
+    for entry in listing {
+        let name = entry.ok()?.file_name();
+        if name.as_bytes().ends_with(b".lock") {
+            names.insert(name);
+        }
+    }
+    Some(names)
+}
+
 /// How often a wait for a lock held by a live process looks again.
 pub const RETRY: Duration = Duration::from_millis(100);
 
