@@ -397,8 +397,9 @@ fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> 
     }
 }
 
-/// Apply the cleanup to one store for real and report what happened. With `planned` (the stamp a preview saw), a store that changed since
-/// that preview is refused before anything is touched: the plan that was checked (for
+/// Apply the cleanup to one store for real and report what happened. With `planned` (the
+/// stamp a preview saw), a store that changed since that preview is refused before anything is
+/// touched: the plan that was checked (for
 /// example against `--max-delete`) is the plan that runs. With `held` (the sessions directory
 /// as the run resolved it when it planned), a directory that no longer leads there (a symlink
 /// swapped meanwhile) is refused likewise, and every change goes through that handle.
@@ -437,20 +438,14 @@ pub fn apply(
     .deferring_dir_sync();
     let sessions = Dir::new(&dir, store_path, Some(&confined));
     let mut applied = Applied::default();
-    let pruned = if opts.flags.is_warn() {
-        applied.logs.extend(warn_logs(&store, opts));
-        Pruned::default()
-    } else {
-        let (pruned, in_use) =
-            prune_entries(&confined, &mut store, &dir, store_path, opts, &preserve)?;
-        applied.left_in_use.extend(in_use);
-        applied.logs.extend(log::entry_steps(
-            pruned.model_runs.len(),
-            pruned.stale.len(),
-            pruned.capped.len(),
-        ));
-        pruned
-    };
+    let pruned = prune_step(
+        &confined,
+        &mut store,
+        store_path,
+        opts,
+        &preserve,
+        &mut applied,
+    )?;
     let disk_budget = budget::enforce(
         &sessions,
         &mut store,
@@ -503,6 +498,31 @@ pub fn apply(
     };
     let would_mutate = counted.mutates();
     Ok(counted.summary(agent_id, store_path, opts, would_mutate))
+}
+
+/// The entry steps of an apply (model-run probes, stale prune, cap, with their archives), or in
+/// `warn` mode only the lines saying what they would do; what they log is added to `applied`.
+fn prune_step(
+    confined: &Confined,
+    store: &mut Store,
+    store_path: &Path,
+    opts: &Options,
+    preserve: &[String],
+    applied: &mut Applied,
+) -> Result<Pruned> {
+    if opts.flags.is_warn() {
+        applied.logs.extend(warn_logs(store, opts));
+        return Ok(Pruned::default());
+    }
+    let dir = sessions_dir_of(store_path);
+    let (pruned, in_use) = prune_entries(confined, store, &dir, store_path, opts, preserve)?;
+    applied.left_in_use.extend(in_use);
+    applied.logs.extend(log::entry_steps(
+        pruned.model_runs.len(),
+        pruned.stale.len(),
+        pruned.capped.len(),
+    ));
+    Ok(pruned)
 }
 
 /// Refuse a sessions directory that no longer leads where the run resolved it (`held`).
