@@ -179,7 +179,9 @@ pub fn same_lines(what: &str, want: &[String], got: &[String]) {
 
 /// One comparison: `make` builds two identical envs; the reference runs on the first,
 /// clawkeeper on the second, with `args`.
-pub fn compare(release: Release, a: &TestEnv, b: &TestEnv, args: &[&str], what: &str) {
+/// Run the reference on `a` and clawkeeper on `b` with `args` and assert the same outcome;
+/// the reference's stdout (normalised) is returned.
+pub fn compare(release: Release, a: &TestEnv, b: &TestEnv, args: &[&str], what: &str) -> String {
     let db_a = database(a).display().to_string();
     let db_b = database(b).display().to_string();
     let mut args_a: Vec<&str> = vec!["--store", &db_a];
@@ -217,6 +219,7 @@ pub fn compare(release: Release, a: &TestEnv, b: &TestEnv, args: &[&str], what: 
     if enforce {
         same_lines(&what, &dump(a, since), &dump(b, since));
     }
+    w
 }
 
 /// Two copies of the demo imported by `release`, with `config`.
@@ -274,6 +277,55 @@ fn fix_missing_and_fix_dm_scope_match_the_references() {
             &["--enforce", "--json", "--fix-missing", "--fix-dm-scope"],
         );
     }
+}
+
+/// The maintenance settings are trimmed as JavaScript trims them: a BOM, U+2028 and U+3000
+/// are whitespace there, NEL (U+0085) is not (Rust's `trim` says the opposite of both). A
+/// `pruneAfter` wrapped in a BOM keeps its ten years, with the reference's plan; one after a
+/// NEL is no duration, and both programs refuse the config.
+#[test]
+fn settings_are_trimmed_as_javascript_trims_them() {
+    let config = |prune: &str| {
+        format!(
+            r#"{{session:{{maintenance:{{pruneAfter:{prune},maxEntries:12,maxDiskBytes:"\uFEFF60kb\u2028",highWaterBytes:"40kb"}}}}}}"#
+        )
+    };
+    let run = |prune: &str| {
+        let (a, b) = demo_pair(SQLITE_LATEST, &config(prune))?;
+        Some(compare(
+            SQLITE_LATEST,
+            &a,
+            &b,
+            &["--dry-run", "--json"],
+            prune,
+        ))
+    };
+    let Some(plain) = run(r#""3650d""#) else {
+        return;
+    };
+    let bom = run(r#""\uFEFF3650d\uFEFF""#).unwrap();
+    let separators = run(r#""\u20283650d\u3000""#).unwrap();
+    assert_eq!(bom, plain, "a BOM is trimmed");
+    assert_eq!(separators, plain, "U+2028 and U+3000 are trimmed");
+    // NEL: invalid in both. (With `--json` the reference also prints its error as a JSON
+    // document on stdout; clawkeeper prints it on stderr only, as the JSON-era release does.)
+    let (a, b) = demo_pair(SQLITE_LATEST, &config(r#""\u00853650d""#)).unwrap();
+    let db = database(&a).display().to_string();
+    let want = reference(SQLITE_LATEST, &a, &["--store", &db, "--dry-run", "--json"]);
+    let db = database(&b).display().to_string();
+    let got = ours(&b, &["--store", &db, "--dry-run", "--json"]);
+    assert_eq!(want.status.code(), Some(1), "{}", stderr(&want));
+    assert!(
+        stderr(&want).contains("session.maintenance.pruneAfter: invalid duration"),
+        "{}",
+        stderr(&want)
+    );
+    assert_eq!(got.status.code(), Some(1), "{}", stderr(&got));
+    assert!(
+        stderr(&got).contains("session.maintenance.pruneAfter: invalid duration"),
+        "{}",
+        stderr(&got)
+    );
 }
 
 #[test]
