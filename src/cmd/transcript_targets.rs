@@ -135,37 +135,40 @@ fn from_store(
     seen: &mut HashSet<PathBuf>,
     out: &mut Resolved,
 ) -> Result<bool> {
-    // Only the entries are read (the text kept for a later save is dropped at once).
-    let entries = store::load(store_path)?.store;
+    // Only what leads to each transcript is kept of the entries, read one at a time.
+    let entries = store::load_entry_files(store_path)?;
     let dir = store_path
         .parent()
         .map(Path::to_owned)
         .unwrap_or_else(|| PathBuf::from("."));
     let sqlite = targets::sqlite_marker(store_path);
     let mut matched = false;
-    for (key, entry) in &entries {
-        if session.is_some_and(|sel| !sel.matches(key)) {
+    // Room for a row per entry, so that a store of many entries is not copied as it grows.
+    out.skipped.reserve(entries.len());
+    for entry in entries {
+        if session.is_some_and(|sel| !sel.matches(&entry.key)) {
             continue;
         }
         matched = true;
-        let skip = |out: &mut Resolved, path: PathBuf, status: Status| {
-            out.skipped
-                .push((Outcome::new(&path, status), Some(key.clone())));
+        let skip = |out: &mut Resolved, path: PathBuf, status: Status, key: String| {
+            out.skipped.push((Outcome::new(&path, status), Some(key)));
         };
-        let Some(id) = store::session_id(entry) else {
+        let Some(id) = entry.session_id.as_deref() else {
             skip(
                 out,
                 dir.join("?"),
                 Status::Skipped("the entry has no sessionId".into()),
+                entry.key,
             );
             continue;
         };
-        let Some(path) = store::entry_transcript(entry, &dir) else {
-            let shown = store::session_file(entry).unwrap_or(id);
+        let Some(path) = entry.transcript(&dir) else {
+            let shown = entry.session_file.as_deref().unwrap_or(id);
             skip(
                 out,
                 PathBuf::from(shown),
                 Status::Skipped("its transcript is outside the sessions directory".into()),
+                entry.key,
             );
             continue;
         };
@@ -181,6 +184,7 @@ fn from_store(
                 out,
                 path,
                 Status::Skipped("not a live .jsonl transcript".into()),
+                entry.key,
             );
             continue;
         }
@@ -192,17 +196,18 @@ fn from_store(
                     "the agent has moved to SQLite ({} exists); its JSONL transcripts are not edited",
                     marker.display()
                 )),
+                entry.key,
             );
             continue;
         }
         if std::fs::symlink_metadata(&path).is_err() {
-            skip(out, path, Status::Skipped(job::NO_FILE.into()));
+            skip(out, path, Status::Skipped(job::NO_FILE.into()), entry.key);
             continue;
         }
         let file_dir = path.parent().map(Path::to_owned).unwrap_or(dir.clone());
         out.targets.push(Target {
             path,
-            session_key: Some(key.clone()),
+            session_key: Some(entry.key),
             dir: file_dir,
             store: Some(store_path.to_owned()),
         });

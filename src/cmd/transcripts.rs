@@ -108,8 +108,10 @@ pub fn run_at(
     for line in files.unsynced {
         problems.add(Exit::Error, line);
     }
-    let mut results = files.outcomes;
-    results.extend(resolved.skipped);
+    // The skipped entries (often most of a big store's) come after the files, without a
+    // second copy of them: their list has room for every entry of the stores.
+    let mut results = resolved.skipped;
+    results.splice(0..0, files.outcomes);
     if !resolved.databases.is_empty() {
         let session = targets
             .session
@@ -503,7 +505,7 @@ fn file_json(labels: &Labels, (o, key, n): &transcript_text::Row) -> Value {
     f.insert("unparsableLines".into(), json!(o.unparsable_lines));
     f.insert("notes".into(), json!(o.notes));
     if let Some(d) = &o.details {
-        f.insert("details".into(), d.clone());
+        f.insert("details".into(), (**d).clone());
     }
     Value::Object(f)
 }

@@ -88,41 +88,46 @@ fn read_valid(sessions_dir: &Path, r: &Value) -> Option<String> {
 pub fn hydrate(store: &mut Store, sessions_dir: &Path) -> bool {
     let mut changed = false;
     for entry in store.values_mut() {
-        let Value::Object(e) = entry else { continue };
-        let Some(snapshot) = e.get("skillsSnapshot") else {
-            continue;
-        };
-        if !crate::config::js_truthy(snapshot)
-            || snapshot.get("prompt").is_some_and(Value::is_string)
-        {
-            continue;
+        changed |= hydrate_entry(entry, sessions_dir);
+    }
+    changed
+}
+
+/// [`hydrate`] of one entry: its skills prompt read back from its blob (or the snapshot
+/// dropped when the blob is not valid). Returns whether the entry changed.
+pub fn hydrate_entry(entry: &mut Value, sessions_dir: &Path) -> bool {
+    let Value::Object(e) = entry else {
+        return false;
+    };
+    let Some(snapshot) = e.get("skillsSnapshot") else {
+        return false;
+    };
+    if !crate::config::js_truthy(snapshot) || snapshot.get("prompt").is_some_and(Value::is_string) {
+        return false;
+    }
+    let is_ref = |r: &&Value| {
+        r.is_object()
+            && r.get("version").is_some_and(|v| v.as_f64() == Some(1.0))
+            && r.get("algorithm").and_then(Value::as_str) == Some("sha256")
+            && r.get("hash").is_some_and(Value::is_string)
+            && r.get("bytes").is_some_and(Value::is_number)
+    };
+    let prompt = snapshot
+        .get("promptRef")
+        .filter(is_ref)
+        .and_then(|r| read_valid(sessions_dir, r));
+    match prompt {
+        None => {
+            e.shift_remove("skillsSnapshot");
         }
-        let is_ref = |r: &&Value| {
-            r.is_object()
-                && r.get("version").is_some_and(|v| v.as_f64() == Some(1.0))
-                && r.get("algorithm").and_then(Value::as_str) == Some("sha256")
-                && r.get("hash").is_some_and(Value::is_string)
-                && r.get("bytes").is_some_and(Value::is_number)
-        };
-        let prompt = snapshot
-            .get("promptRef")
-            .filter(is_ref)
-            .and_then(|r| read_valid(sessions_dir, r));
-        changed = true;
-        match prompt {
-            None => {
-                e.shift_remove("skillsSnapshot");
-            }
-            Some(p) => {
-                let Some(Value::Object(snap)) = e.get_mut("skillsSnapshot") else {
-                    continue;
-                };
+        Some(p) => {
+            if let Some(Value::Object(snap)) = e.get_mut("skillsSnapshot") {
                 snap.shift_remove("promptRef");
                 snap.insert("prompt".into(), Value::String(p));
             }
         }
     }
-    changed
+    true
 }
 
 /// The `promptRef` hash of a (projected) entry, when it names a sha256 blob.

@@ -56,8 +56,30 @@ pub fn stamp(path: &Path) -> Option<Stamp> {
 
 /// Load and normalise a store. Missing file → empty store. Unparsable or non-object → refused.
 pub fn load(path: &Path) -> Result<Loaded> {
-    // A FIFO or device would block or mislead the read; a directory is not a store. (A
-    // symlinked store may be read for a preview; writing one is refused by `cleanup`.)
+    let before = stamp(path);
+    let Some(bytes) = read_store(path)? else {
+        return Ok(Loaded {
+            path: path.to_path_buf(),
+            store: Store::new(),
+            unchanged_raw: None,
+            existed: false,
+            stamp: None,
+        });
+    };
+    let (store, unchanged_raw) = parse(path, bytes)?;
+    Ok(Loaded {
+        path: path.to_path_buf(),
+        store,
+        unchanged_raw,
+        existed: true,
+        stamp: before,
+    })
+}
+
+/// The bytes of the store at `path`; `None` when it does not exist. A FIFO or device would
+/// block or mislead the read, and a directory is not a store: refused. (A symlinked store may
+/// be read for a preview; writing one is refused by `cleanup`.)
+fn read_store(path: &Path) -> Result<Option<Vec<u8>>> {
     if let Ok(m) = std::fs::symlink_metadata(path)
         && !m.file_type().is_file()
         && !m.file_type().is_symlink()
@@ -68,28 +90,105 @@ pub fn load(path: &Path) -> Result<Loaded> {
         ))
         .into());
     }
-    let before = stamp(path);
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(Loaded {
-                path: path.to_path_buf(),
-                store: Store::new(),
-                unchanged_raw: None,
-                existed: false,
-                stamp: None,
-            });
+    match std::fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// What the transcript commands read of a store entry: its key, and the session id and file
+/// that lead to its transcript.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EntryFiles {
+    pub key: String,
+    /// `sessionId` when it is a non-empty string (see [`session_id`]).
+    pub session_id: Option<String>,
+    /// `sessionFile` when it is a string (see [`session_file`]).
+    pub session_file: Option<String>,
+}
+
+impl EntryFiles {
+    fn of(key: String, entry: &Value) -> EntryFiles {
+        EntryFiles {
+            key,
+            session_id: session_id(entry).map(str::to_owned),
+            session_file: session_file(entry).map(str::to_owned),
         }
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+
+    /// The transcript the entry points at, as [`entry_transcript`] resolves it.
+    pub fn transcript(&self, sessions_dir: &Path) -> Option<PathBuf> {
+        paths::transcript_in_dir(
+            self.session_id.as_deref()?,
+            self.session_file.as_deref(),
+            sessions_dir,
+        )
+    }
+}
+
+/// The entries of a store as [`load`] gives them (the same normalisation, order and
+/// refusals), keeping only what leads to each transcript. The store is read entry by entry:
+/// a store of hundreds of thousands of entries is never held as JSON values, only its text
+/// and these records. Missing file → no entries.
+pub fn load_entry_files(path: &Path) -> Result<Vec<EntryFiles>> {
+    let Some(bytes) = read_store(path)? else {
+        return Ok(Vec::new());
     };
-    let (store, unchanged_raw) = parse(path, bytes)?;
-    Ok(Loaded {
-        path: path.to_path_buf(),
-        store,
-        unchanged_raw,
-        existed: true,
-        stamp: before,
-    })
+    let dir = paths::resolve(path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    if let Some(entries) = streamed_entry_files(&bytes, &dir) {
+        return Ok(entries);
+    }
+    // What the streamed read does not take (not an object, not UTF-8, …): the whole load, for
+    // its exact result or refusal.
+    let (store, _) = parse(path, bytes)?;
+    Ok(store
+        .into_iter()
+        .map(|(key, entry)| EntryFiles::of(key, &entry))
+        .collect())
+}
+
+/// The entries of a store's text read one at a time, each normalised as [`parse`] normalises
+/// it (hydrated, then [`normalize::normalize_entry`]); `None` when the text is not an object
+/// of valid UTF-8 JSON. A key given twice keeps its first place and its last value, and the
+/// keys end in JavaScript's order, as `JSON.parse` gives them.
+fn streamed_entry_files(bytes: &[u8], dir: &Path) -> Option<Vec<EntryFiles>> {
+    use serde::de::{Deserializer as _, MapAccess, Visitor};
+    type Kept = indexmap::IndexMap<String, Option<EntryFiles>>;
+    struct Entries<'a>(&'a Path);
+    impl<'de> Visitor<'de> for Entries<'_> {
+        type Value = Kept;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kept, A::Error> {
+            let mut kept = Kept::new();
+            while let Some(key) = map.next_key::<String>()? {
+                let mut entry: Value = map.next_value()?;
+                crate::jsjson::normalize_key_order(&mut entry);
+                blobs::hydrate_entry(&mut entry, self.0);
+                // A dropped entry keeps its key's place: a later duplicate takes it.
+                let files = normalize::normalize_entry(&mut entry)
+                    .map(|_| EntryFiles::of(key.clone(), &entry));
+                kept.insert(key, files);
+            }
+            Ok(kept)
+        }
+    }
+    let text = std::str::from_utf8(bytes).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let kept = (&mut de).deserialize_map(Entries(dir)).ok()?;
+    de.end().ok()?;
+    let (index, rest): (Vec<_>, Vec<_>) = kept
+        .into_iter()
+        .filter_map(|(k, files)| Some((k, files?)))
+        .partition(|(k, _)| crate::jsjson::is_array_index(k));
+    let mut index = index;
+    index.sort_by_key(|(k, _)| k.parse::<u64>().unwrap_or(0));
+    Some(index.into_iter().chain(rest).map(|(_, f)| f).collect())
 }
 
 /// Parse and normalise the bytes of the store at `path` (named in refusals). Returns the
@@ -246,6 +345,7 @@ pub fn entry_transcript(entry: &Value, sessions_dir: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn refuses_garbage_and_arrays() {
@@ -313,5 +413,83 @@ mod tests {
             std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
         );
+    }
+
+    /// The entries read one at a time are the entries of the whole load, in its order, on
+    /// stores with what changes the order or the set: duplicate keys (first place, last
+    /// value), integer-like keys (first, ascending), entries the runtime drops (not objects,
+    /// an unsafe `sessionId`), `sessionId`s trimmed or removed, non-string `sessionFile`s;
+    /// and on text the streamed read does not take (falls back to the load's result or
+    /// refusal).
+    #[test]
+    fn entry_files_are_the_loaded_entries_in_their_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sessions.json");
+        let cases: &[&[u8]] = &[
+            br#"{"b": {"sessionId": "s1"}, "a": {"sessionId": "s2", "sessionFile": "x.jsonl"}}"#,
+            br#"{"k": {"sessionId": "s1"}, "j": 7, "k": {"sessionId": "s3"}}"#,
+            br#"{"k": 7, "j": {"sessionId": "s2"}, "k": {"sessionId": "s3"}}"#,
+            br#"{"k": {"sessionId": "s1"}, "k": "gone"}"#,
+            br#"{"z": {"sessionId": "s"}, "10": {"sessionId": "t"}, "2": {"sessionId": "u"}, "01": {}}"#,
+            br#"{"a": {"sessionId": "  s9  "}, "b": {"sessionId": "../x"}, "c": {"sessionId": ""}}"#,
+            br#"{"a": {"sessionId": "bad id", "sessionFile": "f.jsonl"}, "b": {"sessionFile": 5}}"#,
+            br#"{"a": {"sessionId": 12}, "b": [], "c": null, "d": {"updatedAt": "x"}}"#,
+            br#"{"a": {"sessionId": "s\ud800"}}"#,
+            b"{\"a\": {\"sessionId\": \"s\xff\"}}",
+            br#"[{"sessionId": "s"}]"#,
+            br#"{"a": {"sessionId": "s"}} trailing"#,
+            b"",
+        ];
+        for text in cases {
+            fs::write(&p, text).unwrap();
+            let streamed = load_entry_files(&p).map_err(|e| e.to_string());
+            let whole = load(&p).map_err(|e| e.to_string()).map(|l| {
+                l.store
+                    .iter()
+                    .map(|(k, e)| EntryFiles::of(k.clone(), e))
+                    .collect::<Vec<_>>()
+            });
+            assert_eq!(streamed, whole, "{}", String::from_utf8_lossy(text));
+        }
+        // Larger generated stores: keys repeated, some integer-like, entries of every shape.
+        for seed in 0..40u64 {
+            let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+            let mut next = |n: u64| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x % n
+            };
+            let mut members = Vec::new();
+            for _ in 0..60 {
+                let key = match next(3) {
+                    0 => format!("{}", next(20)),
+                    _ => format!("agent:main:k{}", next(30)),
+                };
+                let value = match next(6) {
+                    0 => "3".to_owned(),
+                    1 => format!(r#"{{"sessionId": " s{} ", "updatedAt": -1}}"#, next(9)),
+                    2 => format!(
+                        r#"{{"sessionId": "s{}", "sessionFile": "f{}.jsonl"}}"#,
+                        next(9),
+                        next(9)
+                    ),
+                    3 => r#"{"sessionId": "a/b"}"#.to_owned(),
+                    4 => format!(r#"{{"sessionFile": {}}}"#, next(2)),
+                    _ => format!(r#"{{"sessionId": "s{}", "model": " m "}}"#, next(9)),
+                };
+                members.push(format!("{key:?}: {value}"));
+            }
+            let text = format!("{{{}}}", members.join(",\n"));
+            fs::write(&p, &text).unwrap();
+            let streamed = load_entry_files(&p).unwrap();
+            let whole: Vec<EntryFiles> = load(&p)
+                .unwrap()
+                .store
+                .iter()
+                .map(|(k, e)| EntryFiles::of(k.clone(), e))
+                .collect();
+            assert_eq!(streamed, whole, "seed {seed}: {text}");
+        }
     }
 }

@@ -20,41 +20,48 @@ use crate::store::paths::{is_safe_session_id, validate_session_id};
 /// runtime drops it). Returns whether anything changed.
 pub fn normalize_store(store: &mut Map<String, Value>) -> bool {
     let mut changed = false;
-    for entry in store.values_mut() {
-        let Value::Object(e) = entry else { continue };
-        changed |= migrate(e);
-    }
-    store.retain(|_, entry| {
-        let Value::Object(e) = entry else {
+    store.retain(|_, entry| match normalize_entry(entry) {
+        None => {
             changed = true;
-            return false;
-        };
-        if !shape(e) {
-            changed = true;
-            return false;
+            false
         }
-        let normalised = |k: &str| {
-            NORMALISED_FIELDS.contains(&k)
-                || super::delivery::FIELDS.contains(&k)
-                || PENDING_FINAL_DELIVERY_FIELDS.contains(&k)
-        };
-        if !e.keys().any(|k| normalised(k)) {
-            // None of the normalisers below has anything to read or write.
-            return true;
+        Some(c) => {
+            changed |= c;
+            true
         }
-        let before = e.clone();
-        runtime_model_fields(e);
-        super::delivery::normalize_entry(e);
-        pending_final_delivery(e);
-        plugin_maps(e, "pluginExtensions");
-        plugin_maps(e, "pluginExtensionSlotKeys");
-        strip_skills_cache(e);
-        if *e != before {
-            changed = true;
-        }
-        true
     });
     changed
+}
+
+/// Normalise one entry in place: `None` when the runtime drops it, else whether it changed.
+/// Each entry is normalised on its own, so a store can be normalised entry by entry as it is
+/// read (see `store::load_entry_files`).
+pub fn normalize_entry(entry: &mut Value) -> Option<bool> {
+    let Value::Object(e) = entry else {
+        return None;
+    };
+    let mut changed = migrate(e);
+    if !shape(e) {
+        return None;
+    }
+    let normalised = |k: &str| {
+        NORMALISED_FIELDS.contains(&k)
+            || super::delivery::FIELDS.contains(&k)
+            || PENDING_FINAL_DELIVERY_FIELDS.contains(&k)
+    };
+    if !e.keys().any(|k| normalised(k)) {
+        // None of the normalisers below has anything to read or write.
+        return Some(changed);
+    }
+    let before = e.clone();
+    runtime_model_fields(e);
+    super::delivery::normalize_entry(e);
+    pending_final_delivery(e);
+    plugin_maps(e, "pluginExtensions");
+    plugin_maps(e, "pluginExtensionSlotKeys");
+    strip_skills_cache(e);
+    changed |= *e != before;
+    Some(changed)
 }
 
 /// Every field the normalisers after `shape` read (with [`super::delivery::FIELDS`] and

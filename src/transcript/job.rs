@@ -137,8 +137,9 @@ pub struct Outcome {
     /// 1-based numbers of lines kept as they were because they do not parse.
     pub unparsable_lines: Vec<usize>,
     pub notes: Vec<String>,
-    /// [`Planned::details`] of the last plan.
-    pub details: Option<serde_json::Value>,
+    /// [`Planned::details`] of the last plan (boxed: most outcomes have none, and a store of
+    /// many entries has an outcome each).
+    pub details: Option<Box<serde_json::Value>>,
     /// The change writes a new file beside this one and leaves this one on disk (for
     /// `cleanup` to age out): `bytes_before - bytes_after` is freed only then, not by this run.
     pub old_file_kept: bool,
@@ -300,7 +301,7 @@ pub fn ask(
 ) -> Result<Option<Edits>, Status> {
     let planned = planner(transcript, index, tree).map_err(planner_status)?;
     out.notes.extend(planned.notes);
-    out.details = planned.details;
+    out.details = planned.details.map(Box::new);
     Ok((!planned.edits.is_empty()).then_some(planned.edits))
 }
 

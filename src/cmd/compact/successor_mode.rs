@@ -269,7 +269,7 @@ fn done(out: &mut Outcome, p: Pending) {
         p.rotated.entries_written,
         p.key
     ));
-    if let Some(Value::Object(d)) = &mut out.details {
+    if let Some(Value::Object(d)) = out.details.as_deref_mut() {
         d.insert("successorSessionId".into(), json!(p.rotated.session_id));
         d.insert(
             "successorFile".into(),
@@ -302,7 +302,7 @@ fn undo(out: &mut Outcome, p: Pending, status: Status) {
             out.status = Status::Failed(format!(
                 "{why}; the successor {file} could not be removed ({e:#}) and no store entry points at it: delete it by hand"
             ));
-            if let Some(Value::Object(d)) = &mut out.details {
+            if let Some(Value::Object(d)) = out.details.as_deref_mut() {
                 d.insert("successorFile".into(), json!(file));
                 d.insert("successorUnreferenced".into(), json!(true));
             }
@@ -424,7 +424,7 @@ fn plan_compaction(
         out.notes.push(note);
         source = s;
     }
-    out.details = Some(details(&c, &run.settings.estimator, source));
+    out.details = Some(Box::new(details(&c, &run.settings.estimator, source)));
     Ok(Some((c, scan)))
 }
 

@@ -125,7 +125,7 @@ fn a_changed_transcript_or_an_unremovable_successor_is_reported() {
     std::fs::remove_file(&f.store).unwrap();
     std::fs::create_dir(&f.store).unwrap();
     let mut results = outcomes(2);
-    results[1].0.details = Some(json!({}));
+    results[1].0.details = Some(Box::new(json!({})));
     commit(&f.store, &dirs(&f), vec![(0, a), (1, b)], &mut results);
     assert!(
         matches!(&results[0].0.status, Status::Refused(r) if r.contains("changed while")),
