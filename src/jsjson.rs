@@ -276,10 +276,17 @@ pub fn sort_object_keys(map: &mut Map<String, Value>) {
         return;
     }
     let old = std::mem::take(map);
-    let (mut idx, rest): (Vec<_>, Vec<_>) = old.into_iter().partition(|(k, _)| is_array_index(k));
+    map.extend(in_js_key_order(old));
+}
+
+/// Members in JavaScript's enumeration order: array-index keys first, ascending, then the
+/// others in the order given.
+pub fn in_js_key_order<V>(members: impl IntoIterator<Item = (String, V)>) -> Vec<(String, V)> {
+    let (mut idx, rest): (Vec<_>, Vec<_>) =
+        members.into_iter().partition(|(k, _)| is_array_index(k));
     idx.sort_by_key(|(k, _)| k.parse::<u64>().unwrap_or(0));
-    map.extend(idx);
-    map.extend(rest);
+    idx.extend(rest);
+    idx
 }
 
 #[cfg(test)]

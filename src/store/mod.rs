@@ -182,13 +182,13 @@ fn streamed_entry_files(bytes: &[u8], dir: &Path) -> Option<Vec<EntryFiles>> {
     let mut de = serde_json::Deserializer::from_str(text);
     let kept = (&mut de).deserialize_map(Entries(dir)).ok()?;
     de.end().ok()?;
-    let (index, rest): (Vec<_>, Vec<_>) = kept
-        .into_iter()
-        .filter_map(|(k, files)| Some((k, files?)))
-        .partition(|(k, _)| crate::jsjson::is_array_index(k));
-    let mut index = index;
-    index.sort_by_key(|(k, _)| k.parse::<u64>().unwrap_or(0));
-    Some(index.into_iter().chain(rest).map(|(_, f)| f).collect())
+    let kept = kept.into_iter().filter_map(|(k, files)| Some((k, files?)));
+    Some(
+        crate::jsjson::in_js_key_order(kept)
+            .into_iter()
+            .map(|(_, f)| f)
+            .collect(),
+    )
 }
 
 /// Parse and normalise the bytes of the store at `path` (named in refusals). Returns the
