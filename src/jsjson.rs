@@ -276,17 +276,20 @@ pub fn sort_object_keys(map: &mut Map<String, Value>) {
         return;
     }
     let old = std::mem::take(map);
-    map.extend(in_js_key_order(old));
+    map.extend(in_js_key_order(old.into_iter().collect()));
 }
 
 /// Members in JavaScript's enumeration order: array-index keys first, ascending, then the
-/// others in the order given.
-pub fn in_js_key_order<V>(members: impl IntoIterator<Item = (String, V)>) -> Vec<(String, V)> {
-    let (mut idx, rest): (Vec<_>, Vec<_>) =
-        members.into_iter().partition(|(k, _)| is_array_index(k));
-    idx.sort_by_key(|(k, _)| k.parse::<u64>().unwrap_or(0));
-    idx.extend(rest);
-    idx
+/// others in the order given. Sorted in place, and only when some key is an array index (a
+/// stable sort keeps the others in their order).
+pub fn in_js_key_order<V>(mut members: Vec<(String, V)>) -> Vec<(String, V)> {
+    if members.iter().any(|(k, _)| is_array_index(k)) {
+        members.sort_by_key(|(k, _)| match is_array_index(k) {
+            true => (false, k.parse::<u64>().unwrap_or(0)),
+            false => (true, 0),
+        });
+    }
+    members
 }
 
 #[cfg(test)]

@@ -253,11 +253,14 @@ fn editable_rows(
     out: &mut Outcome,
 ) -> Result<Vec<i64>, Status> {
     if rows.len() != index.lines.len() {
-        return Err(Status::Damaged(format!(
-            "{} rows read as {} lines (a row holds a line break); not editing",
-            rows.len(),
-            index.lines.len()
-        )));
+        return Err(Status::Damaged(
+            format!(
+                "{} rows read as {} lines (a row holds a line break); not editing",
+                rows.len(),
+                index.lines.len()
+            )
+            .into(),
+        ));
     }
     out.bytes_before = rows.iter().map(|(_, b)| b).sum();
     out.bytes_after = out.bytes_before;
@@ -299,7 +302,7 @@ fn stored_after(
             LineAction::Patch(patch) => {
                 let raw = read::row_line(conn, session_id, rows[n].0).map_err(job::failed)?;
                 let len = rewrite::patched_len(n, line, &raw, patch)
-                    .map_err(|e| Status::Refused(format!("{e:#}")))?;
+                    .map_err(|e| Status::Refused(format!("{e:#}").into()))?;
                 (len - usize::from(line.terminated)) as u64
             }
         };
@@ -539,9 +542,10 @@ fn write_in_transaction(conn: &Connection, cols: RowColumns, plan: &Plan) -> Res
     })
     // The same rewrite passed on the rows as planned: failing now, they changed.
     .map_err(|e| {
-        Status::Refused(format!(
-            "a row of the session changed since it was planned ({e:#}); left as it is"
-        ))
+        Status::Refused(
+            format!("a row of the session changed since it was planned ({e:#}); left as it is")
+                .into(),
+        )
     })?;
     if digest != plan.digest {
         return Err(Status::Refused(
@@ -549,7 +553,7 @@ fn write_in_transaction(conn: &Connection, cols: RowColumns, plan: &Plan) -> Res
         ));
     }
     job::check(&plan.index, &applied.index, &plan.resolved)?;
-    let failed = |e: anyhow::Error| Status::Failed(format!("{e:#}"));
+    let failed = |e: anyhow::Error| Status::Failed(format!("{e:#}").into());
     apply_rows(conn, cols, plan, &changed).map_err(failed)?;
     append_rows(conn, cols, sid, &appended).map_err(failed)?;
     // A pure append keeps the generation, as the runtime's appends do.

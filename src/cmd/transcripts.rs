@@ -187,9 +187,10 @@ fn run_files(
     let stage = |t: &transcript_targets::Target, bytes: u64| -> Staging {
         let (sqlite, confined) = &dirs[t.dir.as_path()];
         let staging = match (sqlite, confined) {
-            (Some(db), _) if opts.mode == Mode::Enforce => {
-                Staging::Done(Outcome::new(&t.path, Status::Refused(moved_to_sqlite(db))))
-            }
+            (Some(db), _) if opts.mode == Mode::Enforce => Staging::Done(Outcome::new(
+                &t.path,
+                Status::Refused(moved_to_sqlite(db).into()),
+            )),
             (_, Ok(c)) => {
                 let mut staging = job::stage_file_at(c, &t.path, opts, planner);
                 if let Staging::Done(o) = &mut staging {
@@ -197,7 +198,7 @@ fn run_files(
                 }
                 staging
             }
-            (_, Err(e)) => Staging::Done(Outcome::new(&t.path, Status::Failed(e.clone()))),
+            (_, Err(e)) => Staging::Done(Outcome::new(&t.path, Status::Failed(e.clone().into()))),
         };
         progress.inc(bytes);
         staging
@@ -590,9 +591,9 @@ mod tests {
         a.entries_removed = 3;
         a.bytes_before = 4096;
         a.bytes_after = 1024;
-        a.unparsable_lines = vec![2, 9];
+        a.unparsable_lines = vec![2, 9].into();
         let mut b = Outcome::new(Path::new("b"), Status::Skipped("gone".into()));
-        b.unparsable_lines = vec![1];
+        b.unparsable_lines = vec![1].into();
         let c = Outcome::new(Path::new("c"), Status::Locked("pid 1".into()));
         let results = vec![(a, None), (b, None), (c, None)];
         assert_eq!(

@@ -116,7 +116,7 @@ fn plan_one(
 ) -> (Outcome, Option<rows::Plan>) {
     let label = rows::label(&d.db, &s.session_id);
     match rows::passed_over(conn, &s.session_id) {
-        Ok(Some(why)) => (Outcome::new(&label, Status::Skipped(why)), None),
+        Ok(Some(why)) => (Outcome::new(&label, Status::Skipped(why.into())), None),
         Ok(None) => rows::plan(conn, &label, &s.session_id, opts.measure, planner),
         Err(e) => (
             Outcome::new(&label, crate::transcript::job::failed(e)),

@@ -470,8 +470,8 @@ mod tests {
             "a".repeat(60)
         );
         let mut o = Outcome::new(
-            &PathBuf::from(format!("{dir}/{}.jsonl", "f".repeat(70))),
-            Status::Refused("the rewrite failed validation: ".repeat(6)),
+            PathBuf::from(format!("{dir}/{}.jsonl", "f".repeat(70))),
+            Status::Refused("the rewrite failed validation: ".repeat(6).into()),
         );
         o.unparsable_lines = (1..60).collect();
         o.notes
@@ -483,8 +483,8 @@ mod tests {
             "b".repeat(64),
             "9".repeat(40)
         );
-        let mut o2 = Outcome::new(&PathBuf::from("short.jsonl"), Status::WouldChange);
-        o2.unparsable_lines = vec![7];
+        let mut o2 = Outcome::new(PathBuf::from("short.jsonl"), Status::WouldChange);
+        o2.unparsable_lines = vec![7].into();
         let rows: Vec<Row> = vec![(&o, Some(key.as_str()), 123_456), (&o2, None, 0)];
         let mut out = String::new();
         render(
@@ -523,16 +523,16 @@ mod tests {
         let gone: Vec<Outcome> = (0..3)
             .map(|i| {
                 Outcome::new(
-                    &PathBuf::from(format!("/s/gone{i}.jsonl")),
+                    PathBuf::from(format!("/s/gone{i}.jsonl")),
                     Status::Skipped(crate::transcript::job::NO_FILE.into()),
                 )
             })
             .collect();
         let outside = Outcome::new(
-            &PathBuf::from("/elsewhere/out.jsonl"),
+            PathBuf::from("/elsewhere/out.jsonl"),
             Status::Skipped("its transcript is outside the sessions directory".into()),
         );
-        let same = Outcome::new(&PathBuf::from("/s/same.jsonl"), Status::Unchanged);
+        let same = Outcome::new(PathBuf::from("/s/same.jsonl"), Status::Unchanged);
         let mut rows: Vec<Row> = gone.iter().map(|o| (o, Some("agent:main:k"), 0)).collect();
         rows.push((&outside, Some("agent:main:o"), 0));
         rows.push((&same, Some("agent:main:s"), 0));

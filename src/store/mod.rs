@@ -103,17 +103,21 @@ fn read_store(path: &Path) -> Result<Option<Vec<u8>>> {
 pub struct EntryFiles {
     pub key: String,
     /// `sessionId` when it is a non-empty string (see [`session_id`]).
-    pub session_id: Option<String>,
+    pub session_id: Option<Box<str>>,
     /// `sessionFile` when it is a string (see [`session_file`]).
-    pub session_file: Option<String>,
+    pub session_file: Option<Box<str>>,
 }
+
+/// What an [`EntryFiles`] keeps of an entry besides its key: its `sessionId` and `sessionFile`.
+type FileFields = (Option<Box<str>>, Option<Box<str>>);
 
 impl EntryFiles {
     fn of(key: String, entry: &Value) -> EntryFiles {
+        let (session_id, session_file) = file_fields(entry);
         EntryFiles {
             key,
-            session_id: session_id(entry).map(str::to_owned),
-            session_file: session_file(entry).map(str::to_owned),
+            session_id,
+            session_file,
         }
     }
 
@@ -125,6 +129,13 @@ impl EntryFiles {
             sessions_dir,
         )
     }
+}
+
+fn file_fields(entry: &Value) -> FileFields {
+    (
+        session_id(entry).map(Box::from),
+        session_file(entry).map(Box::from),
+    )
 }
 
 /// The entries of a store as [`load`] gives them (the same normalisation, order and
@@ -139,9 +150,10 @@ pub fn load_entry_files(path: &Path) -> Result<Vec<EntryFiles>> {
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    if let Some(entries) = streamed_entry_files(&bytes, &dir) {
-        return Ok(entries);
-    }
+    let bytes = match streamed_entry_files(bytes, &dir) {
+        Ok(entries) => return Ok(entries),
+        Err(bytes) => bytes,
+    };
     // What the streamed read does not take (not an object, not UTF-8, …): the whole load, for
     // its exact result or refusal.
     let (store, _) = parse(path, bytes)?;
@@ -152,12 +164,12 @@ pub fn load_entry_files(path: &Path) -> Result<Vec<EntryFiles>> {
 }
 
 /// The entries of a store's text read one at a time, each normalised as [`parse`] normalises
-/// it (hydrated, then [`normalize::normalize_entry`]); `None` when the text is not an object
-/// of valid UTF-8 JSON. A key given twice keeps its first place and its last value, and the
+/// it (hydrated, then [`normalize::normalize_entry`]); the text is given back when it is not
+/// an object of valid UTF-8 JSON, and dropped as soon as it is read otherwise. A key given twice keeps its first place and its last value, and the
 /// keys end in JavaScript's order, as `JSON.parse` gives them.
-fn streamed_entry_files(bytes: &[u8], dir: &Path) -> Option<Vec<EntryFiles>> {
+fn streamed_entry_files(bytes: Vec<u8>, dir: &Path) -> Result<Vec<EntryFiles>, Vec<u8>> {
     use serde::de::{Deserializer as _, MapAccess, Visitor};
-    type Kept = indexmap::IndexMap<String, Option<EntryFiles>>;
+    type Kept = indexmap::IndexMap<String, Option<FileFields>>;
     struct Entries<'a>(&'a Path);
     impl<'de> Visitor<'de> for Entries<'_> {
         type Value = Kept;
@@ -171,24 +183,34 @@ fn streamed_entry_files(bytes: &[u8], dir: &Path) -> Option<Vec<EntryFiles>> {
                 crate::jsjson::normalize_key_order(&mut entry);
                 blobs::hydrate_entry(&mut entry, self.0);
                 // A dropped entry keeps its key's place: a later duplicate takes it.
-                let files = normalize::normalize_entry(&mut entry)
-                    .map(|_| EntryFiles::of(key.clone(), &entry));
+                let files = normalize::normalize_entry(&mut entry).map(|_| file_fields(&entry));
                 kept.insert(key, files);
             }
             Ok(kept)
         }
     }
-    let text = std::str::from_utf8(bytes).ok()?;
-    let mut de = serde_json::Deserializer::from_str(text);
-    let kept = (&mut de).deserialize_map(Entries(dir)).ok()?;
-    de.end().ok()?;
-    let kept = kept.into_iter().filter_map(|(k, files)| Some((k, files?)));
-    Some(
-        crate::jsjson::in_js_key_order(kept)
-            .into_iter()
-            .map(|(_, f)| f)
-            .collect(),
-    )
+    let read = |text: &str| {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let kept = (&mut de).deserialize_map(Entries(dir)).ok()?;
+        de.end().ok()?;
+        Some(kept)
+    };
+    let Some(kept) = std::str::from_utf8(&bytes).ok().and_then(read) else {
+        return Err(bytes);
+    };
+    drop(bytes);
+    // Collected into room for every key, not grown by doubling: a store may have hundreds of
+    // thousands.
+    let mut members = Vec::with_capacity(kept.len());
+    members.extend(kept.into_iter().filter_map(|(k, files)| Some((k, files?))));
+    Ok(crate::jsjson::in_js_key_order(members)
+        .into_iter()
+        .map(|(key, (session_id, session_file))| EntryFiles {
+            key,
+            session_id,
+            session_file,
+        })
+        .collect())
 }
 
 /// Parse and normalise the bytes of the store at `path` (named in refusals). Returns the

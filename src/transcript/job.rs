@@ -17,12 +17,14 @@
 //!    inode, which stays open: it is appended to the new file (or, if that has changed too,
 //!    saved beside it as `<name>.tail-<ms>`) and reported.
 
+use std::borrow::Cow;
 use std::fs::{self, File};
 use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, Result};
+use thin_vec::ThinVec;
 
 use super::Index;
 use super::append::{self, Appended};
@@ -98,18 +100,18 @@ pub enum Status {
     /// The file was rewritten.
     Changed,
     /// Not processed, for a reason that is not a problem (e.g. a missing file).
-    Skipped(String),
+    Skipped(Cow<'static, str>),
     /// Not processed because the file is damaged or is not a transcript this tool may edit
     /// (empty, no session header, duplicate ids, a symlink): the file was not changed, and
     /// the operator is told on stderr. Not a refusal of the run.
-    Damaged(String),
+    Damaged(Cow<'static, str>),
     /// Refused: the rewrite failed its validation or met a concurrent writer; the file was
     /// not changed.
-    Refused(String),
+    Refused(Cow<'static, str>),
     /// Its lock is held by a live process; the file was not changed.
-    Locked(String),
+    Locked(Cow<'static, str>),
     /// An error (I/O); the file was not changed.
-    Failed(String),
+    Failed(Cow<'static, str>),
 }
 
 /// Why a file is skipped when its store entry names a transcript that is not there (the
@@ -135,8 +137,8 @@ pub struct Outcome {
     pub bytes_before: u64,
     pub bytes_after: u64,
     /// 1-based numbers of lines kept as they were because they do not parse.
-    pub unparsable_lines: Vec<usize>,
-    pub notes: Vec<String>,
+    pub unparsable_lines: ThinVec<usize>,
+    pub notes: ThinVec<String>,
     /// [`Planned::details`] of the last plan (boxed: most outcomes have none, and a store of
     /// many entries has an outcome each).
     pub details: Option<Box<serde_json::Value>>,
@@ -156,17 +158,17 @@ impl Outcome {
         self.old_file_kept = false;
     }
 
-    pub fn new(path: &Path, status: Status) -> Outcome {
+    pub fn new(path: impl Into<PathBuf>, status: Status) -> Outcome {
         Outcome {
-            path: path.to_owned(),
+            path: path.into(),
             status,
             entries_removed: 0,
             blocks_replaced: 0,
             media_refs_replaced: 0,
             bytes_before: 0,
             bytes_after: 0,
-            unparsable_lines: Vec::new(),
-            notes: Vec::new(),
+            unparsable_lines: ThinVec::new(),
+            notes: ThinVec::new(),
             details: None,
             old_file_kept: false,
         }
@@ -239,8 +241,8 @@ fn stamp_in(confined: &Confined, path: &Path) -> Result<(u64, Option<SystemTime>
 /// clawkeeper will not edit what it cannot read in full).
 pub fn planner_status(why: PlanError) -> Status {
     match why {
-        PlanError::Skip(why) => Status::Skipped(why),
-        PlanError::TooDeep(deep) => Status::Refused(deep.to_string()),
+        PlanError::Skip(why) => Status::Skipped(why.into()),
+        PlanError::TooDeep(deep) => Status::Refused(deep.to_string().into()),
     }
 }
 
@@ -251,8 +253,8 @@ pub fn failed(e: anyhow::Error) -> Status {
         .chain()
         .find_map(|c| c.downcast_ref::<crate::jsjson::TooDeep>())
     {
-        Some(deep) => Status::Refused(deep.to_string()),
-        None => Status::Failed(format!("{e:#}")),
+        Some(deep) => Status::Refused(deep.to_string().into()),
+        None => Status::Failed(format!("{e:#}").into()),
     }
 }
 
@@ -276,14 +278,14 @@ fn prepare(
     };
     if edits.only_appends() {
         let (lines, ids) = append::lines_of(&index, &tree, &edits.append)
-            .map_err(|e| Status::Refused(format!("{e:#}")))?;
+            .map_err(|e| Status::Refused(format!("{e:#}").into()))?;
         let keeps_from = edits
             .append
             .last()
             .filter(|v| v.get("type").and_then(|t| t.as_str()) == Some("compaction"))
             .and_then(|v| v.get("firstKeptEntryId")?.as_str());
         let (index, appended) = append::prepare(index, &mut tree, lines, ids, keeps_from)
-            .map_err(|e| Status::Refused(e.to_string()))?;
+            .map_err(|e| Status::Refused(e.to_string().into()))?;
         return Ok(Some(Prepared::Append(index, appended)));
     }
     let resolved = resolve_counted(&index, &tree, &edits, out)?;
@@ -313,8 +315,8 @@ pub fn resolve_counted(
     edits: &Edits,
     out: &mut Outcome,
 ) -> Result<Resolved, Status> {
-    let resolved =
-        rewrite::resolve(index, tree, edits).map_err(|e| Status::Refused(format!("{e:#}")))?;
+    let resolved = rewrite::resolve(index, tree, edits)
+        .map_err(|e| Status::Refused(format!("{e:#}").into()))?;
     out.entries_removed = resolved.removed;
     out.blocks_replaced = resolved.blocks_replaced;
     out.media_refs_replaced = resolved.media_refs_replaced;
@@ -356,9 +358,9 @@ pub fn check_editable_with(index: &Index, tree: &Tree, out: &mut Outcome) -> Res
 
 fn refuse_duplicate_ids(tree: &Tree) -> Result<(), Status> {
     match tree.duplicate_ids.first() {
-        Some(id) => Err(Status::Damaged(format!(
-            "entry id {id} occurs more than once"
-        ))),
+        Some(id) => Err(Status::Damaged(
+            format!("entry id {id} occurs more than once").into(),
+        )),
         None => Ok(()),
     }
 }
@@ -367,7 +369,7 @@ fn refuse_duplicate_ids(tree: &Tree) -> Result<(), Status> {
 fn refuse_uneditable(index: &Index, out: &mut Outcome) -> Result<(), Status> {
     out.bytes_before = index.size;
     out.bytes_after = index.size;
-    out.unparsable_lines = index.unparsable_line_numbers();
+    out.unparsable_lines = index.unparsable_line_numbers().into();
     out.notes.clear();
     if !index.invalid_utf8.is_empty() {
         let lines: Vec<String> = index
@@ -484,14 +486,17 @@ pub fn check_target(confined: &Confined, path: &Path) -> Result<(), Status> {
         ));
     }
     if !meta.is_file() {
-        return Err(Status::Damaged(format!(
-            "not a regular file but {}",
-            crate::fsutil::describe_type(&meta)
-        )));
+        return Err(Status::Damaged(
+            format!(
+                "not a regular file but {}",
+                crate::fsutil::describe_type(&meta)
+            )
+            .into(),
+        ));
     }
     confined
         .check(path)
-        .map_err(|e| Status::Refused(format!("{e:#}")))?;
+        .map_err(|e| Status::Refused(format!("{e:#}").into()))?;
     Ok(())
 }
 
@@ -622,7 +627,8 @@ impl Ready {
                 return Err(Status::Refused(
                     "the file changed while it was being rewritten (a concurrent append?); \
                      left as it is"
-                        .to_owned(),
+                        .to_owned()
+                        .into(),
                 ));
             }
             durable.commit().map_err(failed)
@@ -666,7 +672,7 @@ fn stage_inner(
     }
     let lock = match lock::acquire(confined, path, opts.wait_lock).map_err(failed)? {
         Acquire::Locked(l) => l,
-        Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string())),
+        Acquire::Busy(holder) => return Err(Status::Locked(holder.to_string().into())),
     };
     // Temps of this file left by a killed writer: the file itself is intact, they are garbage.
     let swept = temps::remove_stale_temps(confined, path).map_err(failed)?;
@@ -763,7 +769,7 @@ fn write(confined: &Confined, path: &Path, prepared: &Prepared) -> Result<(Stage
 /// have changed under it (see [`append::copy_verified`]), else failed.
 fn write_failed(e: anyhow::Error) -> Status {
     if e.chain().any(|c| c.downcast_ref::<Refusal>().is_some()) {
-        Status::Refused(format!("{e:#}"))
+        Status::Refused(format!("{e:#}").into())
     } else {
         failed(e)
     }
@@ -845,7 +851,7 @@ pub fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status
         compaction_keeps_from,
         ..Expectation::removals(resolved.removed_ids.clone())
     };
-    validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string()))
+    validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string().into()))
 }
 
 #[cfg(test)]

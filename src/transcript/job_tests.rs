@@ -271,7 +271,7 @@ fn a_planner_refusal_is_skipped_and_a_too_deep_line_refused() {
     );
     assert_eq!(
         planner_status(deep.clone().into()),
-        Status::Refused(deep.to_string())
+        Status::Refused(deep.to_string().into())
     );
     // A failed planning step: too deep when that is the error, else skipped with its text.
     assert_eq!(

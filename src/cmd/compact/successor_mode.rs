@@ -209,7 +209,7 @@ fn commit(
         Ok(c) => c,
         Err(why) => {
             for (i, p) in live {
-                undo(&mut results[i].0, p, Status::Failed(why.clone()));
+                undo(&mut results[i].0, p, Status::Failed(why.clone().into()));
             }
             return;
         }
@@ -220,7 +220,7 @@ fn commit(
             Err(e) => {
                 let why = format!("{e:#}");
                 for (i, p) in live {
-                    undo(&mut results[i].0, p, Status::Refused(why.clone()));
+                    undo(&mut results[i].0, p, Status::Refused(why.clone().into()));
                 }
                 return;
             }
@@ -229,7 +229,7 @@ fn commit(
         for (i, p) in live {
             match switch_entry(&mut loaded.store, dir, store_path, &p) {
                 Ok(()) => switched.push((i, p)),
-                Err(why) => undo(&mut results[i].0, p, Status::Refused(why)),
+                Err(why) => undo(&mut results[i].0, p, Status::Refused(why.into())),
             }
         }
         if switched.is_empty() {
@@ -250,7 +250,7 @@ fn commit(
             Err(e) => {
                 let why = format!("{e:#}");
                 for (i, p) in switched {
-                    undo(&mut results[i].0, p, Status::Refused(why.clone()));
+                    undo(&mut results[i].0, p, Status::Refused(why.clone().into()));
                 }
                 return;
             }
@@ -297,11 +297,11 @@ fn undo(out: &mut Outcome, p: Pending, status: Status) {
                 Status::Refused(r) | Status::Failed(r) | Status::Skipped(r) | Status::Locked(r) => {
                     r.clone()
                 }
-                _ => String::new(),
+                _ => String::new().into(),
             };
             out.status = Status::Failed(format!(
                 "{why}; the successor {file} could not be removed ({e:#}) and no store entry points at it: delete it by hand"
-            ));
+            ).into());
             if let Some(Value::Object(d)) = out.details.as_deref_mut() {
                 d.insert("successorFile".into(), json!(file));
                 d.insert("successorUnreferenced".into(), json!(true));
@@ -323,9 +323,9 @@ fn prepare(
     };
     let sqlite = crate::targets::sqlite_marker_of_dir(&t.dir);
     if let (Some(db), true) = (&sqlite, run.enforce) {
-        return Err(Status::Refused(transcripts::moved_to_sqlite(db)));
+        return Err(Status::Refused(transcripts::moved_to_sqlite(db).into()));
     }
-    let confined = confined_for(dirs, &t.dir).map_err(Status::Failed)?;
+    let confined = confined_for(dirs, &t.dir).map_err(|e| Status::Failed(e.into()))?;
     job::check_target(&confined, &t.path)?;
     let lock = if run.enforce {
         Some(lock_transcript(&confined, &t.path, run.wait_lock)?)
@@ -367,7 +367,7 @@ fn lock_transcript(
 ) -> Result<SessionLock, Status> {
     match lock::acquire(confined, path, wait).map_err(job::failed)? {
         Acquire::Locked(l) => Ok(l),
-        Acquire::Busy(holder) => Err(Status::Locked(holder.to_string())),
+        Acquire::Busy(holder) => Err(Status::Locked(holder.to_string().into())),
     }
 }
 
@@ -388,7 +388,7 @@ fn index_whole(
         ));
     }
     crate::compact::ensure_rooted(&index, &tree.active_path())
-        .map_err(|e| Status::Skipped(format!("{e:#}")))?;
+        .map_err(|e| Status::Skipped(format!("{e:#}").into()))?;
     Ok((index, tree))
 }
 
@@ -408,12 +408,12 @@ fn plan_compaction(
     let mut c = match planned {
         Ok(c) => c,
         Err(leave) => {
-            out.notes = vec![format!("left alone: {leave}")];
+            out.notes = thin_vec::thin_vec![format!("left alone: {leave}")];
             out.notes.extend(moved);
             return Ok(None);
         }
     };
-    out.notes = describe(index, &c);
+    out.notes = describe(index, &c).into();
     out.notes.extend(moved);
     let mut source = "builtin";
     if let Some(ext) = run.external {
