@@ -251,9 +251,13 @@ fn plan(
     dir: &Path,
     scanned: impl FnOnce() -> budget::Scanned,
 ) -> Result<Preview> {
-    let loaded = store::load(store_path)?;
-    let stamp = loaded.stamp;
-    let before = loaded.store;
+    // A plan saves nothing: the store's text (kept for the save when normalising changed
+    // nothing) goes at once.
+    let store::Loaded {
+        store: before,
+        stamp,
+        ..
+    } = store::load(store_path)?;
     let mut store = before.clone();
     let fixes = fix_steps(&mut store, agent_id, dir, opts);
     let preserve = keys::preserve_set(opts.flags.active_key.as_deref());
