@@ -268,7 +268,7 @@ impl<'a> Run<'a> {
         let runnable = self.check_before_apply(previews)?;
         let mut applied = Vec::new();
         let console = ConsoleLog::new(&self.cfg, self.json_on_command_line);
-        for (i, p) in &runnable {
+        for (i, stamp) in &runnable {
             let t = &self.targets[*i];
             let dir = run::sessions_dir_of(&t.store_path);
             if !dir.is_dir() {
@@ -280,7 +280,7 @@ impl<'a> Run<'a> {
             self.progress
                 .message(&format!("cleaning {}", t.store_path.display()));
             let held = self.held[*i].as_ref();
-            match run::apply(&t.agent_id, &t.store_path, &self.opts, Some(p.stamp), held) {
+            match run::apply(&t.agent_id, &t.store_path, &self.opts, Some(*stamp), held) {
                 Ok(summary) => {
                     self.progress.suspend(|| console.write(&summary.logs))?;
                     for (file, holder) in &summary.left_in_use {
@@ -399,11 +399,12 @@ impl<'a> Run<'a> {
     /// The stores that may be applied: a store whose plan removes a transcript that a live
     /// process has locked is left alone entirely (after waiting up to `--wait-lock`), and one
     /// whose apply would remove more than `--max-delete` allows is refused; each is a problem
-    /// of its own.
+    /// of its own. Each comes with the stamp its preview saw; the rest of the preview, which
+    /// holds the store, is dropped here.
     fn check_before_apply(
         &mut self,
         previews: Vec<(usize, Preview)>,
-    ) -> Result<Vec<(usize, Preview)>> {
+    ) -> Result<Vec<(usize, Option<crate::store::Stamp>)>> {
         let deadline = self
             .args
             .mode
@@ -461,7 +462,7 @@ impl<'a> Run<'a> {
                     continue;
                 }
             }
-            runnable.push((i, p));
+            runnable.push((i, p.stamp));
         }
         Ok(runnable)
     }

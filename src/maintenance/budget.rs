@@ -150,6 +150,8 @@ impl Tally {
 /// figures, and the mark it cleans down to.
 struct Pass<'a> {
     remover: Remover<'a>,
+    /// The evicted entries, as they were.
+    evicted: Vec<(String, Value)>,
     tally: Tally,
     high: i64,
     temp_cutoff: f64,
@@ -276,16 +278,16 @@ impl Pass<'_> {
             }
             protected.release(&entry_files, &key, &entry);
             self.tally.removed_entries += 1;
-            let Some(id) = store::session_id(&entry) else {
-                continue;
-            };
-            let left = id_refs.get(id).copied().unwrap_or(1).saturating_sub(1);
-            if left > 0 {
-                id_refs.insert(id.to_string(), left);
-                continue;
+            if let Some(id) = store::session_id(&entry) {
+                let left = id_refs.get(id).copied().unwrap_or(1).saturating_sub(1);
+                if left > 0 {
+                    id_refs.insert(id.to_string(), left);
+                } else {
+                    id_refs.remove(id);
+                    self.remove_artifacts(d, &entry, &protected);
+                }
             }
-            id_refs.remove(id);
-            self.remove_artifacts(d, &entry, &protected);
+            self.evicted.push((key, entry));
         }
     }
 
@@ -343,12 +345,19 @@ fn eviction_order(s: &Store) -> Vec<String> {
     order.into_iter().map(|(k, _)| k).collect()
 }
 
-/// Run the budget. `removed_paths` collects every canonical path removed (or that would be).
+/// What a budget run removed, or would remove: every canonical path, and the evicted entries.
+#[derive(Debug, Default)]
+pub struct Removed {
+    pub paths: Vec<PathBuf>,
+    pub entries: Vec<(String, Value)>,
+}
+
+/// Run the budget. What it removes is added to `removed`.
 pub fn enforce(
     d: &Dir<'_>,
     s: &mut Store,
     limits: &Limits<'_>,
-    removed_paths: &mut Vec<PathBuf>,
+    removed: &mut Removed,
 ) -> Result<Option<BudgetReport>> {
     let (Some(max), Some(high)) = (limits.max_bytes, limits.high_water_bytes) else {
         return Ok(None);
@@ -388,6 +397,7 @@ pub fn enforce(
         temp_cutoff: super::now_ms() - TEMP_STALE_MS,
         blob_cutoff: super::now_ms() - TEMP_STALE_MS,
         remover: Remover::new(d.confined, scanned.iter().chain(blob_files)),
+        evicted: Vec::new(),
         tally,
         high,
     };
@@ -396,7 +406,8 @@ pub fn enforce(
         let protected = std::rc::Rc::unwrap_or_clone(protected);
         pass.evict_entries(d, s, limits, projected_store, &mut blobs, protected);
     }
-    removed_paths.extend(pass.remover.removed);
+    removed.paths.extend(pass.remover.removed);
+    removed.entries.extend(pass.evicted);
     Ok(Some(report(&pass.tally, true)))
 }
 
@@ -541,7 +552,7 @@ mod tests {
             panic!()
         };
         let dir = Dir::new(&d, &store_path, None);
-        let mut removed = Vec::new();
+        let mut removed = Removed::default();
         let limits = Limits {
             max_bytes: Some(1000),
             high_water_bytes: Some(800),
@@ -560,6 +571,12 @@ mod tests {
             "protected entries stay"
         );
         assert!(r.total_bytes_after <= 800 || s.len() == 1);
+        // The evicted entries are given back as they were.
+        assert_eq!(removed.entries.len(), 2);
+        for (key, entry) in &removed.entries {
+            assert!(!s.contains_key(key), "{key}");
+            assert!(entry.get("sessionId").is_some(), "{key}: {entry}");
+        }
         let mut s2 = s.clone();
         let unlimited = Limits {
             max_bytes: None,
@@ -597,7 +614,7 @@ mod tests {
         // OpenClaw deletes shared.jsonl with `a`, the last entry of its session id, and is
         // then under the mark: `b` stays without its transcript. Here the file stays while
         // `b` uses it, so `b` is evicted too and the file goes with it.
-        let r = enforce(&dir, &mut s, &limits, &mut Vec::new())
+        let r = enforce(&dir, &mut s, &limits, &mut Removed::default())
             .unwrap()
             .unwrap();
         assert_eq!((r.removed_entries, r.removed_files), (2, 2), "{r:?}");

@@ -10,6 +10,7 @@
 //!
 //! Like the reference, every step reads the clock itself (`now_ms`).
 
+pub mod before;
 pub mod budget;
 pub mod dir;
 pub mod entries;

@@ -1,13 +1,15 @@
 //! One store's cleanup: `preview` (the plan, from a read-only snapshot) and `apply` (the same
 //! steps for real), following `previewStoreCleanup` and `runSessionsCleanup` of the reference.
 
-use std::collections::HashSet;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde_json::Value;
 
 use super::RunFlags;
+use super::before::{self, Before};
 use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, PathSet, RemovedFiles};
@@ -46,7 +48,8 @@ pub use super::summary::Summary;
 #[derive(Debug, Clone)]
 pub struct Preview {
     pub summary: Summary,
-    pub before: Store,
+    /// The store as it was loaded.
+    pub before: Before,
     pub repaired_keys: HashSet<String>,
     pub missing_keys: HashSet<String>,
     pub model_run_keys: HashSet<String>,
@@ -252,47 +255,56 @@ fn plan(
     scanned: impl FnOnce() -> budget::Scanned,
 ) -> Result<Preview> {
     // A plan saves nothing: the store's text (kept for the save when normalising changed
-    // nothing) goes at once.
+    // nothing) goes at once. The plan works on the loaded store itself; what the steps remove
+    // is kept for the table of the store as it was ([`Before`]).
     let store::Loaded {
-        store: before,
-        stamp,
-        ..
+        mut store, stamp, ..
     } = store::load(store_path)?;
-    let mut store = before.clone();
+    let order: Vec<String> = store.keys().cloned().collect();
     let fixes = fix_steps(&mut store, agent_id, dir, opts);
+    let repairs: HashMap<&str, &entries::Repair> = fixes
+        .missing
+        .repaired
+        .iter()
+        .map(|repair| (repair.key.as_str(), repair))
+        .collect();
     let preserve = keys::preserve_set(opts.flags.active_key.as_deref());
     let pruned = entry_steps(&mut store, &opts.maintenance, &preserve);
     let mut excluded = PathSet::default();
     let real = paths::RealDir::new(dir);
-    for (key, _) in pruned.entries().chain(&fixes.dm_scope) {
-        if let Some(entry) = before.get(key) {
-            excluded.extend(
-                files::entry_artifacts_canonical(entry, dir, real.as_ref())
-                    .into_iter()
-                    .map(PathBuf::into_os_string),
-            );
-        }
+    for (key, entry) in pruned.entries().chain(&fixes.dm_scope) {
+        // The files of the entry as it was loaded, before a `sessionFile` repair.
+        let loaded = match repairs.get(key.as_str()) {
+            Some(repair) => Cow::Owned(before::unrepaired(entry, repair)),
+            None => Cow::Borrowed(entry),
+        };
+        excluded.extend(
+            files::entry_artifacts_canonical(&loaded, dir, real.as_ref())
+                .into_iter()
+                .map(PathBuf::into_os_string),
+        );
     }
-    let before_budget: Vec<String> = store.keys().cloned().collect();
     let simulated = Dir::simulated(dir, store_path, scanned());
-    let mut budget_removed = Vec::new();
+    let mut budget_removed = budget::Removed::default();
     let disk_budget = budget::enforce(
         &simulated,
         &mut store,
         &opts.budget_limits(&preserve, false),
         &mut budget_removed,
     )?;
-    excluded.extend(budget_removed.into_iter().map(PathBuf::into_os_string));
+    excluded.extend(
+        budget_removed
+            .paths
+            .into_iter()
+            .map(PathBuf::into_os_string),
+    );
     let unreferenced = budget::sweep(
         &simulated,
         &store,
         opts.maintenance.prune_after_ms,
         &excluded,
     )?;
-    let budget_evicted: HashSet<String> = before_budget
-        .into_iter()
-        .filter(|key| !store.contains_key(key))
-        .collect();
+    let budget_evicted = keyset(&budget_removed.entries);
     let missing_keys = keyset(&fixes.missing.removed);
     let model_run_keys = keyset(&pruned.model_runs);
     let stale_keys = keyset(&pruned.stale);
@@ -317,7 +329,7 @@ fn plan(
         .any(|set| set.contains(key))
     });
     let counted = Counted {
-        before: before.len() as u64,
+        before: order.len() as u64,
         after: store.len() as u64,
         repaired: repaired.len() as u64,
         missing: fixes.missing.removed.len() as u64,
@@ -330,6 +342,14 @@ fn plan(
         applied: None,
     };
     let would_mutate = counted.mutates();
+    drop(repairs);
+    let removed = (fixes.missing.removed.into_iter())
+        .chain(fixes.dm_scope)
+        .chain(pruned.model_runs)
+        .chain(pruned.stale)
+        .chain(pruned.capped)
+        .chain(budget_removed.entries);
+    let before = Before::new(order, store, removed, &fixes.missing.repaired);
     Ok(Preview {
         summary: counted.summary(agent_id, store_path, opts, would_mutate),
         before,
@@ -454,7 +474,7 @@ pub fn apply(
         &sessions,
         &mut store,
         &opts.budget_limits(&preserve, opts.flags.is_warn()),
-        &mut Vec::new(),
+        &mut budget::Removed::default(),
     )?;
     applied
         .logs
@@ -611,7 +631,7 @@ fn nothing_on_disk(
         &sessions,
         &mut store,
         &opts.budget_limits(preserve, opts.flags.is_warn()),
-        &mut Vec::new(),
+        &mut budget::Removed::default(),
     )?;
     let logs = warn_logs(&store, opts)
         .into_iter()

@@ -400,14 +400,14 @@ pub(crate) fn render_plan_head(
 /// blank line and the actions heading. Returns the entries newest first by `updated`.
 pub(crate) fn planned_actions<'a>(
     out: &mut String,
-    before: &'a crate::store::Store,
+    before: impl Iterator<Item = (&'a String, &'a Value)>,
     updated: impl Fn(&Value) -> Option<f64>,
 ) -> Vec<(&'a String, &'a Value)> {
-    if before.is_empty() {
-        return Vec::new();
+    let mut rows: Vec<(&String, &Value)> = before.collect();
+    if rows.is_empty() {
+        return rows;
     }
     out.push_str("\nPlanned session actions:\n");
-    let mut rows: Vec<(&String, &Value)> = before.iter().collect();
     let ts = |e: &Value| updated(e).unwrap_or(0.0);
     rows.sort_by(|a, b| {
         ts(b.1)
@@ -429,7 +429,7 @@ pub(crate) fn label_of(e: &Value) -> String {
 pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
     let s = &p.summary;
     render_plan_head(out, s, show_agent, None);
-    let rows = planned_actions(out, &p.before, crate::store::updated_at);
+    let rows = planned_actions(out, p.before.iter(), crate::store::updated_at);
     if rows.is_empty() {
         return;
     }

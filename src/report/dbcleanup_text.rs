@@ -323,7 +323,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
     };
     super::cleanup_text::render_plan_head(out, s, show_agent, Some(&archives));
     let updated = |e: &Value| e.get("updatedAt").and_then(Value::as_f64);
-    let rows = super::cleanup_text::planned_actions(out, &p.before, updated);
+    let rows = super::cleanup_text::planned_actions(out, p.before.iter(), updated);
     if rows.is_empty() {
         return;
     }

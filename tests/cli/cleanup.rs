@@ -270,6 +270,64 @@ fn fix_missing_and_dm_scope_match_the_reference() {
     compare(&env, &apply);
 }
 
+/// An entry that `--fix-missing` repairs and a later step prunes: the plan must look at its
+/// files as the entry was loaded (the old `sessionFile`), not as repaired, since the plan now
+/// works on the loaded store itself instead of a copy. Stale and capped, in both previews and
+/// the applied run.
+#[test]
+fn a_repaired_entry_that_is_then_pruned_is_planned_as_it_was_loaded() {
+    let env = TestEnv::new();
+    let old = "0123abcd-0000-4000-8000-0123456789ab";
+    let other = "4567cdef-0000-4000-8000-0123456789ab";
+    let store = format!(
+        "{{\n  \"agent:main:main\": {},\n  \"agent:main:stale\": {},\n  \"agent:main:older\": {},\n  \"agent:main:fresh\": {}\n}}",
+        entry("m1", HOUR, ""),
+        entry(
+            "real1",
+            40 * DAY,
+            &format!("\"sessionFile\": \"{old}.jsonl\"")
+        ),
+        entry(
+            "real2",
+            5 * DAY,
+            &format!("\"sessionFile\": \"{other}.jsonl\"")
+        ),
+        entry("f1", 2 * HOUR, ""),
+    );
+    env.write_store(&store);
+    for (sid, age) in [
+        ("m1", HOUR),
+        ("real1", 40 * DAY),
+        ("real2", 5 * DAY),
+        ("f1", 2 * HOUR),
+    ] {
+        env.transcript(sid, age);
+    }
+    env.transcript(old, 40 * DAY);
+    env.transcript(other, 5 * DAY);
+    let args = ["--store", "{STORE}", "--fix-missing"];
+    // Both repaired entries stay or go: the stale one is pruned, then the other is capped.
+    for (config, counts) in [
+        (None, ["\"repaired\": 1", "\"pruned\": 1"]),
+        (
+            Some(r#"{ session: { maintenance: { maxEntries: 2 } } }"#),
+            ["\"repaired\": 0", "\"capped\": 1"],
+        ),
+    ] {
+        if let Some(config) = config {
+            env.write_config(config);
+        }
+        let Some(plan) = compare(&env, &[&args[..], &["--dry-run", "--json"]].concat()) else {
+            return;
+        };
+        for count in counts {
+            assert!(plan.contains(count), "{count} in {plan}");
+        }
+        compare(&env, &[&args[..], &["--dry-run"]].concat());
+    }
+    compare(&env, &[&args[..], &["--enforce", "--json"]].concat());
+}
+
 #[test]
 fn load_time_normalisation_matches_the_reference() {
     let env = TestEnv::new();
