@@ -270,6 +270,24 @@ pub fn normalize_key_order(v: &mut Value) {
     }
 }
 
+/// Give back the room a parse leaves in `v`'s objects and arrays, at every depth: they grow
+/// by doubling, so a two-member object is parsed with room for three members. For values kept
+/// by the hundred thousand, such as a store's entries.
+pub fn shrink_to_fit(v: &mut Value) {
+    match v {
+        Value::Array(items) => {
+            items.iter_mut().for_each(shrink_to_fit);
+            items.shrink_to_fit();
+        }
+        Value::Object(map) => {
+            map.values_mut().for_each(shrink_to_fit);
+            // Collected from an exact-size iterator: room for exactly its members.
+            *map = std::mem::take(map).into_iter().collect();
+        }
+        _ => {}
+    }
+}
+
 /// Reorder one object's keys (not recursively) into JavaScript enumeration order.
 pub fn sort_object_keys(map: &mut Map<String, Value>) {
     if !map.keys().any(|k| is_array_index(k)) {

@@ -24,6 +24,7 @@ use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
 use crate::fsutil::lock;
+use crate::maintenance::before::Removal;
 use crate::maintenance::log::{Level, LogLine};
 use crate::maintenance::predict::{self, Prediction};
 use crate::maintenance::run::{self, Options, Preview};
@@ -209,8 +210,7 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        let mut out = String::new();
-        if self.args.mode.json {
+        let out = if self.args.mode.json {
             let mut docs: Vec<(usize, serde_json::Value)> = previews
                 .iter()
                 .map(|(i, p)| {
@@ -226,11 +226,11 @@ impl<'a> Run<'a> {
                 )
                 .collect();
             docs.sort_by_key(|d| d.0);
-            out = json_doc(
+            json_doc(
                 &self.opts.flags.mode,
                 true,
                 docs.into_iter().map(|d| d.1).collect(),
-            );
+            )
         } else {
             let multi = previews.len() + self.db_previews.len() > 1;
             let mut blocks: Vec<(usize, String)> = Vec::new();
@@ -245,14 +245,17 @@ impl<'a> Run<'a> {
                 blocks.push((*i, b));
             }
             blocks.sort_by_key(|b| b.0);
-            for (n, (_, b)) in blocks.iter().enumerate() {
-                if n > 0 {
-                    out.push('\n');
-                }
-                out.push_str(b);
+            // The first block becomes the output (a plan of a large store is megabytes of
+            // text: it is not copied); the others follow it.
+            let mut blocks = blocks.into_iter().map(|(_, b)| b);
+            let mut out = blocks.next().unwrap_or_default();
+            for b in blocks {
+                out.push('\n');
+                out.push_str(&b);
             }
             resolved::text(&mut out, &self.resolved_dirs, false);
-        }
+            out
+        };
         self.progress.finish();
         // The plans (whole copies of every store) are not needed any more and the process
         // ends right after printing: leave their memory to the exit instead of freeing
@@ -578,14 +581,11 @@ fn locked_transcript(t: &Target, p: &Preview) -> Result<Option<String>> {
     let Ok(confined) = Confined::new(&dir) else {
         return Ok(None);
     };
-    let removed = [
-        &p.model_run_keys,
-        &p.stale_keys,
-        &p.capped_keys,
-        &p.budget_evicted_keys,
-        &p.dm_scope_keys,
-    ];
-    let mut keys: Vec<&String> = removed.iter().flat_map(|set| set.iter()).collect();
+    // (An entry pruned as missing has no transcript with messages to hold.)
+    let mut keys: Vec<&String> = (p.before.removed_keys())
+        .filter(|(why, _)| *why != Removal::Missing)
+        .map(|(_, key)| key)
+        .collect();
     keys.sort();
     keys.dedup();
     let listed_locks = lock::lock_names(&confined);

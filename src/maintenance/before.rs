@@ -1,12 +1,38 @@
 //! The store as a cleanup plan found it, without a second copy of it: the plan works on the
-//! loaded store itself, and what its steps remove or repair is kept aside.
+//! loaded store itself, and what its steps remove or repair is kept aside, each entry once.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use serde_json::Value;
 
-use super::entries::Repair;
+use super::entries::{self, Repair};
 use crate::store::Store;
+
+/// Why a plan removes an entry: the step that removed it, named by its action in the dry-run
+/// table (`resolveSessionCleanupAction`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removal {
+    Missing,
+    DmScope,
+    ModelRun,
+    Stale,
+    Capped,
+    BudgetEvicted,
+}
+
+impl Removal {
+    pub fn action(self) -> &'static str {
+        match self {
+            Removal::Missing => "prune-missing",
+            Removal::DmScope => "retire-dm-scope",
+            Removal::ModelRun => "prune-model-run",
+            Removal::Stale => "prune-stale",
+            Removal::Capped => "cap-overflow",
+            Removal::BudgetEvicted => "evict-budget",
+        }
+    }
+}
 
 /// The entries of a store as it was loaded, in its order: for the dry-run table, and for what
 /// the plan looks up of the entries it removes. A kept entry is read from the planned store, a
@@ -16,31 +42,39 @@ use crate::store::Store;
 pub struct Before {
     order: Vec<String>,
     kept: Store,
-    removed: HashMap<String, Value>,
+    /// What each step removed, as the step found it (a key is removed by one step at most).
+    removed: Vec<(Removal, entries::Removed)>,
+    /// Where each removed entry is in `removed`: the step's place and the entry's, packed.
+    removed_at: hashbrown::HashTable<u64>,
     unrepaired: HashMap<String, Value>,
 }
 
 impl Before {
-    /// `order`: the keys as loaded; `kept`: the planned store; `removed`: every entry a step
-    /// removed, as the step found it; `repairs`: the `sessionFile` repairs the plan made.
+    /// `order`: the keys as loaded; `kept`: the planned store; `removed`: what each step
+    /// removed; `repairs`: the `sessionFile` repairs the plan made.
     pub fn new(
         order: Vec<String>,
         kept: Store,
-        removed: impl IntoIterator<Item = (String, Value)>,
+        removed: Vec<(Removal, entries::Removed)>,
         repairs: &[Repair],
     ) -> Before {
-        let removed: HashMap<String, Value> = removed.into_iter().collect();
         let unrepaired = repairs
             .iter()
-            .filter_map(|r| {
-                let now = removed.get(&r.key).or_else(|| kept.get(&r.key))?;
-                Some((r.key.clone(), unrepaired(now, r)))
-            })
+            .map(|r| (r.key.clone(), r.loaded.clone()))
             .collect();
+        let count = removed.iter().map(|(_, entries)| entries.len()).sum();
+        let mut removed_at = hashbrown::HashTable::with_capacity(count);
+        for (step, (_, entries)) in removed.iter().enumerate() {
+            for (i, (key, _)) in entries.iter().enumerate() {
+                let at = ((step as u64) << 32) | i as u64;
+                removed_at.insert_unique(hash(key), at, |&at| hash(removed_entry(&removed, at).0));
+            }
+        }
         Before {
             order,
             kept,
             removed,
+            removed_at,
             unrepaired,
         }
     }
@@ -53,11 +87,32 @@ impl Before {
         self.order.is_empty()
     }
 
+    /// The step that removed `key`, with the entry as that step found it.
+    fn removed(&self, key: &str) -> Option<(Removal, &Value)> {
+        let at = self
+            .removed_at
+            .find(hash(key), |&at| removed_entry(&self.removed, at).0 == key)?;
+        let (_, entry) = removed_entry(&self.removed, *at);
+        Some((self.removed[(at >> 32) as usize].0, entry))
+    }
+
+    /// Why the plan removes `key` (`None`: it keeps it, or the store has no such key).
+    pub fn removal(&self, key: &str) -> Option<Removal> {
+        self.removed(key).map(|(why, _)| why)
+    }
+
+    /// The keys the plan removes, with why, step by step.
+    pub fn removed_keys(&self) -> impl Iterator<Item = (Removal, &String)> {
+        self.removed
+            .iter()
+            .flat_map(|(why, entries)| entries.iter().map(move |(key, _)| (*why, key)))
+    }
+
     /// The entry `key` as it was loaded.
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.unrepaired
             .get(key)
-            .or_else(|| self.removed.get(key))
+            .or_else(|| self.removed(key).map(|(_, e)| e))
             .or_else(|| self.kept.get(key))
     }
 
@@ -67,21 +122,14 @@ impl Before {
     }
 }
 
-/// `entry` as it was before `repair` set its `sessionFile` (a repair sets a string over a
-/// string, or adds the member last).
-pub fn unrepaired(entry: &Value, repair: &Repair) -> Value {
-    let mut entry = entry.clone();
-    if let Value::Object(members) = &mut entry {
-        match &repair.previous {
-            Some(previous) => {
-                members.insert("sessionFile".into(), Value::String(previous.clone()));
-            }
-            None => {
-                members.shift_remove("sessionFile");
-            }
-        }
-    }
-    entry
+fn hash(key: &str) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one(key)
+}
+
+/// The removed entry at packed place `at` (see [`Before::removed_at`]).
+fn removed_entry(removed: &[(Removal, entries::Removed)], at: u64) -> (&String, &Value) {
+    let (key, entry) = &removed[(at >> 32) as usize].1[(at & u64::from(u32::MAX)) as usize];
+    (key, entry)
 }
 
 #[cfg(test)]
@@ -105,14 +153,21 @@ mod tests {
             session_id: String::new(),
             previous: previous.map(Into::into),
             new: "new.jsonl".into(),
+            loaded: loaded[key].clone(),
         };
         let repairs = [repair("a", Some("old.jsonl")), repair("b", None)];
         for r in &repairs {
             planned[&r.key]["sessionFile"] = json!(r.new);
         }
         let removed = vec![
-            ("b".to_owned(), planned.shift_remove("b").unwrap()),
-            ("c".to_owned(), planned.shift_remove("c").unwrap()),
+            (
+                Removal::Missing,
+                vec![("b".to_owned(), planned.shift_remove("b").unwrap())],
+            ),
+            (
+                Removal::Stale,
+                vec![("c".to_owned(), planned.shift_remove("c").unwrap())],
+            ),
         ];
         let order: Vec<String> = loaded.keys().cloned().collect();
         let before = Before::new(order, planned, removed, &repairs);
@@ -126,5 +181,17 @@ mod tests {
             "members keep their order"
         );
         assert!(before.get("e").is_none());
+        assert_eq!(before.removal("a"), None, "repaired, kept");
+        assert_eq!(before.removal("b"), Some(Removal::Missing));
+        assert_eq!(before.removal("c"), Some(Removal::Stale));
+        assert_eq!(before.removal("d"), None);
+        let removed: Vec<(Removal, &String)> = before.removed_keys().collect();
+        assert_eq!(
+            removed,
+            [
+                (Removal::Missing, &"b".to_owned()),
+                (Removal::Stale, &"c".to_owned())
+            ]
+        );
     }
 }

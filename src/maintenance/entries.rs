@@ -112,13 +112,15 @@ pub struct FixMissing {
     pub repaired: Vec<Repair>,
 }
 
-/// One `sessionFile` repair: the key, the session id, the old and the new `sessionFile`.
+/// One `sessionFile` repair: the key, the session id, the old and the new `sessionFile`, and
+/// the entry as it was before the repair.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Repair {
     pub key: String,
     pub session_id: String,
     pub previous: Option<String>,
     pub new: String,
+    pub loaded: Value,
 }
 
 /// `pruneMissingTranscriptEntries`: drop entries whose transcript is missing or has no message
@@ -146,6 +148,7 @@ pub fn fix_missing(s: &mut Store, sessions_dir: &Path) -> FixMissing {
                 && exists_with_messages(c)
         }) {
             let new = canonical.to_string_lossy().into_owned();
+            let loaded = entry.clone();
             if let Some(Value::Object(e)) = s.get_mut(&key) {
                 e.insert("sessionFile".into(), Value::String(new.clone()));
             }
@@ -154,6 +157,7 @@ pub fn fix_missing(s: &mut Store, sessions_dir: &Path) -> FixMissing {
                 session_id: sid,
                 previous: sf,
                 new,
+                loaded,
             });
             continue;
         }

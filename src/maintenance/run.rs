@@ -1,15 +1,16 @@
 //! One store's cleanup: `preview` (the plan, from a read-only snapshot) and `apply` (the same
 //! steps for real), following `previewStoreCleanup` and `runSessionsCleanup` of the reference.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use rustc_hash::FxHashSet;
 use serde_json::Value;
 
 use super::RunFlags;
-use super::before::{self, Before};
+use super::before::{Before, Removal};
 use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, PathSet, RemovedFiles};
@@ -48,15 +49,10 @@ pub use super::summary::Summary;
 #[derive(Debug, Clone)]
 pub struct Preview {
     pub summary: Summary,
-    /// The store as it was loaded.
+    /// The store as it was loaded, and why the plan removes each entry it removes.
     pub before: Before,
+    /// The entries whose `sessionFile` the plan repairs and then keeps.
     pub repaired_keys: HashSet<String>,
-    pub missing_keys: HashSet<String>,
-    pub model_run_keys: HashSet<String>,
-    pub stale_keys: HashSet<String>,
-    pub capped_keys: HashSet<String>,
-    pub budget_evicted_keys: HashSet<String>,
-    pub dm_scope_keys: HashSet<String>,
     /// The store's size and mtime when the plan was made; `apply` refuses a store that no
     /// longer has them.
     pub stamp: Option<store::Stamp>,
@@ -65,22 +61,10 @@ pub struct Preview {
 impl Preview {
     /// `resolveSessionCleanupAction` for one key of `before`.
     pub fn action(&self, key: &str) -> &'static str {
-        if self.dm_scope_keys.contains(key) {
-            "retire-dm-scope"
-        } else if self.missing_keys.contains(key) {
-            "prune-missing"
-        } else if self.model_run_keys.contains(key) {
-            "prune-model-run"
-        } else if self.stale_keys.contains(key) {
-            "prune-stale"
-        } else if self.capped_keys.contains(key) {
-            "cap-overflow"
-        } else if self.budget_evicted_keys.contains(key) {
-            "evict-budget"
-        } else if self.repaired_keys.contains(key) {
-            "repair-session-file"
-        } else {
-            "keep"
+        match self.before.removal(key) {
+            Some(why) => why.action(),
+            None if self.repaired_keys.contains(key) => "repair-session-file",
+            None => "keep",
         }
     }
 }
@@ -91,10 +75,6 @@ pub fn sessions_dir_of(store_path: &Path) -> PathBuf {
     resolved
         .parent()
         .map_or_else(|| PathBuf::from("/"), Path::to_path_buf)
-}
-
-fn keyset(removed: &entries::Removed) -> HashSet<String> {
-    removed.iter().map(|(key, _)| key.clone()).collect()
 }
 
 /// Compute the plan for one store without writing anything.
@@ -270,21 +250,29 @@ fn plan(
         .collect();
     let preserve = keys::preserve_set(opts.flags.active_key.as_deref());
     let pruned = entry_steps(&mut store, &opts.maintenance, &preserve);
+    let simulated = Dir::simulated(dir, store_path, scanned());
+    // The files the steps take along are left out of the sweep. Only files on disk can be
+    // swept, so only those are kept: a store may remove hundreds of thousands of entries.
+    let files = simulated.files();
+    let on_disk: FxHashSet<&OsStr> = (files.0.iter().chain(&files.1))
+        .map(|f| f.canonical.as_os_str())
+        .collect();
     let mut excluded = PathSet::default();
+    let mut exclude = |p: PathBuf| {
+        if on_disk.contains(p.as_os_str()) {
+            excluded.insert(p.into_os_string());
+        }
+    };
     let real = paths::RealDir::new(dir);
     for (key, entry) in pruned.entries().chain(&fixes.dm_scope) {
         // The files of the entry as it was loaded, before a `sessionFile` repair.
-        let loaded = match repairs.get(key.as_str()) {
-            Some(repair) => Cow::Owned(before::unrepaired(entry, repair)),
-            None => Cow::Borrowed(entry),
-        };
-        excluded.extend(
-            files::entry_artifacts_canonical(&loaded, dir, real.as_ref())
-                .into_iter()
-                .map(PathBuf::into_os_string),
-        );
+        let loaded = repairs
+            .get(key.as_str())
+            .map_or(entry, |repair| &repair.loaded);
+        files::entry_artifacts_canonical(loaded, dir, real.as_ref())
+            .into_iter()
+            .for_each(&mut exclude);
     }
-    let simulated = Dir::simulated(dir, store_path, scanned());
     let mut budget_removed = budget::Removed::default();
     let disk_budget = budget::enforce(
         &simulated,
@@ -292,46 +280,18 @@ fn plan(
         &opts.budget_limits(&preserve, false),
         &mut budget_removed,
     )?;
-    excluded.extend(
-        budget_removed
-            .paths
-            .into_iter()
-            .map(PathBuf::into_os_string),
-    );
+    budget_removed.paths.drain(..).for_each(&mut exclude);
     let unreferenced = budget::sweep(
         &simulated,
         &store,
         opts.maintenance.prune_after_ms,
         &excluded,
     )?;
-    let budget_evicted = keyset(&budget_removed.entries);
-    let missing_keys = keyset(&fixes.missing.removed);
-    let model_run_keys = keyset(&pruned.model_runs);
-    let stale_keys = keyset(&pruned.stale);
-    let capped_keys = keyset(&pruned.capped);
-    let dm_scope_keys = keyset(&fixes.dm_scope);
-    let mut repaired: HashSet<String> = fixes
-        .missing
-        .repaired
-        .iter()
-        .map(|repair| repair.key.clone())
-        .collect();
-    repaired.retain(|key| {
-        ![
-            &missing_keys,
-            &model_run_keys,
-            &stale_keys,
-            &capped_keys,
-            &budget_evicted,
-            &dm_scope_keys,
-        ]
-        .iter()
-        .any(|set| set.contains(key))
-    });
-    let counted = Counted {
+    let mut counted = Counted {
         before: order.len() as u64,
         after: store.len() as u64,
-        repaired: repaired.len() as u64,
+        // Set below: an entry that a later step removes is not counted as repaired.
+        repaired: 0,
         missing: fixes.missing.removed.len() as u64,
         dm_scope_retired: fixes.dm_scope.len() as u64,
         model_run_pruned: pruned.model_runs.len() as u64,
@@ -341,25 +301,26 @@ fn plan(
         disk_budget,
         applied: None,
     };
-    let would_mutate = counted.mutates();
     drop(repairs);
-    let removed = (fixes.missing.removed.into_iter())
-        .chain(fixes.dm_scope)
-        .chain(pruned.model_runs)
-        .chain(pruned.stale)
-        .chain(pruned.capped)
-        .chain(budget_removed.entries);
+    let removed = vec![
+        (Removal::Missing, fixes.missing.removed),
+        (Removal::DmScope, fixes.dm_scope),
+        (Removal::ModelRun, pruned.model_runs),
+        (Removal::Stale, pruned.stale),
+        (Removal::Capped, pruned.capped),
+        (Removal::BudgetEvicted, budget_removed.entries),
+    ];
     let before = Before::new(order, store, removed, &fixes.missing.repaired);
+    let repaired: HashSet<String> = (fixes.missing.repaired.into_iter())
+        .map(|repair| repair.key)
+        .filter(|key| before.removal(key).is_none())
+        .collect();
+    counted.repaired = repaired.len() as u64;
+    let would_mutate = counted.mutates();
     Ok(Preview {
         summary: counted.summary(agent_id, store_path, opts, would_mutate),
         before,
         repaired_keys: repaired,
-        missing_keys,
-        model_run_keys,
-        stale_keys,
-        capped_keys,
-        budget_evicted_keys: budget_evicted,
-        dm_scope_keys,
         stamp,
     })
 }
