@@ -45,6 +45,39 @@ impl Sink for Len {
     }
 }
 
+/// A [`Sink`] that compares a document with `expected` as it is written, without building it.
+#[derive(Debug)]
+pub struct SameAs<'a> {
+    rest: &'a [u8],
+    same: bool,
+}
+
+impl<'a> SameAs<'a> {
+    pub fn new(expected: &'a [u8]) -> SameAs<'a> {
+        SameAs {
+            rest: expected,
+            same: true,
+        }
+    }
+
+    /// Whether what was written is `expected`, to its last byte.
+    pub fn is_same(&self) -> bool {
+        self.same && self.rest.is_empty()
+    }
+}
+
+impl Sink for SameAs<'_> {
+    fn push_str(&mut self, s: &str) {
+        match self.rest.strip_prefix(s.as_bytes()) {
+            Some(rest) if self.same => self.rest = rest,
+            _ => self.same = false,
+        }
+    }
+    fn push(&mut self, c: char) {
+        self.push_str(c.encode_utf8(&mut [0; 4]));
+    }
+}
+
 /// How deep arrays and objects may nest in a document that is parsed into a value (serde_json's
 /// recursion limit). A deeper document is refused with an error, never recursed into (that
 /// would risk a stack overflow); see [`TooDeep`].

@@ -27,10 +27,12 @@ pub mod scan;
 pub mod single;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use rayon::prelude::*;
+use rustc_hash::FxHashSet;
 use serde_json::Value;
 
 use crate::fsutil::Confined;
@@ -445,13 +447,16 @@ fn category(kind: &FileKind, referenced: bool, age_ms: f64) -> &'static str {
 }
 
 fn scan_dir(dir: &Path, store_path: &Path, s: &store::Store, now_ms: f64, r: &mut StoreReport) {
-    let referenced = match files::referenced_paths(s, dir) {
+    let scanned = files::scan(dir);
+    let on_disk: FxHashSet<&OsStr> = scanned.iter().map(|f| f.canonical.as_os_str()).collect();
+    let referenced = match files::referenced_paths(s, dir, &on_disk) {
         Ok(set) => set,
         Err(e) => {
             r.notes.push(format!("{e:#}"));
             s.values()
                 .flat_map(|e| files::entry_artifacts(e, dir))
                 .map(|p| store::paths::canonical(&p).into_os_string())
+                .filter(|p| on_disk.contains(p.as_os_str()))
                 .collect()
         }
     };
@@ -460,7 +465,7 @@ fn scan_dir(dir: &Path, store_path: &Path, s: &store::Store, now_ms: f64, r: &mu
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let mut stats: HashMap<&'static str, FileStat> = HashMap::new();
-    for f in files::scan(dir) {
+    for f in &scanned {
         let kind = layout::classify(&f.name, &basename);
         if kind == FileKind::Store {
             r.store_bytes = f.size;

@@ -9,6 +9,7 @@
 //! trajectory runtime files outside the directory that a pointer names).
 
 use std::collections::{HashMap, HashSet};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -67,14 +68,22 @@ pub fn entry_artifacts_canonical(
 /// resistance buys nothing. Nothing iterates them, so their order never shows.
 pub type PathSet = FxHashSet<std::ffi::OsString>;
 
-/// `resolveReferencedSessionArtifactPaths`: canonical paths the store still references.
-/// Malformed `compactionCheckpoints` (which make OpenClaw throw) are refused.
-pub fn referenced_paths(s: &Store, sessions_dir: &Path) -> Result<PathSet> {
+/// `resolveReferencedSessionArtifactPaths`, kept to the canonical paths in `among` (the files
+/// on disk: a store of hundreds of thousands of entries references paths by the hundred
+/// thousand, most of them missing). Malformed `compactionCheckpoints` (which make OpenClaw
+/// throw) are refused.
+pub fn referenced_paths(
+    s: &Store,
+    sessions_dir: &Path,
+    among: &FxHashSet<&OsStr>,
+) -> Result<PathSet> {
     let uses = EntryFiles::new(sessions_dir);
-    let mut out = FxHashSet::with_capacity_and_hasher(3 * s.len(), Default::default());
+    let mut out = PathSet::default();
     for (key, entry) in s {
         uses.visit(key, entry, |p| {
-            out.insert(p.into_os_string());
+            if among.contains(p.as_os_str()) {
+                out.insert(p.into_os_string());
+            }
         })?;
     }
     Ok(out)

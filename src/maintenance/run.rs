@@ -326,6 +326,7 @@ fn plan(
 }
 
 /// The `--fix-*` changes as made to the store.
+#[derive(Default)]
 struct FixesMade {
     missing: u64,
     dm_scope_retired: u64,
@@ -337,6 +338,10 @@ struct FixesMade {
 /// The `--fix-*` changes, as in OpenClaw: decided on a copy, then made to `store` only where
 /// the entry is still exactly what was decided on.
 fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> FixesMade {
+    if !opts.flags.fix_missing && !opts.flags.fix_dm_scope {
+        // No `--fix-*` flag: nothing to decide, and no copy of the store to make.
+        return FixesMade::default();
+    }
     let mut decided = store.clone();
     let fixes = fix_steps(&mut decided, agent_id, dir, opts);
     let mut remove_if_unchanged = |key: &str, expected: &Value| -> Option<Value> {
@@ -397,9 +402,17 @@ pub fn apply(
 ) -> Result<Summary> {
     let dir = sessions_dir_of(store_path);
     refuse_moved_dir(store_path, &dir, held)?;
-    let loaded = store::load(store_path)?;
-    refuse_changed_store(store_path, planned, loaded.stamp)?;
-    let mut store = loaded.store;
+    let store::Loaded {
+        mut store,
+        unchanged_raw,
+        stamp,
+        ..
+    } = store::load(store_path)?;
+    refuse_changed_store(store_path, planned, stamp)?;
+    // Whether saving the store as loaded writes the text that was read (the text itself is
+    // not kept: a store may be tens of megabytes).
+    let saves_as_loaded = unchanged_raw.is_some_and(|raw| store::saves_as(&store, &raw));
+    let loaded_count = store.len();
     let fixes = make_fixes(&mut store, agent_id, &dir, opts);
     let preserve = keys::preserve_set(opts.flags.active_key.as_deref());
     let before_count = store.len() as u64;
@@ -441,14 +454,18 @@ pub fn apply(
         .logs
         .extend(log::budget(disk_budget.as_ref(), opts.flags.is_warn()));
     let after_count = store.len() as u64;
-    store::save(
-        &confined,
-        store_path,
-        &store,
-        loaded.unchanged_raw.as_deref(),
-        loaded.stamp,
-    )
-    .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
+    let repaired = fixes
+        .repairs
+        .iter()
+        .filter(|repair| {
+            store.get(&repair.key).and_then(store::session_file) == Some(repair.new.as_str())
+        })
+        .count() as u64;
+    // The steps only remove entries and repair them: a store with as many entries as it was
+    // loaded with and no repair is the store as loaded.
+    let unchanged = saves_as_loaded && store.len() == loaded_count && repaired == 0;
+    store::save(&confined, store_path, &store, unchanged, stamp)
+        .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;
     applied.left_in_use.extend(archive_retired(
         &confined,
         &fixes.dm_scope_files,
@@ -458,13 +475,6 @@ pub fn apply(
         opts,
     )?);
     let unreferenced = sweep_after_save(&sessions, &store, opts)?;
-    let repaired = fixes
-        .repairs
-        .iter()
-        .filter(|repair| {
-            store.get(&repair.key).and_then(store::session_file) == Some(repair.new.as_str())
-        })
-        .count() as u64;
     confined
         .sync()
         .with_context(|| format!("cleanup of {} stopped", store_path.display()))?;

@@ -272,6 +272,15 @@ pub fn serialize(store: &Store) -> String {
     out
 }
 
+/// Whether saving `store` writes exactly `text` (OpenClaw skips such a save), found without
+/// building the text.
+pub fn saves_as(store: &Store, text: &str) -> bool {
+    let (projected, _) = blobs::project(store);
+    let mut same = crate::jsjson::SameAs::new(text.as_bytes());
+    write_store(&mut same, &projected);
+    same.is_same()
+}
+
 /// `serialize(store).len()`, without building the text.
 pub fn serialized_len(store: &Store) -> usize {
     let mut len = crate::jsjson::Len::default();
@@ -298,27 +307,28 @@ fn write_store<S: crate::jsjson::Sink>(out: &mut S, store: &Store) {
     out.push_str("\n}");
 }
 
-/// Save as OpenClaw does: skipped when the text equals what was read; otherwise an atomic
-/// replace with mode 0600. `expected` is the stamp the store had when it was loaded: if the
+/// Save as OpenClaw does: skipped when `unchanged` (the store is the one loaded, and saving it
+/// writes the text that was read: see [`saves_as`]); otherwise an atomic replace with mode
+/// 0600. `expected` is the stamp the store had when it was loaded: if the
 /// file changed since (another writer), nothing is replaced and the save is refused, so that
 /// writer's update is not lost. Returns whether the file was written.
 pub fn save(
     confined: &Confined,
     path: &Path,
     store: &Store,
-    unchanged_raw: Option<&str>,
+    unchanged: bool,
     expected: Option<Stamp>,
 ) -> Result<bool> {
     let (projected, needed) = blobs::project(store);
-    let json = serialize(&projected);
     let dir = paths::resolve(path)
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
     blobs::ensure(confined, &dir, &needed)?;
-    if unchanged_raw == Some(json.as_str()) {
+    if unchanged {
         return Ok(false);
     }
+    let json = serialize(&projected);
     confined
         .replace_verified_with_mode(
             path,
@@ -397,7 +407,7 @@ mod tests {
         let theirs = "{\"a\": {\"sessionId\": \"s\"}, \"b\": {\"sessionId\": \"t\"}}";
         std::fs::write(&p, theirs).unwrap();
         let c = Confined::new(dir.path()).unwrap();
-        let e = save(&c, &p, &l.store, None, l.stamp).unwrap_err();
+        let e = save(&c, &p, &l.store, false, l.stamp).unwrap_err();
         assert_eq!(crate::exit::exit_for_error(&e), crate::exit::Exit::Refused);
         assert!(format!("{e:#}").contains("changed while"), "{e:#}");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), theirs);
@@ -426,11 +436,17 @@ mod tests {
         std::fs::write(&p, text).unwrap();
         let l = load(&p).unwrap();
         assert_eq!(l.unchanged_raw.as_deref(), Some(text));
+        assert!(saves_as(&l.store, text));
         let c = Confined::new(dir.path()).unwrap();
-        assert!(!save(&c, &p, &l.store, l.unchanged_raw.as_deref(), l.stamp).unwrap());
+        assert!(!save(&c, &p, &l.store, true, l.stamp).unwrap());
         std::fs::write(&p, format!("{text}\n")).unwrap();
         let l = load(&p).unwrap();
-        assert!(save(&c, &p, &l.store, l.unchanged_raw.as_deref(), l.stamp).unwrap());
+        assert!(!saves_as(&l.store, l.unchanged_raw.as_deref().unwrap()));
+        assert!(
+            !saves_as(&l.store, &text[..text.len() - 1]),
+            "a prefix is not the text"
+        );
+        assert!(save(&c, &p, &l.store, false, l.stamp).unwrap());
         assert_eq!(std::fs::read_to_string(&p).unwrap(), text);
         use std::os::unix::fs::PermissionsExt;
         assert_eq!(

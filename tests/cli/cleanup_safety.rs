@@ -184,3 +184,40 @@ fn wait_lock_lets_cleanup_proceed_once_the_session_is_released() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!env.store_text().contains("\"old\""));
 }
+
+/// A run that changes no entry writes the store only when its text is not what OpenClaw
+/// writes (as OpenClaw compares the text it would write with the text it read): the same
+/// file stays (same inode, same bytes); a minified one is written out pretty.
+#[test]
+fn a_store_with_nothing_to_change_is_written_only_when_its_text_differs() {
+    let env = TestEnv::new();
+    let updated = now_ms() - 10 * MIN;
+    let pretty = format!(
+        "{{\n  \"agent:main:telegram:direct:2\": {{\n    \"sessionId\": \"new\",\n    \"updatedAt\": {updated}\n  }}\n}}"
+    );
+    env.write_store(&pretty);
+    env.transcript("new", 10 * MIN);
+    let p = env.store_path();
+    let ino = fs::metadata(&p).unwrap().ino();
+    let o = env.run(&["cleanup", "--enforce"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(env.store_text(), pretty);
+    assert_eq!(
+        fs::metadata(&p).unwrap().ino(),
+        ino,
+        "the store was rewritten"
+    );
+
+    env.write_store(&format!(
+        "{{\"agent:main:telegram:direct:2\":{{\"sessionId\":\"new\",\"updatedAt\":{updated}}}}}"
+    ));
+    let ino = fs::metadata(&p).unwrap().ino();
+    let o = env.run(&["cleanup", "--enforce"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(env.store_text(), pretty);
+    assert_ne!(
+        fs::metadata(&p).unwrap().ino(),
+        ino,
+        "the store was not rewritten"
+    );
+}

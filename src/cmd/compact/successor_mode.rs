@@ -235,7 +235,7 @@ fn commit(
         if switched.is_empty() {
             return;
         }
-        match store::save(&confined, store_path, &loaded.store, None, loaded.stamp) {
+        match store::save(&confined, store_path, &loaded.store, false, loaded.stamp) {
             Ok(_) => {
                 for (i, p) in switched {
                     done(&mut results[i].0, p);
