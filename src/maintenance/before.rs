@@ -40,7 +40,7 @@ impl Removal {
 /// was before the repair.
 #[derive(Debug, Clone, Default)]
 pub struct Before {
-    order: Vec<String>,
+    order: Order,
     kept: Store,
     /// What each step removed, as the step found it (a key is removed by one step at most).
     removed: Vec<(Removal, entries::Removed)>,
@@ -50,10 +50,10 @@ pub struct Before {
 }
 
 impl Before {
-    /// `order`: the keys as loaded; `kept`: the planned store; `removed`: what each step
-    /// removed; `repairs`: the `sessionFile` repairs the plan made.
+    /// `order`: the places of the keys as loaded; `kept`: the planned store; `removed`: what
+    /// each step removed; `repairs`: the `sessionFile` repairs the plan made.
     pub fn new(
-        order: Vec<String>,
+        order: Order,
         kept: Store,
         removed: Vec<(Removal, entries::Removed)>,
         repairs: &[Repair],
@@ -118,7 +118,84 @@ impl Before {
 
     /// Every entry as it was loaded, in the store's order.
     pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.order.iter().filter_map(|k| Some((k, self.get(k)?)))
+        let removed = (self.removed.iter())
+            .flat_map(|(_, entries)| entries)
+            .map(|(key, _)| key);
+        let mut placed: Vec<(u32, &String, &Value)> = (self.kept.keys().chain(removed))
+            .filter_map(|key| Some((self.order.place(key)?, key, self.get(key)?)))
+            .collect();
+        placed.sort_unstable_by_key(|(place, _, _)| *place);
+        placed.into_iter().map(|(_, key, entry)| (key, entry))
+    }
+}
+
+/// The place of each key in a store as loaded, without a copy of every key (a store may have
+/// hundreds of thousands): each key's hash with its place, sorted by hash. The keys whose hash
+/// another key shares are kept whole, so a place is never given to the wrong key.
+#[derive(Debug, Clone)]
+pub struct Order {
+    len: usize,
+    hash: fn(&str) -> u64,
+    /// (hash, place) of the keys whose hash is theirs alone, sorted.
+    by_hash: Vec<(u64, u32)>,
+    /// The keys whose hash is shared, with their places.
+    shared: HashMap<String, u32>,
+}
+
+impl Default for Order {
+    fn default() -> Order {
+        Order::with_hash(&Store::new(), hash)
+    }
+}
+
+impl Order {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The places of `store`'s keys.
+    pub fn of(store: &Store) -> Order {
+        Order::with_hash(store, hash)
+    }
+
+    fn with_hash(store: &Store, hash: fn(&str) -> u64) -> Order {
+        let mut by_hash: Vec<(u64, u32)> = (store.keys().enumerate())
+            .map(|(place, key)| (hash(key), place as u32))
+            .collect();
+        by_hash.sort_unstable();
+        let mut shared_places = std::collections::HashSet::new();
+        let mut unique = Vec::with_capacity(by_hash.len());
+        for run in by_hash.chunk_by(|a, b| a.0 == b.0) {
+            match run {
+                [one] => unique.push(*one),
+                _ => shared_places.extend(run.iter().map(|&(_, place)| place)),
+            }
+        }
+        let shared = (store.keys().zip(0u32..))
+            .filter(|(_, place)| shared_places.contains(place))
+            .map(|(key, place)| (key.clone(), place))
+            .collect();
+        Order {
+            len: store.len(),
+            hash,
+            by_hash: unique,
+            shared,
+        }
+    }
+
+    /// The place of `key` among the keys as loaded (`None`: it was not one of them, or, for a
+    /// key that was not, possibly the place of another whose hash it shares).
+    fn place(&self, key: &str) -> Option<u32> {
+        if let Some(place) = self.shared.get(key) {
+            return Some(*place);
+        }
+        let h = (self.hash)(key);
+        let i = self.by_hash.binary_search_by_key(&h, |(h, _)| *h).ok()?;
+        Some(self.by_hash[i].1)
     }
 }
 
@@ -169,8 +246,7 @@ mod tests {
                 vec![("c".to_owned(), planned.shift_remove("c").unwrap())],
             ),
         ];
-        let order: Vec<String> = loaded.keys().cloned().collect();
-        let before = Before::new(order, planned, removed, &repairs);
+        let before = Before::new(Order::of(&loaded), planned, removed, &repairs);
         assert_eq!(before.len(), 4);
         let seen: Vec<(&String, &Value)> = before.iter().collect();
         let want: Vec<(&String, &Value)> = loaded.iter().collect();
@@ -181,6 +257,7 @@ mod tests {
             "members keep their order"
         );
         assert!(before.get("e").is_none());
+        assert_eq!(before.order.place("a"), Some(0));
         assert_eq!(before.removal("a"), None, "repaired, kept");
         assert_eq!(before.removal("b"), Some(Removal::Missing));
         assert_eq!(before.removal("c"), Some(Removal::Stale));
@@ -193,5 +270,23 @@ mod tests {
                 (Removal::Stale, &"c".to_owned())
             ]
         );
+    }
+
+    /// Keys whose hashes collide still get their own places: with a hash that makes every key
+    /// of a length collide, and with one that makes none collide.
+    #[test]
+    fn every_key_gets_its_own_place_even_when_hashes_collide() {
+        let keys = ["b", "a", "cc", "dd", "e", "fff", "g"];
+        let store: Store = keys.iter().map(|k| (k.to_string(), json!({}))).collect();
+        for hash in [(|k: &str| k.len() as u64) as fn(&str) -> u64, super::hash] {
+            let order = Order::with_hash(&store, hash);
+            for (place, key) in keys.iter().enumerate() {
+                assert_eq!(order.place(key), Some(place as u32), "{key}");
+            }
+            assert_eq!(order.len, keys.len());
+        }
+        let order = Order::with_hash(&store, |k| k.len() as u64);
+        assert_eq!(order.by_hash, [(3, 5)], "only fff's length is its own");
+        assert_eq!(order.shared.len(), 6);
     }
 }

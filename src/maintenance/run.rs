@@ -10,7 +10,7 @@ use rustc_hash::FxHashSet;
 use serde_json::Value;
 
 use super::RunFlags;
-use super::before::{Before, Removal};
+use super::before::{self, Before, Removal};
 use super::budget::{self, BudgetReport, Dir, SweepReport};
 use super::entries;
 use super::files::{self, PathSet, RemovedFiles};
@@ -240,7 +240,7 @@ fn plan(
     let store::Loaded {
         mut store, stamp, ..
     } = store::load(store_path)?;
-    let order: Vec<String> = store.keys().cloned().collect();
+    let order = before::Order::of(&store);
     let fixes = fix_steps(&mut store, agent_id, dir, opts);
     let repairs: HashMap<&str, &entries::Repair> = fixes
         .missing
