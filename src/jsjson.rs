@@ -97,11 +97,113 @@ pub struct TooDeep {
     pub line: usize,
 }
 
-/// Parse JSON text as `JSON.parse` would, then apply JavaScript's object key order.
+/// Parse JSON text as `JSON.parse` would, then apply JavaScript's object key order. Objects
+/// and arrays are built at their size ([`Exact`]).
 pub fn parse(bytes: &[u8]) -> serde_json::Result<Value> {
-    let mut v: Value = deserialize(bytes, std::marker::PhantomData)?;
+    let mut v: Value = deserialize(bytes, Exact)?;
     normalize_key_order(&mut v);
     Ok(v)
+}
+
+/// Deserialises a [`Value`] as serde_json's own `Value` does, but with each object and array
+/// at its size: serde_json grows them by doubling, so a store's entries of two members would
+/// keep room for three and those of four room for seven (a third of a large store's memory).
+/// An object of more than [`Exact::GATHERED`] members grows as serde_json grows it (its spare
+/// room is never touched, so it costs no memory).
+#[derive(Debug, Clone, Copy)]
+pub struct Exact;
+
+impl Exact {
+    const GATHERED: usize = 16;
+    /// The keys by which serde_json's deserializer hands over an arbitrary-precision number
+    /// and a raw value (`serde_json::Value`'s visitor reads them the same way).
+    const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+    const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for Exact {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Exact {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any valid JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+    fn visit_f64<E>(self, n: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_owned()))
+    }
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        serde::de::DeserializeSeed::deserialize(self, d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(item) = seq.next_element_seed(Exact)? {
+            items.push(item);
+        }
+        items.shrink_to_fit();
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        use serde::de::Error;
+        let Some(first) = map.next_key::<String>()? else {
+            return Ok(Value::Object(Map::new()));
+        };
+        if first == Exact::NUMBER_TOKEN {
+            let digits: String = map.next_value()?;
+            return digits.parse().map(Value::Number).map_err(A::Error::custom);
+        }
+        if first == Exact::RAW_TOKEN {
+            let raw: String = map.next_value()?;
+            return serde_json::from_str(&raw).map_err(A::Error::custom);
+        }
+        // A key given twice keeps its first place and takes its last value, as in
+        // `JSON.parse` (and serde_json's `Map::insert`).
+        let mut gathered = Vec::with_capacity(4);
+        gathered.push((first, map.next_value_seed(Exact)?));
+        while let Some(key) = map.next_key::<String>()? {
+            let value = map.next_value_seed(Exact)?;
+            gathered.push((key, value));
+            if gathered.len() > Exact::GATHERED {
+                let mut members = Map::with_capacity(2 * Exact::GATHERED);
+                members.extend(gathered);
+                while let Some((key, value)) =
+                    map.next_entry_seed(std::marker::PhantomData::<String>, Exact)?
+                {
+                    members.insert(key, value);
+                }
+                return Ok(Value::Object(members));
+            }
+        }
+        let mut members = Map::with_capacity(gathered.len());
+        members.extend(gathered);
+        Ok(Value::Object(members))
+    }
 }
 
 /// Run `seed` over the JSON document `bytes` (and nothing after it but whitespace). Bytes
@@ -303,24 +405,6 @@ pub fn normalize_key_order(v: &mut Value) {
     }
 }
 
-/// Give back the room a parse leaves in `v`'s objects and arrays, at every depth: they grow
-/// by doubling, so a two-member object is parsed with room for three members. For values kept
-/// by the hundred thousand, such as a store's entries.
-pub fn shrink_to_fit(v: &mut Value) {
-    match v {
-        Value::Array(items) => {
-            items.iter_mut().for_each(shrink_to_fit);
-            items.shrink_to_fit();
-        }
-        Value::Object(map) => {
-            map.values_mut().for_each(shrink_to_fit);
-            // Collected from an exact-size iterator: room for exactly its members.
-            *map = std::mem::take(map).into_iter().collect();
-        }
-        _ => {}
-    }
-}
-
 /// Reorder one object's keys (not recursively) into JavaScript enumeration order.
 pub fn sort_object_keys(map: &mut Map<String, Value>) {
     if !map.keys().any(|k| is_array_index(k)) {
@@ -484,5 +568,121 @@ mod tests {
     #[test]
     fn lone_surrogates_are_rejected() {
         assert!(parse(br#""\ud800""#).is_err());
+    }
+
+    /// A value as serde_json's own `Value` reads it, from text that mixes every kind of value,
+    /// big and odd numbers, duplicate keys, deep and wide objects, and the keys serde_json
+    /// itself gives a meaning to.
+    fn next(seed: &mut u64, n: u64) -> u64 {
+        *seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (*seed >> 33) % n
+    }
+
+    fn random_json(seed: &mut u64, depth: usize, out: &mut String) {
+        let pick = if depth > 4 {
+            next(seed, 6)
+        } else {
+            next(seed, 9)
+        };
+        match pick {
+            0 => out.push_str("null"),
+            1 => out.push_str(["true", "false"][next(seed, 2) as usize]),
+            2 => out.push_str(
+                [
+                    "0",
+                    "-0",
+                    "1",
+                    "-17",
+                    "1e5",
+                    "1E-7",
+                    "2.50",
+                    "18446744073709551616",
+                    "-9223372036854775809",
+                    "1.7976931348623157e309",
+                    "0.1",
+                    "123456789012345678",
+                ][next(seed, 12) as usize],
+            ),
+            3..=5 => {
+                let words = [
+                    "",
+                    "a",
+                    "\\u00e9",
+                    "\\n\\\"",
+                    "sessionId",
+                    "$serde_json::private::Number",
+                ];
+                out.push('"');
+                out.push_str(words[next(seed, 6) as usize]);
+                out.push('"');
+            }
+            6 => {
+                out.push('[');
+                for i in 0..next(seed, 6) {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    random_json(seed, depth + 1, out);
+                }
+                out.push(']');
+            }
+            _ => {
+                out.push('{');
+                let wide = next(seed, 4) == 0;
+                let n = if wide {
+                    10 + next(seed, 30)
+                } else {
+                    next(seed, 6)
+                };
+                for i in 0..n {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    let key = ["a", "b", "1", "0", "updatedAt", "k"][next(seed, 6) as usize];
+                    out.push_str(&format!(
+                        "\"{key}{}\":",
+                        next(seed, if wide { 40 } else { 3 })
+                    ));
+                    random_json(seed, depth + 1, out);
+                }
+                out.push('}');
+            }
+        }
+    }
+
+    #[test]
+    fn exact_reads_what_serde_json_reads() {
+        let mut seed = 7u64;
+        for _ in 0..3000 {
+            let mut text = String::new();
+            random_json(&mut seed, 0, &mut text);
+            let theirs: Value = serde_json::from_str(&text).unwrap();
+            let ours = deserialize(text.as_bytes(), Exact).unwrap();
+            assert_eq!(ours, theirs, "{text}");
+            assert_eq!(
+                serde_json::to_string(&ours).unwrap(),
+                serde_json::to_string(&theirs).unwrap(),
+                "members in the same order: {text}"
+            );
+        }
+        for text in [
+            "{\"$serde_json::private::Number\": \"12.50\"}",
+            "{\"$serde_json::private::RawValue\": \"[1, 2]\"}",
+            "{\"a\": 1, \"a\": 2, \"b\": 3}",
+            "[[], {}, [{}]]",
+        ] {
+            let theirs: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(
+                deserialize(text.as_bytes(), Exact).unwrap(),
+                theirs,
+                "{text}"
+            );
+        }
+        let Value::Array(items) = deserialize(b"[1, 2, 3, 4, 5]", Exact).unwrap() else {
+            panic!("an array");
+        };
+        assert_eq!(items.capacity(), 5, "room for its items only");
     }
 }

@@ -240,8 +240,6 @@ pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<(Store, Option<String>)> {
         .unwrap_or_default();
     let hydrated = blobs::hydrate(&mut store, &dir);
     let changed = normalize::normalize_store(&mut store) || hydrated;
-    // Entries are kept by the hundred thousand in a neglected store: each at its size.
-    store.values_mut().for_each(crate::jsjson::shrink_to_fit);
     Ok((store, if changed { None } else { raw }))
 }
 
