@@ -260,8 +260,11 @@ pub fn inspect_database(
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
-    let wanted = sessions_with_rows(&conn, &rows, filters, &mut r)?;
+    let (wanted, missing) = sessions_with_rows(&conn, &rows, filters)?;
     let done = analyse_sessions(db, &wanted, hooks);
+    for place in missing {
+        rows[place].transcript_missing = true;
+    }
     for row in &mut rows {
         row.facts = row
             .session_id
@@ -314,6 +317,7 @@ fn session_rows(conn: &Connection, r: &mut StoreReport) -> Result<(Vec<SessionRo
             updated_at,
             transcript: None,
             facts: None,
+            transcript_missing: false,
         });
     })?;
     let mut fields: Vec<(String, u64)> = by_field.into_iter().collect();
@@ -322,21 +326,21 @@ fn session_rows(conn: &Connection, r: &mut StoreReport) -> Result<(Vec<SessionRo
     Ok((rows, archived_entries))
 }
 
-/// The session ids of `rows` that have transcript rows, each once; entries whose session
-/// has none are recorded as damage.
+/// The session ids of `rows` that have transcript rows, each once, and the places of the rows
+/// whose session has none (damage).
 fn sessions_with_rows<'a>(
     conn: &Connection,
     rows: &'a [SessionRow],
     filters: &Filters,
-    r: &mut StoreReport,
-) -> Result<Vec<&'a str>> {
+) -> Result<(Vec<&'a str>, Vec<usize>)> {
     let with_rows: HashSet<String> = conn
         .prepare("SELECT DISTINCT session_id FROM transcript_events")?
         .query_map([], |r| r.get(0))?
         .collect::<rusqlite::Result<_>>()?;
     let mut wanted: Vec<&str> = Vec::new();
     let mut listed: HashSet<&str> = HashSet::new();
-    for row in rows {
+    let mut missing = Vec::new();
+    for (place, row) in rows.iter().enumerate() {
         let Some(sid) = row.session_id.as_deref() else {
             continue;
         };
@@ -345,10 +349,10 @@ fn sessions_with_rows<'a>(
                 wanted.push(sid);
             }
         } else if filters.larger_than.is_none() {
-            r.damage.missing_transcripts.push(row.key.clone());
+            missing.push(place);
         }
     }
-    Ok(wanted)
+    Ok((wanted, missing))
 }
 
 /// Each session's rows once, sessions in parallel: every worker reads through its own

@@ -157,6 +157,9 @@ pub struct SessionRow {
     /// `None` when the transcript is missing (or the entry has none). Boxed: most rows of a
     /// large store have none, and cost only the pointer.
     pub facts: Option<Box<TranscriptFacts>>,
+    /// The entry has a session id whose transcript does not exist (damage; never set with
+    /// `--larger-than`, which a missing transcript cannot pass).
+    pub transcript_missing: bool,
 }
 
 /// What each command would reclaim.
@@ -170,11 +173,10 @@ pub struct Reclaimable {
     pub compact_tokens: u64,
 }
 
-/// Problems noticed along the way.
+/// Problems noticed along the way (entries whose transcript does not exist are marked on
+/// their rows: [`SessionRow::transcript_missing`]).
 #[derive(Debug, Clone, Default)]
 pub struct Damage {
-    /// Keys whose transcript does not exist.
-    pub missing_transcripts: Vec<String>,
     /// Transcript → 1-based unparsable line numbers.
     pub unparsable_lines: Vec<(PathBuf, Vec<usize>)>,
     pub dangling_parents: Vec<(PathBuf, usize)>,
@@ -238,6 +240,13 @@ pub struct StoreReport {
 }
 
 impl StoreReport {
+    /// The keys of the entries whose transcript does not exist, in store order.
+    pub fn missing_transcripts(&self) -> impl Iterator<Item = &str> {
+        (self.sessions.iter())
+            .filter(|row| row.transcript_missing)
+            .map(|row| row.key.as_str())
+    }
+
     /// Count one entry of `kind` last updated at `updated_at` in the per-kind figures.
     fn count_entry(&mut self, kind: SessionKind, updated_at: Option<f64>) {
         let k = self.kinds.entry(kind).or_default();
@@ -298,7 +307,7 @@ pub fn inspect_store(
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
-    let unique = unique_transcripts(&rows, filters, &mut r);
+    let unique = unique_transcripts(&mut rows, filters);
     (hooks.progress)(Tick::Planned(unique.iter().map(|(_, n)| n).sum()));
     let confined = Confined::new(&dir).ok();
     // The cleanup prediction works on its own scratch mirror: it runs beside the transcript
@@ -364,18 +373,15 @@ fn session_rows(s: &store::Store, dir: &Path, r: &mut StoreReport) -> Vec<Sessio
             updated_at,
             transcript: store::entry_transcript(entry, dir),
             facts: None,
+            transcript_missing: false,
         });
     }
     rows
 }
 
 /// Each transcript of `rows` once, with its size; entries whose transcript is missing are
-/// recorded as damage.
-fn unique_transcripts(
-    rows: &[SessionRow],
-    filters: &Filters,
-    r: &mut StoreReport,
-) -> Vec<(PathBuf, u64)> {
+/// marked as damage.
+fn unique_transcripts(rows: &mut [SessionRow], filters: &Filters) -> Vec<(PathBuf, u64)> {
     let mut unique: Vec<(PathBuf, u64)> = Vec::new();
     let mut listed: HashSet<PathBuf> = HashSet::new();
     for row in rows {
@@ -390,7 +396,7 @@ fn unique_transcripts(
             }
             // A missing transcript has no size: it never passes `--larger-than`.
             _ if row.session_id.is_some() && filters.larger_than.is_none() => {
-                r.damage.missing_transcripts.push(row.key.clone())
+                row.transcript_missing = true
             }
             _ => {}
         }

@@ -242,8 +242,8 @@ fn write_store<S: Sink>(p: &mut Pretty<S>, r: &StoreReport, view: &View) {
                     if dk == "missingTranscripts" {
                         p.key(dk);
                         p.begin_array();
-                        for key in &r.damage.missing_transcripts {
-                            p.value(&Value::String(key.clone()));
+                        for key in r.missing_transcripts() {
+                            p.value(&Value::String(key.to_owned()));
                         }
                         p.end();
                     } else {
@@ -334,8 +334,8 @@ mod tests {
                     "/state/agents/main/sessions/{i:08x}-0000-4000-8000-000000000000.jsonl"
                 ))),
                 facts: (i % 100 == 0).then(Box::default),
+                transcript_missing: true,
             });
-            r.damage.missing_transcripts.push(key);
         }
         r
     }
@@ -363,7 +363,8 @@ mod tests {
                 .into_iter()
                 .map(session_json)
                 .collect();
-            store["damage"]["missingTranscripts"] = json!(r.damage.missing_transcripts);
+            store["damage"]["missingTranscripts"] =
+                json!(r.missing_transcripts().collect::<Vec<_>>());
             json!({"stores": [store], "totals": totals_json(&reports), "resolvedDirs": []})
         });
         assert_eq!(text, crate::jsjson::to_string_pretty(&doc));

@@ -279,7 +279,7 @@ fn render_store(out: &mut String, r: &StoreReport, view: &View) {
     }
     render_sessions(out, r, view);
     render_reclaimable_of(out, &r.reclaimable, None, r.database.as_ref());
-    render_damage(out, &r.damage);
+    render_damage(out, &r.damage, r.missing_transcripts().count());
 }
 
 /// Where a database's bytes go: the file, WAL and free pages, the largest tables, and what
@@ -347,10 +347,10 @@ fn render_database(out: &mut String, db: &DbFacts, sessions: &[SessionRow]) {
     let _ = writeln!(out, "{t}");
 }
 
-fn render_damage(out: &mut String, d: &Damage) {
+fn render_damage(out: &mut String, d: &Damage, missing_transcripts: usize) {
     let mut lines: Vec<String> = Vec::new();
-    if !d.missing_transcripts.is_empty() {
-        let n = d.missing_transcripts.len();
+    if missing_transcripts > 0 {
+        let n = missing_transcripts;
         lines.push(format!(
             "{} with a missing transcript",
             super::count(n, "entry", "entries")
@@ -546,5 +546,5 @@ pub fn render_transcript(out: &mut String, t: &TranscriptReport) {
             .push((p.clone(), f.orphan_tool_results));
     }
     d.locks.extend(t.lock.clone());
-    render_damage(out, &d);
+    render_damage(out, &d, 0);
 }
