@@ -131,6 +131,23 @@ impl Pruned {
             .chain(&self.stale)
             .chain(&self.capped)
     }
+
+    fn counts(&self) -> PrunedCounts {
+        PrunedCounts {
+            model_runs: self.model_runs.len(),
+            stale: self.stale.len(),
+            capped: self.capped.len(),
+        }
+    }
+}
+
+/// How many entries each entry step removed (an apply keeps no more of them once their files
+/// are known: a store may lose hundreds of thousands).
+#[derive(Default, Clone, Copy)]
+struct PrunedCounts {
+    model_runs: usize,
+    stale: usize,
+    capped: usize,
 }
 
 /// The entry steps, in OpenClaw's order: stale model-run probes (only when the store is over
@@ -484,9 +501,9 @@ pub fn apply(
         repaired,
         missing: fixes.missing,
         dm_scope_retired: fixes.dm_scope_retired,
-        model_run_pruned: pruned.model_runs.len() as u64,
-        pruned: pruned.stale.len() as u64,
-        capped: pruned.capped.len() as u64,
+        model_run_pruned: pruned.model_runs as u64,
+        pruned: pruned.stale as u64,
+        capped: pruned.capped as u64,
         unreferenced,
         disk_budget,
         applied: Some(applied),
@@ -504,18 +521,18 @@ fn prune_step(
     opts: &Options,
     preserve: &[String],
     applied: &mut Applied,
-) -> Result<Pruned> {
+) -> Result<PrunedCounts> {
     if opts.flags.is_warn() {
         applied.logs.extend(warn_logs(store, opts));
-        return Ok(Pruned::default());
+        return Ok(PrunedCounts::default());
     }
     let dir = sessions_dir_of(store_path);
     let (pruned, in_use) = prune_entries(confined, store, &dir, store_path, opts, preserve)?;
     applied.left_in_use.extend(in_use);
     applied.logs.extend(log::entry_steps(
-        pruned.model_runs.len(),
-        pruned.stale.len(),
-        pruned.capped.len(),
+        pruned.model_runs,
+        pruned.stale,
+        pruned.capped,
     ));
     Ok(pruned)
 }
@@ -638,13 +655,16 @@ fn prune_entries(
     store_path: &Path,
     opts: &Options,
     preserve: &[String],
-) -> Result<(Pruned, Vec<(PathBuf, String)>)> {
+) -> Result<(PrunedCounts, Vec<(PathBuf, String)>)> {
     let maintenance = &opts.maintenance;
     let pruned = entry_steps(store, maintenance, preserve);
     let mut removed = RemovedFiles::default();
     for (_, e) in pruned.entries() {
         removed.remember(e);
     }
+    // Of the removed entries only their files are needed from here on.
+    let counts = pruned.counts();
+    drop(pruned);
     let mut archived = files::Archived::default();
     if !removed.0.is_empty() {
         let referenced = files::referenced_ids(store);
@@ -666,7 +686,7 @@ fn prune_entries(
             maintenance.reset_archive_retention_ms,
         );
     }
-    Ok((pruned, archived.in_use))
+    Ok((counts, archived.in_use))
 }
 
 /// Warn mode's warning about the `--active-key` entry (nothing in enforce mode).
