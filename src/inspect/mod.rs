@@ -277,13 +277,26 @@ pub fn inspect_store(
     now_ms: f64,
 ) -> Result<StoreReport> {
     let dir = run::sessions_dir_of(store_path);
+    let sqlite = crate::targets::sqlite_marker(store_path);
+    // The cleanup prediction runs first, on its own scratch mirror: the store it loads and
+    // plans is gone before this one is loaded (a store may have hundreds of thousands of
+    // entries, and the two were held together when it ran beside the transcript pass).
+    let mut cleanup_notes = Vec::new();
+    let cleanup = predict_cleanup(
+        agent_id,
+        store_path,
+        &dir,
+        hooks,
+        sqlite.is_some(),
+        &mut cleanup_notes,
+    );
     // Only the entries are read (the text kept for a later save is dropped at once).
     let store::Loaded { store, existed, .. } = store::load(store_path)?;
     let s = &store;
     let mut r = StoreReport {
         agent_id: agent_id.to_owned(),
         store_path: store_path.to_owned(),
-        sqlite: crate::targets::sqlite_marker(store_path),
+        sqlite,
         entries: s.len() as u64,
         ..StoreReport::default()
     };
@@ -300,8 +313,7 @@ pub fn inspect_store(
     scan_dir(&dir, store_path, s, now_ms, &mut r);
     r.store_fields = store_fields(s);
     let mut rows = session_rows(s, &dir, &mut r);
-    // The rows hold what the report needs of the entries; the cleanup prediction loads the
-    // store again on its own, so two copies are never held at once.
+    // The rows hold what the report needs of the entries.
     drop(store);
     if let Some(sel) = &filters.session {
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
@@ -310,32 +322,14 @@ pub fn inspect_store(
     let unique = unique_transcripts(&mut rows, filters);
     (hooks.progress)(Tick::Planned(unique.iter().map(|(_, n)| n).sum()));
     let confined = Confined::new(&dir).ok();
-    // The cleanup prediction works on its own scratch mirror: it runs beside the transcript
-    // pass instead of after it.
-    let sqlite = r.sqlite.is_some();
-    let mut cleanup_notes = Vec::new();
-    let (facts, cleanup) = rayon::join(
-        || -> HashMap<PathBuf, TranscriptFacts> {
-            unique
-                .par_iter()
-                .map(|(p, n)| {
-                    let f = analyse(p, confined.as_ref(), hooks);
-                    (hooks.progress)(Tick::Done(*n));
-                    (p.clone(), f)
-                })
-                .collect()
-        },
-        || {
-            predict_cleanup(
-                agent_id,
-                store_path,
-                &dir,
-                hooks,
-                sqlite,
-                &mut cleanup_notes,
-            )
-        },
-    );
+    let facts: HashMap<PathBuf, TranscriptFacts> = unique
+        .par_iter()
+        .map(|(p, n)| {
+            let f = analyse(p, confined.as_ref(), hooks);
+            (hooks.progress)(Tick::Done(*n));
+            (p.clone(), f)
+        })
+        .collect();
     for row in &mut rows {
         row.facts = row
             .transcript

@@ -3,6 +3,7 @@
 //! model-run probe pruning, stale pruning and the entry cap. Each returns what it removed, in
 //! removal order, so callers can archive transcripts and build the action table.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
@@ -307,25 +308,29 @@ pub fn exists_with_messages(p: &Path) -> bool {
 }
 
 /// Remove `victims` from the store (keeping the order of the rest) and return them in the
-/// order given. One pass over the store, so large removals stay linear.
+/// order given. One pass over the store, so large removals stay linear; each entry taken goes
+/// straight to its place in the result (a store may lose hundreds of thousands).
 fn take(s: &mut Store, victims: Vec<String>) -> Removed {
     if victims.is_empty() {
         return Vec::new();
     }
-    let wanted: std::collections::HashSet<&str> = victims.iter().map(String::as_str).collect();
-    let mut taken: std::collections::HashMap<String, Value> = std::collections::HashMap::new();
+    // Each victim's place in the order given (the first, should a key be given twice).
+    let mut place: HashMap<&str, usize> = HashMap::with_capacity(victims.len());
+    for (i, key) in victims.iter().enumerate() {
+        place.entry(key.as_str()).or_insert(i);
+    }
+    let mut taken: Vec<Option<(String, Value)>> = Vec::new();
+    taken.resize_with(victims.len(), || None);
     let old = std::mem::take(s);
     for (k, v) in old {
-        if wanted.contains(k.as_str()) {
-            taken.insert(k, v);
-        } else {
-            s.insert(k, v);
+        match place.get(k.as_str()) {
+            Some(&i) => taken[i] = Some((k, v)),
+            None => {
+                s.insert(k, v);
+            }
         }
     }
-    victims
-        .into_iter()
-        .filter_map(|k| taken.remove(&k).map(|e| (k, e)))
-        .collect()
+    taken.into_iter().flatten().collect()
 }
 
 #[cfg(test)]
@@ -442,5 +447,22 @@ mod tests {
             Some(u.to_string())
         );
         assert_eq!(generated_transcript_session_id(Some("abc.jsonl")), None);
+    }
+
+    /// The victims come back in the order given, each once, and the rest keep their order;
+    /// a victim the store does not have is skipped.
+    #[test]
+    fn take_returns_the_victims_in_the_order_given() {
+        let mut s: Store = ["a", "b", "c", "d", "e"]
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.to_string(), json!(i)))
+            .collect();
+        let victims = ["d", "zz", "b", "d", "a"].map(String::from).to_vec();
+        let taken = take(&mut s, victims);
+        let keys: Vec<&str> = taken.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["d", "b", "a"]);
+        assert_eq!(taken[0].1, json!(3));
+        assert_eq!(s.keys().collect::<Vec<_>>(), ["c", "e"]);
     }
 }
