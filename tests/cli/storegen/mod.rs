@@ -21,8 +21,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub use store::generate;
 
 /// Whether to generate inputs on which clawkeeper deliberately differs from OpenClaw
-/// (trajectory runtime files outside the sessions dir that a pointer names):
-/// `CLAWKEEPER_PARITY_DEVIATIONS=1`. Off by default, so the suite checks true parity.
+/// (trajectory runtime files outside the sessions dir that a pointer names; compaction
+/// checkpoints of an entry without a session id, which can name the transcript of an entry
+/// that is removed): `CLAWKEEPER_PARITY_DEVIATIONS=1`. Off by default, so the suite checks
+/// true parity.
 pub fn deviations() -> bool {
     std::env::var("CLAWKEEPER_PARITY_DEVIATIONS").as_deref() == Ok("1")
 }

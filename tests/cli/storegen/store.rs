@@ -295,7 +295,8 @@ impl Gen {
         };
         let trimmed = sid.trim().to_string();
         prev_ids.push(trimmed.clone());
-        if !self.rng.chance(0.04) {
+        let has_sid = !self.rng.chance(0.04);
+        if has_sid {
             e.insert("sessionId".into(), json!(sid));
         }
         let age = self.age();
@@ -470,7 +471,10 @@ impl Gen {
             {
                 self.trajectory(rel, &trimmed);
             }
-            if self.rng.chance(0.2) {
+            // A checkpoint of an entry without a session id may name the transcript of another
+            // entry that takes the id: OpenClaw archives that file with the other entry, while
+            // clawkeeper keeps every file a kept entry uses (a deliberate difference).
+            if self.rng.chance(0.2) && (has_sid || deviations()) {
                 self.checkpoint(&mut e, rel, &trimmed);
             }
         }
