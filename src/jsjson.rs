@@ -115,11 +115,12 @@ pub struct Exact;
 
 impl Exact {
     const GATHERED: usize = 16;
-    /// The keys by which serde_json's deserializer hands over an arbitrary-precision number
-    /// and a raw value (`serde_json::Value`'s visitor reads them the same way).
-    const NUMBER_TOKEN: &str = "$serde_json::private::Number";
-    const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 }
+
+/// The keys by which serde_json's deserializer hands over an arbitrary-precision number (a
+/// one-member map) and a raw value; `serde_json::Value`'s visitor reads them the same way.
+pub const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
 
 impl<'de> serde::de::DeserializeSeed<'de> for Exact {
     type Value = Value;
@@ -174,11 +175,11 @@ impl<'de> serde::de::Visitor<'de> for Exact {
         let Some(first) = map.next_key::<String>()? else {
             return Ok(Value::Object(Map::new()));
         };
-        if first == Exact::NUMBER_TOKEN {
+        if first == NUMBER_TOKEN {
             let digits: String = map.next_value()?;
             return digits.parse().map(Value::Number).map_err(A::Error::custom);
         }
-        if first == Exact::RAW_TOKEN {
+        if first == RAW_TOKEN {
             let raw: String = map.next_value()?;
             return serde_json::from_str(&raw).map_err(A::Error::custom);
         }

@@ -24,6 +24,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor
 use serde_json::Value;
 
 use super::estimate::{self, ContextState, Measure, Measured, UsageFields};
+use crate::jsjson::NUMBER_TOKEN;
 
 /// Visitor methods that consume a JSON value of a type the visitor does not look into and
 /// return `$v`: one per kind listed (`bool`, `num`, `str`, `unit`, `seq`, `map`).
@@ -474,9 +475,6 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
     other_types!(None; unit);
     other_types!(Some(MessageProbe::default()); bool, num, str, seq);
 }
-
-/// serde_json's private name of an arbitrary-precision number (a one-member map).
-const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 /// Keys that name the tool call a result answers, in the order the runtime tries them.
 pub const TOOL_RESULT_ID_KEYS: [&str; 6] = [

@@ -198,26 +198,32 @@ fn a_store_with_nothing_to_change_is_written_only_when_its_text_differs() {
     env.write_store(&pretty);
     env.transcript("new", 10 * MIN);
     let p = env.store_path();
-    let ino = fs::metadata(&p).unwrap().ino();
-    let o = env.run(&["cleanup", "--enforce"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let ino = || fs::metadata(&p).unwrap().ino();
+    let enforce = |args: &[&str]| {
+        let o = env.run(&[&["cleanup", "--enforce"], args].concat());
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    };
+    let before = ino();
+    enforce(&[]);
     assert_eq!(env.store_text(), pretty);
-    assert_eq!(
-        fs::metadata(&p).unwrap().ino(),
-        ino,
-        "the store was rewritten"
-    );
+    assert_eq!(ino(), before, "the store was rewritten");
 
     env.write_store(&format!(
         "{{\"agent:main:telegram:direct:2\":{{\"sessionId\":\"new\",\"updatedAt\":{updated}}}}}"
     ));
-    let ino = fs::metadata(&p).unwrap().ino();
-    let o = env.run(&["cleanup", "--enforce"]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let before = ino();
+    enforce(&[]);
     assert_eq!(env.store_text(), pretty);
-    assert_ne!(
-        fs::metadata(&p).unwrap().ino(),
-        ino,
-        "the store was not rewritten"
-    );
+    assert_ne!(ino(), before, "the store was not rewritten");
+
+    // A `--fix-missing` repair alone keeps every entry: the store is still written.
+    let stale = "0123abcd-0000-4000-8000-0123456789ab.jsonl";
+    env.write_store(&pretty.replace(
+        &format!("{updated}\n"),
+        &format!("{updated},\n    \"sessionFile\": \"{stale}\"\n"),
+    ));
+    enforce(&["--fix-missing"]);
+    let text = env.store_text();
+    assert!(!text.contains(stale), "the repair was not saved: {text}");
+    assert!(text.contains("new.jsonl\""), "{text}");
 }
