@@ -230,15 +230,60 @@ pub fn deserialize<'de, S: serde::de::DeserializeSeed<'de>>(
     }
 }
 
+/// A JSON tree the writer walks: a `serde_json::Value`, or a store's compact
+/// [`crate::json::Json`].
+pub trait Tree: Sized {
+    /// An object's members, in order.
+    type Members<'a>: Iterator<Item = (&'a str, &'a Self)>
+    where
+        Self: 'a;
+    fn node(&self) -> Node<'_, Self>;
+}
+
+/// One node of a [`Tree`], as the writer sees it.
+pub enum Node<'a, T: Tree + 'a> {
+    Null,
+    Bool(bool),
+    /// The number's value (`None`, or not finite: written as `null`, as JavaScript writes it).
+    Number(Option<f64>),
+    String(&'a str),
+    Array(&'a [T]),
+    Object(T::Members<'a>),
+}
+
+impl Tree for Value {
+    type Members<'a> = std::iter::Map<
+        serde_json::map::Iter<'a>,
+        fn((&'a String, &'a Value)) -> (&'a str, &'a Value),
+    >;
+
+    fn node(&self) -> Node<'_, Value> {
+        match self {
+            Value::Null => Node::Null,
+            Value::Bool(b) => Node::Bool(*b),
+            // With arbitrary_precision the number keeps its source text; JavaScript holds it
+            // as f64.
+            Value::Number(n) => Node::Number(n.as_f64()),
+            Value::String(s) => Node::String(s),
+            Value::Array(items) => Node::Array(items),
+            Value::Object(map) => Node::Object(map.iter().map(value_member as _)),
+        }
+    }
+}
+
+fn value_member<'a>((k, v): (&'a String, &'a Value)) -> (&'a str, &'a Value) {
+    (k, v)
+}
+
 /// `JSON.stringify(v, null, 2)`.
-pub fn to_string_pretty(v: &Value) -> String {
+pub fn to_string_pretty<T: Tree>(v: &T) -> String {
     let mut out = String::new();
     write_value(&mut out, v, Some(2), 0);
     out
 }
 
 /// `JSON.stringify(v)`.
-pub fn to_string_compact(v: &Value) -> String {
+pub fn to_string_compact<T: Tree>(v: &T) -> String {
     let mut out = String::new();
     write_value(&mut out, v, None, 0);
     out
@@ -246,7 +291,7 @@ pub fn to_string_compact(v: &Value) -> String {
 
 /// Byte length of the `"key": value` member as it appears at `level` inside a
 /// `JSON.stringify(…, null, 2)` document, indentation of its first line included.
-pub fn pretty_member_len(key: &str, v: &Value, level: usize) -> usize {
+pub fn pretty_member_len<T: Tree>(key: &str, v: &T, level: usize) -> usize {
     let mut out = Len(2 * level);
     write_string(&mut out, key);
     out.push_str(": ");
@@ -256,13 +301,19 @@ pub fn pretty_member_len(key: &str, v: &Value, level: usize) -> usize {
 
 /// Serialise `v` into `out`. `indent` is the indent unit (None = compact), `level` the depth of
 /// `v` itself (its closing bracket is indented by `level` units).
-pub fn write_value<S: Sink + ?Sized>(out: &mut S, v: &Value, indent: Option<usize>, level: usize) {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => write_number(out, n),
-        Value::String(s) => write_string(out, s),
-        Value::Array(items) => {
+pub fn write_value<S: Sink + ?Sized, T: Tree>(
+    out: &mut S,
+    v: &T,
+    indent: Option<usize>,
+    level: usize,
+) {
+    match v.node() {
+        Node::Null => out.push_str("null"),
+        Node::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+        Node::Number(Some(f)) if f.is_finite() => push_js_number(out, f),
+        Node::Number(_) => out.push_str("null"),
+        Node::String(s) => write_string(out, s),
+        Node::Array(items) => {
             if items.is_empty() {
                 out.push_str("[]");
                 return;
@@ -278,13 +329,14 @@ pub fn write_value<S: Sink + ?Sized>(out: &mut S, v: &Value, indent: Option<usiz
             push_indent(out, indent, level);
             out.push(']');
         }
-        Value::Object(map) => {
-            if map.is_empty() {
+        Node::Object(members) => {
+            let mut members = members.peekable();
+            if members.peek().is_none() {
                 out.push_str("{}");
                 return;
             }
             out.push('{');
-            for (i, (k, item)) in map.iter().enumerate() {
+            for (i, (k, item)) in members.enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
@@ -358,14 +410,6 @@ pub fn write_string<S: Sink + ?Sized>(out: &mut S, s: &str) {
 #[inline]
 fn needs_escape(b: u8) -> bool {
     (b < 0x20) | (b == b'"') | (b == b'\\')
-}
-
-fn write_number<S: Sink + ?Sized>(out: &mut S, n: &serde_json::Number) {
-    // With arbitrary_precision the number keeps its source text; JavaScript holds it as f64.
-    match n.as_f64() {
-        Some(f) if f.is_finite() => push_js_number(out, f),
-        _ => out.push_str("null"),
-    }
 }
 
 /// `String(x)` for a JavaScript number: ECMA-262 `Number::toString(x, 10)`, which is what

@@ -17,6 +17,7 @@ pub mod inspect;
 pub mod isotime;
 pub mod js;
 pub mod jsjson;
+pub mod json;
 pub mod jsonout;
 pub mod keys;
 pub mod layout;

@@ -124,7 +124,7 @@ pub fn write_request(
             out.write_all(b",")?;
         }
         first = false;
-        out.write_all(crate::jsjson::to_string_compact(&m).as_bytes())?;
+        out.write_all(crate::jsjson::to_string_compact(&*m).as_bytes())?;
     }
     out.write_all(b"]}")
 }
