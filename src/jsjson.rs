@@ -464,12 +464,18 @@ pub fn sort_object_keys(map: &mut Map<String, Value>) {
 /// stable sort keeps the others in their order).
 pub fn in_js_key_order<V>(mut members: Vec<(String, V)>) -> Vec<(String, V)> {
     if members.iter().any(|(k, _)| is_array_index(k)) {
-        members.sort_by_key(|(k, _)| match is_array_index(k) {
-            true => (false, k.parse::<u64>().unwrap_or(0)),
-            false => (true, 0),
-        });
+        members.sort_by_key(|(k, _)| key_rank(k));
     }
     members
+}
+
+/// Where JavaScript enumerates key `k` among an object's keys: array indices first, ascending,
+/// then the others (in their order: sorts by it must be stable).
+pub fn key_rank(k: &str) -> (bool, u64) {
+    match is_array_index(k) {
+        true => (false, k.parse::<u64>().unwrap_or(0)),
+        false => (true, 0),
+    }
 }
 
 #[cfg(test)]

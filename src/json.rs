@@ -393,6 +393,21 @@ impl Json {
         self.as_object_mut()?.get_mut(name)
     }
 
+    /// The value at JSON pointer `path` (RFC 6901, as `serde_json::Value::pointer`).
+    pub fn pointer(&self, path: &str) -> Option<&Json> {
+        if path.is_empty() {
+            return Some(self);
+        }
+        let rest = path.strip_prefix('/')?;
+        rest.split('/')
+            .map(|t| t.replace("~1", "/").replace("~0", "~"))
+            .try_fold(self, |v, token| match v {
+                Json::Object(o) => o.get(&token),
+                Json::Array(items) => parse_index(&token).and_then(|i| items.get(i)),
+                _ => None,
+            })
+    }
+
     pub fn as_object(&self) -> Option<&Object> {
         match self {
             Json::Object(o) => Some(o),
@@ -513,6 +528,12 @@ impl From<Value> for Json {
     }
 }
 
+impl From<i64> for Json {
+    fn from(n: i64) -> Json {
+        Json::Number(Num::from(n))
+    }
+}
+
 impl From<&str> for Json {
     fn from(s: &str) -> Json {
         Json::String(s.into())
@@ -549,6 +570,18 @@ impl PartialEq<Value> for Json {
             }
             _ => false,
         }
+    }
+}
+
+impl PartialEq<str> for Json {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == Some(other)
+    }
+}
+
+impl PartialEq<&str> for Json {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == Some(*other)
     }
 }
 
@@ -600,6 +633,21 @@ impl serde::Serialize for Json {
     }
 }
 
+impl<'de> serde::Deserialize<'de> for Json {
+    /// As a `serde_json::Value` deserialises, then held compactly.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Json, D::Error> {
+        Value::deserialize(d).map(Json::from_value)
+    }
+}
+
+impl fmt::Display for Json {
+    /// As `serde_json::Value` displays: its compact serde_json text.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = serde_json::to_string(self).map_err(|_| fmt::Error)?;
+        f.write_str(&text)
+    }
+}
+
 impl crate::jsjson::Tree for Json {
     type Members<'a> = std::iter::Map<
         std::slice::Iter<'a, (Key, Json)>,
@@ -617,6 +665,14 @@ impl crate::jsjson::Tree for Json {
             Json::Object(o) => Node::Object(o.0.iter().map(member as _)),
         }
     }
+}
+
+/// An array index in a JSON pointer: digits without a leading zero.
+fn parse_index(s: &str) -> Option<usize> {
+    if s.starts_with('+') || (s.starts_with('0') && s.len() != 1) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 fn member((k, v): &(Key, Json)) -> (&str, &Json) {

@@ -365,13 +365,14 @@ fn nested_too_deep(text: &str) -> Option<usize> {
 pub const DEFAULT_AGENT_ID: &str = "main";
 
 /// JavaScript truthiness of a JSON value.
-pub fn js_truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
-        Value::String(s) => !s.is_empty(),
-        _ => true,
+pub fn js_truthy<T: crate::jsjson::Tree>(v: &T) -> bool {
+    use crate::jsjson::Node;
+    match v.node() {
+        Node::Null => false,
+        Node::Bool(b) => b,
+        Node::Number(n) => n.is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Node::String(s) => !s.is_empty(),
+        Node::Array(_) | Node::Object(_) => true,
     }
 }
 

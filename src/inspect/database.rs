@@ -19,6 +19,8 @@ use rayon::prelude::*;
 use rusqlite::Connection;
 use serde_json::Value;
 
+use crate::json::Json;
+
 use super::{
     FileStat, Filters, Hooks, SessionRow, StoreReport, TranscriptFacts, passes_before_scan, scan,
 };
@@ -26,7 +28,6 @@ use crate::agentdb::cleanup as dbc;
 use crate::agentdb::{self, read, space, transcripts, vacuum};
 use crate::keys;
 use crate::layout::{self, FileKind};
-use crate::store;
 use crate::transcript::job::{Planner, PlannerAt, Status};
 use crate::transcript::tree::{self, Tree};
 
@@ -305,9 +306,10 @@ fn session_rows(conn: &Connection, r: &mut StoreReport) -> Result<(Vec<SessionRo
         archived_entries += u64::from(n.archived_at.is_some());
         add_entry_fields(&n.entry, &mut by_field);
         let entry = Some(&n.entry).filter(|e| e.is_object());
-        let kind = keys::classify(&n.key, entry);
+        let kind = keys::classify(&n.key, entry.cloned().map(Json::from_value).as_ref());
         let updated_at = entry
-            .and_then(store::updated_at)
+            .and_then(|e| e.get("updatedAt"))
+            .and_then(Value::as_f64)
             .or(Some(n.updated_at as f64));
         r.count_entry(kind, updated_at);
         rows.push(SessionRow {

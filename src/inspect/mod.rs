@@ -35,6 +35,8 @@ use rayon::prelude::*;
 use rustc_hash::FxHashSet;
 use serde_json::Value;
 
+use crate::json::Json;
+
 use crate::fsutil::Confined;
 use crate::fsutil::lock::{self, Holder};
 use crate::keys::{self, SessionKind};
@@ -497,11 +499,11 @@ fn scan_dir(dir: &Path, store_path: &Path, s: &store::Store, now_ms: f64, r: &mu
 fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
     let mut by_field: HashMap<&str, u64> = HashMap::new();
     for entry in s.values() {
-        let Value::Object(m) = entry else { continue };
-        for (k, v) in m {
+        let Json::Object(m) = entry else { continue };
+        for (k, v) in m.iter() {
             // The member, its separator (",\n" or "\n") included.
             let n = crate::jsjson::pretty_member_len(k, v, 2) as u64 + 2;
-            *by_field.entry(k.as_str()).or_default() += n;
+            *by_field.entry(k).or_default() += n;
         }
     }
     let mut out: Vec<(String, u64)> = by_field

@@ -1,7 +1,7 @@
 //! Session kinds: what a key is (main, direct, group, channel, thread, telegram topic, cron,
 //! cron run, subagent, heartbeat, hook, acp, model-run probe, other), for reports and filters.
 
-use serde_json::Value;
+use crate::json::Json;
 
 use super::{
     chat_type, is_acp_key, is_cron_key, is_cron_run_key, is_heartbeat_rest, is_model_run_key,
@@ -73,7 +73,7 @@ impl SessionKind {
 }
 
 /// Classify a key (and its entry, for `chatType`) into a `SessionKind`.
-pub fn classify(key: &str, entry: Option<&Value>) -> SessionKind {
+pub fn classify(key: &str, entry: Option<&Json>) -> SessionKind {
     if is_model_run_key(key) {
         return SessionKind::ModelRun;
     }

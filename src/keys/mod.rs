@@ -5,7 +5,7 @@
 //! Keys look like `agent:<agentId>:<rest>`. Normalisation lowercases everything except the
 //! opaque peer ids of Signal groups (one segment) and Matrix rooms (the tail up to `:thread:`).
 
-use serde_json::Value;
+use crate::json::Json;
 
 use crate::config::normalize_agent_id;
 use crate::js::js_trim;
@@ -282,24 +282,24 @@ fn is_external_group_or_channel_rest(rest: &str) -> bool {
 }
 
 /// The entry's `chatType`, else `origin.chatType`, lowercased.
-pub(crate) fn chat_type(entry: Option<&Value>) -> String {
-    let e = entry.and_then(Value::as_object);
+pub(crate) fn chat_type(entry: Option<&Json>) -> String {
+    let e = entry.and_then(Json::as_object);
     let ct = e
         .and_then(|o| o.get("chatType"))
         .filter(|v| !v.is_null())
         .or_else(|| {
             e.and_then(|o| o.get("origin"))
-                .and_then(Value::as_object)
+                .and_then(Json::as_object)
                 .and_then(|o| o.get("chatType"))
         });
     match ct {
-        Some(Value::String(s)) => lower(s),
+        Some(Json::String(s)) => lower(s),
         _ => String::new(),
     }
 }
 
 /// `isProtectedSessionMaintenanceEntry`: durable external conversation pointers.
-pub fn is_protected(key: &str, entry: Option<&Value>) -> bool {
+pub fn is_protected(key: &str, entry: Option<&Json>) -> bool {
     let parts = KeyParts::new(key);
     if parts.is_synthetic() {
         return false;
@@ -314,7 +314,7 @@ pub fn is_protected(key: &str, entry: Option<&Value>) -> bool {
 }
 
 /// `shouldPreserveMaintenanceEntry`: in the preserve set (raw compare) or protected.
-pub fn should_preserve(key: &str, entry: Option<&Value>, preserve: &[String]) -> bool {
+pub fn should_preserve(key: &str, entry: Option<&Json>, preserve: &[String]) -> bool {
     preserve.iter().any(|k| k == key) || is_protected(key, entry)
 }
 
@@ -457,11 +457,13 @@ mod tests {
         assert!(is_protected("agent:main:telegram:group:-100:topic:7", None));
         assert!(is_protected(
             "agent:main:x",
-            Some(&json!({"chatType": "Group"}))
+            Some(&crate::json::Json::from_value(json!({"chatType": "Group"})))
         ));
         assert!(is_protected(
             "agent:main:x",
-            Some(&json!({"origin": {"chatType": "thread"}}))
+            Some(&crate::json::Json::from_value(
+                json!({"origin": {"chatType": "thread"}})
+            ))
         ));
         assert!(!is_protected("agent:main:cron:slack:channel:c1", None));
         assert!(!is_protected("agent:main:telegram:direct:42", None));

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 
-use serde_json::Value;
+use crate::json::Json;
 
 use super::entries::{self, Repair};
 use crate::store::Store;
@@ -46,7 +46,7 @@ pub struct Before {
     removed: Vec<(Removal, entries::Removed)>,
     /// Where each removed entry is in `removed`: the step's place and the entry's, packed.
     removed_at: hashbrown::HashTable<u64>,
-    unrepaired: HashMap<String, Value>,
+    unrepaired: HashMap<String, Json>,
 }
 
 impl Before {
@@ -88,7 +88,7 @@ impl Before {
     }
 
     /// The step that removed `key`, with the entry as that step found it.
-    fn removed(&self, key: &str) -> Option<(Removal, &Value)> {
+    fn removed(&self, key: &str) -> Option<(Removal, &Json)> {
         let at = self
             .removed_at
             .find(hash(key), |&at| removed_entry(&self.removed, at).0 == key)?;
@@ -109,7 +109,7 @@ impl Before {
     }
 
     /// The entry `key` as it was loaded.
-    pub fn get(&self, key: &str) -> Option<&Value> {
+    pub fn get(&self, key: &str) -> Option<&Json> {
         self.unrepaired
             .get(key)
             .or_else(|| self.removed(key).map(|(_, e)| e))
@@ -117,11 +117,11 @@ impl Before {
     }
 
     /// Every entry as it was loaded, in the store's order.
-    pub fn iter(&self) -> impl Iterator<Item = (&String, &Value)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &Json)> {
         let removed = (self.removed.iter())
             .flat_map(|(_, entries)| entries)
             .map(|(key, _)| key);
-        let mut placed: Vec<(u32, &String, &Value)> = (self.kept.keys().chain(removed))
+        let mut placed: Vec<(u32, &String, &Json)> = (self.kept.keys().chain(removed))
             .filter_map(|key| Some((self.order.place(key)?, key, self.get(key)?)))
             .collect();
         placed.sort_unstable_by_key(|(place, _, _)| *place);
@@ -204,7 +204,7 @@ fn hash(key: &str) -> u64 {
 }
 
 /// The removed entry at packed place `at` (see [`Before::removed_at`]).
-fn removed_entry(removed: &[(Removal, entries::Removed)], at: u64) -> (&String, &Value) {
+fn removed_entry(removed: &[(Removal, entries::Removed)], at: u64) -> (&String, &Json) {
     let (key, entry) = &removed[(at >> 32) as usize].1[(at & u64::from(u32::MAX)) as usize];
     (key, entry)
 }
@@ -234,7 +234,8 @@ mod tests {
         };
         let repairs = [repair("a", Some("old.jsonl")), repair("b", None)];
         for r in &repairs {
-            planned[&r.key]["sessionFile"] = json!(r.new);
+            let entry = planned[&r.key].as_object_mut().unwrap();
+            entry.insert("sessionFile", Json::from(r.new.as_str()));
         }
         let removed = vec![
             (
@@ -248,8 +249,8 @@ mod tests {
         ];
         let before = Before::new(Order::of(&loaded), planned, removed, &repairs);
         assert_eq!(before.len(), 4);
-        let seen: Vec<(&String, &Value)> = before.iter().collect();
-        let want: Vec<(&String, &Value)> = loaded.iter().collect();
+        let seen: Vec<(&String, &Json)> = before.iter().collect();
+        let want: Vec<(&String, &Json)> = loaded.iter().collect();
         assert_eq!(seen, want);
         assert_eq!(
             serde_json::to_string(before.get("a").unwrap()).unwrap(),
@@ -277,7 +278,9 @@ mod tests {
     #[test]
     fn every_key_gets_its_own_place_even_when_hashes_collide() {
         let keys = ["b", "a", "cc", "dd", "e", "fff", "g"];
-        let store: Store = keys.iter().map(|k| (k.to_string(), json!({}))).collect();
+        let store: Store = (keys.iter())
+            .map(|k| (k.to_string(), Json::Object(Default::default())))
+            .collect();
         for hash in [(|k: &str| k.len() as u64) as fn(&str) -> u64, super::hash] {
             let order = Order::with_hash(&store, hash);
             for (place, key) in keys.iter().enumerate() {

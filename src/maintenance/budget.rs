@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use crate::json::Json;
 use anyhow::Result;
-use serde_json::Value;
 
 use super::files::{self, EntryFiles, FileInfo, PathSet, Remover};
 use super::protect::Protected;
@@ -48,7 +48,7 @@ pub struct SweepReport {
 pub use super::dir::{Dir, Scanned, scan};
 
 /// Byte length of the `"key": {...}` chunk of one entry in a pretty store.
-fn chunk_bytes(key: &str, entry: &Value) -> i64 {
+fn chunk_bytes(key: &str, entry: &Json) -> i64 {
     crate::jsjson::pretty_member_len(key, entry, 1) as i64
 }
 
@@ -151,7 +151,7 @@ impl Tally {
 struct Pass<'a> {
     remover: Remover<'a>,
     /// The evicted entries, as they were.
-    evicted: Vec<(String, Value)>,
+    evicted: Vec<(String, Json)>,
     tally: Tally,
     high: i64,
     temp_cutoff: f64,
@@ -315,7 +315,7 @@ impl Pass<'_> {
 
     /// Remove the transcript and sidecars of an evicted entry whose session id no kept entry
     /// uses, but none that is still `protected`.
-    fn remove_artifacts(&mut self, d: &Dir<'_>, entry: &Value, protected: &Protected) {
+    fn remove_artifacts(&mut self, d: &Dir<'_>, entry: &Json, protected: &Protected) {
         for p in files::entry_artifacts(entry, d.sessions_dir) {
             // Its `sessionFile` may name the store or a file a kept entry uses.
             if protected.contains(&crate::store::paths::canonical(&p)) {
@@ -349,7 +349,7 @@ fn eviction_order(s: &Store) -> Vec<String> {
 #[derive(Debug, Default)]
 pub struct Removed {
     pub paths: Vec<PathBuf>,
-    pub entries: Vec<(String, Value)>,
+    pub entries: Vec<(String, Json)>,
 }
 
 /// Run the budget. What it removes is added to `removed`.
@@ -512,6 +512,7 @@ mod tests {
         let Value::Object(s) = json!({"k": {"sessionId": "kept"}}) else {
             panic!()
         };
+        let s = crate::store::from_map(s);
         let dir = Dir::new(&d, &store_path, None);
         let rep = sweep(&dir, &s, 30 * 86_400_000, &PathSet::default()).unwrap();
         assert_eq!(
@@ -544,13 +545,14 @@ mod tests {
             std::fs::write(d.join(format!("{sid}.jsonl")), "b".repeat(400)).unwrap();
             age(&d.join(format!("{sid}.jsonl")), ms);
         }
-        let Value::Object(mut s) = json!({
+        let Value::Object(s) = json!({
             "agent:main:a": {"sessionId": "s1", "updatedAt": 1},
             "agent:main:slack:channel:c": {"sessionId": "s2", "updatedAt": 2},
             "agent:main:c": {"sessionId": "s3", "updatedAt": 3}
         }) else {
             panic!()
         };
+        let mut s = crate::store::from_map(s);
         let dir = Dir::new(&d, &store_path, None);
         let mut removed = Removed::default();
         let limits = Limits {
@@ -595,13 +597,14 @@ mod tests {
         for name in ["shared.jsonl", "shared.trajectory.jsonl", "kept.jsonl"] {
             std::fs::write(d.join(name), "b".repeat(400)).unwrap();
         }
-        let Value::Object(mut s) = json!({
+        let Value::Object(s) = json!({
             "agent:main:a": {"sessionId": "x", "sessionFile": "shared.jsonl", "updatedAt": 1},
             "agent:main:b": {"sessionId": "y", "sessionFile": "shared.jsonl", "updatedAt": 2},
             "agent:main:c": {"sessionId": "kept", "updatedAt": 3}
         }) else {
             panic!()
         };
+        let mut s = crate::store::from_map(s);
         let c = Confined::new(&d).unwrap();
         let dir = Dir::new(&d, &store_path, Some(&c));
         let limits = Limits {

@@ -6,13 +6,14 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use crate::json::Json;
 use serde_json::Value;
 
 use crate::keys;
 use crate::store::{self, Store, paths};
 
 /// A removed entry: its key and the entry as it was.
-pub type Removed = Vec<(String, Value)>;
+pub type Removed = Vec<(String, Json)>;
 
 /// `pruneStaleEntries`: remove unpreserved entries with `updatedAt < now − max_age`.
 pub fn prune_stale(s: &mut Store, max_age_ms: i64, preserve: &[String], now_ms: f64) -> Removed {
@@ -121,7 +122,7 @@ pub struct Repair {
     pub session_id: String,
     pub previous: Option<String>,
     pub new: String,
-    pub loaded: Value,
+    pub loaded: Json,
 }
 
 /// `pruneMissingTranscriptEntries`: drop entries whose transcript is missing or has no message
@@ -150,8 +151,8 @@ pub fn fix_missing(s: &mut Store, sessions_dir: &Path) -> FixMissing {
         }) {
             let new = canonical.to_string_lossy().into_owned();
             let loaded = entry.clone();
-            if let Some(Value::Object(e)) = s.get_mut(&key) {
-                e.insert("sessionFile".into(), Value::String(new.clone()));
+            if let Some(Json::Object(e)) = s.get_mut(&key) {
+                e.insert("sessionFile", Json::from(new.as_str()));
             }
             out.repaired.push(Repair {
                 key,
@@ -319,7 +320,7 @@ fn take(s: &mut Store, victims: Vec<String>) -> Removed {
     for (i, key) in victims.iter().enumerate() {
         place.entry(key.as_str()).or_insert(i);
     }
-    let mut taken: Vec<Option<(String, Value)>> = Vec::new();
+    let mut taken: Vec<Option<(String, Json)>> = Vec::new();
     taken.resize_with(victims.len(), || None);
     let old = std::mem::take(s);
     for (k, v) in old {
@@ -340,7 +341,7 @@ mod tests {
 
     fn store(v: Value) -> Store {
         let Value::Object(m) = v else { panic!() };
-        m
+        crate::store::from_map(m)
     }
 
     #[test]
@@ -456,7 +457,7 @@ mod tests {
         let mut s: Store = ["a", "b", "c", "d", "e"]
             .iter()
             .enumerate()
-            .map(|(i, k)| (k.to_string(), json!(i)))
+            .map(|(i, k)| (k.to_string(), Json::from(i as i64)))
             .collect();
         let victims = ["d", "zz", "b", "d", "a"].map(String::from).to_vec();
         let taken = take(&mut s, victims);

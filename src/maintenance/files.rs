@@ -12,8 +12,8 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use crate::json::Json;
 use anyhow::Result;
-use serde_json::Value;
 
 use super::protect::Protected;
 use crate::exit::Refusal;
@@ -29,7 +29,7 @@ pub use super::scan::{
 
 /// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
 /// (`resolveSessionArtifactPathsForEntry`); empty when the transcript is outside the dir.
-pub fn entry_artifacts(entry: &Value, sessions_dir: &Path) -> Vec<PathBuf> {
+pub fn entry_artifacts(entry: &Json, sessions_dir: &Path) -> Vec<PathBuf> {
     let Some(t) = store::entry_transcript(entry, sessions_dir) else {
         return Vec::new();
     };
@@ -43,7 +43,7 @@ pub fn entry_artifacts(entry: &Value, sessions_dir: &Path) -> Vec<PathBuf> {
 /// [`entry_artifacts`], each canonical. `real` is `paths::RealDir::new(sessions_dir)`, which
 /// answers the common entry without a lookup per path.
 pub fn entry_artifacts_canonical(
-    entry: &Value,
+    entry: &Json,
     sessions_dir: &Path,
     real: Option<&paths::RealDir>,
 ) -> Vec<PathBuf> {
@@ -110,7 +110,7 @@ impl<'a> EntryFiles<'a> {
 
     /// Call `f` with each file `entry` (at `key`) uses. Malformed `compactionCheckpoints`
     /// are refused (after its artifacts were visited).
-    pub fn visit(&self, key: &str, entry: &Value, mut f: impl FnMut(PathBuf)) -> Result<()> {
+    pub fn visit(&self, key: &str, entry: &Json, mut f: impl FnMut(PathBuf)) -> Result<()> {
         entry_artifacts_canonical(entry, self.sessions_dir, self.real.as_ref())
             .into_iter()
             .for_each(&mut f);
@@ -120,7 +120,7 @@ impl<'a> EntryFiles<'a> {
         if cps.is_null() {
             return Ok(());
         }
-        let Value::Array(cps) = cps else {
+        let Json::Array(cps) = cps else {
             return Err(malformed(key));
         };
         for cp in cps {
@@ -128,7 +128,7 @@ impl<'a> EntryFiles<'a> {
                 let Some(obj) = cp.get(side).filter(|v| !v.is_null()) else {
                     return Err(malformed(key));
                 };
-                if let Some(Value::String(file)) = obj.get("sessionFile") {
+                if let Some(Json::String(file)) = obj.get("sessionFile") {
                     let file = crate::js::js_trim(file);
                     if file.is_empty() {
                         continue;
@@ -271,7 +271,7 @@ pub struct RemovedFiles(
 );
 
 impl RemovedFiles {
-    pub fn remember(&mut self, entry: &Value) {
+    pub fn remember(&mut self, entry: &Json) {
         let id = store::session_id(entry).map(str::to_string);
         let file = store::session_file(entry)
             .filter(|s| !s.is_empty())
@@ -470,9 +470,10 @@ fn read_pointer(pointer: &Path, session_id: Option<&str>) -> Option<PathBuf> {
         return None;
     }
     let v = crate::jsjson::parse(&std::fs::read(pointer).ok()?).ok()?;
-    let ok = v.get("traceSchema").and_then(Value::as_str) == Some("openclaw-trajectory-pointer")
-        && v.get("schemaVersion").and_then(Value::as_f64) == Some(1.0)
-        && v.get("sessionId").and_then(Value::as_str) == session_id;
+    let ok = v.get("traceSchema").and_then(serde_json::Value::as_str)
+        == Some("openclaw-trajectory-pointer")
+        && v.get("schemaVersion").and_then(serde_json::Value::as_f64) == Some(1.0)
+        && v.get("sessionId").and_then(serde_json::Value::as_str) == session_id;
     let rf = v.get("runtimeFile")?.as_str()?;
     (ok && !crate::js::js_trim(rf).is_empty()).then(|| paths::resolve(Path::new(rf)))
 }
@@ -522,11 +523,11 @@ pub fn archive_retention(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn store_of(v: Value) -> Store {
         let Value::Object(s) = v else { panic!() };
-        s
+        crate::store::from_map(s)
     }
 
     #[test]
@@ -547,8 +548,8 @@ mod tests {
         .unwrap();
         let c = Confined::new(&d).unwrap();
         let mut removed = RemovedFiles::default();
-        removed.remember(&json!({"sessionId": "gone"}));
-        removed.remember(&json!({"sessionId": "kept"}));
+        removed.remember(&Json::from_value(json!({"sessionId": "gone"})));
+        removed.remember(&Json::from_value(json!({"sessionId": "kept"})));
         let referenced: HashSet<String> = ["kept".to_string()].into();
         let kept = store_of(json!({"k": {"sessionId": "kept"}}));
         let protected = Protected::of(&kept, &d, &d.join("sessions.json")).unwrap();
@@ -601,8 +602,8 @@ mod tests {
         std::fs::write(d.join("idle.jsonl"), "t").unwrap();
         let c = Confined::new(&d).unwrap();
         let mut removed = RemovedFiles::default();
-        removed.remember(&json!({"sessionId": "busy"}));
-        removed.remember(&json!({"sessionId": "idle"}));
+        removed.remember(&Json::from_value(json!({"sessionId": "busy"})));
+        removed.remember(&Json::from_value(json!({"sessionId": "idle"})));
         // The plan saw no lock; a live process (this one) takes one before the rename.
         let crate::fsutil::lock::Acquire::Locked(lock) =
             crate::fsutil::lock::acquire(&c, &d.join("busy.jsonl"), None).unwrap()

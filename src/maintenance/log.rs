@@ -10,7 +10,7 @@
 //! skipping enforcement` when `--active-key` names an entry that stale pruning or the cap
 //! would remove, and `session disk budget exceeded (warn-only mode)`. Previews log nothing.
 
-use serde_json::Value;
+use crate::json::Json;
 
 use super::budget::BudgetReport;
 use crate::js::js_trim;
@@ -138,7 +138,7 @@ pub fn active_session(
 }
 
 /// `wouldCapActiveSession`.
-fn would_cap(s: &Store, active: &str, entry: &Value, max_entries: f64) -> bool {
+fn would_cap(s: &Store, active: &str, entry: &Json, max_entries: f64) -> bool {
     // Comparisons with NaN are false, as in JavaScript.
     if (s.len() as f64) <= max_entries {
         return false;
@@ -154,7 +154,7 @@ fn would_cap(s: &Store, active: &str, entry: &Value, max_entries: f64) -> bool {
     if room <= 0.0 {
         return true;
     }
-    let updated = |e: &Value| store::updated_at(e).unwrap_or(f64::NEG_INFINITY);
+    let updated = |e: &Json| store::updated_at(e).unwrap_or(f64::NEG_INFINITY);
     let active_at = updated(entry);
     let mut newer = 0.0;
     let mut seen_active = false;
@@ -180,10 +180,10 @@ fn would_cap(s: &Store, active: &str, entry: &Value, max_entries: f64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn store(v: Value) -> Store {
-        v.as_object().unwrap().clone()
+        crate::store::from_map(v.as_object().unwrap().clone())
     }
 
     fn report(before: i64, after: i64, files: u64, entries: u64, over: bool) -> BudgetReport {

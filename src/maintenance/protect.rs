@@ -10,9 +10,9 @@
 use std::ffi::OsString;
 use std::path::Path;
 
+use crate::json::Json;
 use anyhow::Result;
 use rustc_hash::FxHashMap;
-use serde_json::Value;
 
 use super::files::EntryFiles;
 use crate::store::{Store, paths};
@@ -46,7 +46,7 @@ impl Protected {
     /// `entry` (at `key`) is no longer in the store: its files are one use fewer, and those no
     /// other remaining entry uses are no longer protected. `files` must be of the same
     /// sessions directory as [`Protected::of`]'s.
-    pub fn release(&mut self, files: &EntryFiles<'_>, key: &str, entry: &Value) {
+    pub fn release(&mut self, files: &EntryFiles<'_>, key: &str, entry: &Json) {
         // An entry whose checkpoints are malformed never got here: `of` refused its store.
         let _ = files.visit(key, entry, |p| {
             let p = p.into_os_string();
@@ -70,11 +70,11 @@ impl Protected {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn store(v: Value) -> Store {
         let Value::Object(s) = v else { panic!() };
-        s
+        crate::store::from_map(s)
     }
 
     #[test]

@@ -5,9 +5,9 @@ use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
+use crate::json::Json;
 use anyhow::{Context, Result};
 use rustc_hash::FxHashSet;
-use serde_json::Value;
 
 use super::RunFlags;
 use super::before::{self, Before, Removal};
@@ -125,7 +125,7 @@ struct Pruned {
 }
 
 impl Pruned {
-    fn entries(&self) -> impl Iterator<Item = &(String, Value)> {
+    fn entries(&self) -> impl Iterator<Item = &(String, Json)> {
         self.model_runs
             .iter()
             .chain(&self.stale)
@@ -361,7 +361,7 @@ fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> 
     }
     let mut decided = store.clone();
     let fixes = fix_steps(&mut decided, agent_id, dir, opts);
-    let mut remove_if_unchanged = |key: &str, expected: &Value| -> Option<Value> {
+    let mut remove_if_unchanged = |key: &str, expected: &Json| -> Option<Json> {
         if store.get(key) == Some(expected) {
             store.shift_remove(key)
         } else {
@@ -385,15 +385,15 @@ fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> 
         }
     }
     for repair in &fixes.missing.repaired {
-        let Some(Value::Object(current)) = store.get_mut(&repair.key) else {
+        let Some(Json::Object(current)) = store.get_mut(&repair.key) else {
             continue;
         };
         let same_id =
-            current.get("sessionId").and_then(Value::as_str) == Some(repair.session_id.as_str());
+            current.get("sessionId").and_then(Json::as_str) == Some(repair.session_id.as_str());
         let same_file =
-            current.get("sessionFile").and_then(Value::as_str) == repair.previous.as_deref();
+            current.get("sessionFile").and_then(Json::as_str) == repair.previous.as_deref();
         if same_id && same_file && entries::exists_with_messages(Path::new(&repair.new)) {
-            current.insert("sessionFile".into(), Value::String(repair.new.clone()));
+            current.insert("sessionFile", Json::from(repair.new.as_str()));
         }
     }
     FixesMade {

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use crate::json::Json;
+
 use crate::config::Config;
 use crate::js::{js_round, js_trim, utf16_len};
 use crate::jsjson::js_number;
@@ -23,29 +25,27 @@ fn pad_end(s: &str, n: usize) -> String {
 }
 
 /// `String(v)` for a JSON value.
-pub(crate) fn js_string(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.as_f64().map_or_else(|| "NaN".into(), js_number),
-        Value::String(s) => s.clone(),
-        Value::Array(a) => a
+pub(crate) fn js_string<T: crate::jsjson::Tree>(v: &T) -> String {
+    use crate::jsjson::Node;
+    match v.node() {
+        Node::Null => "null".into(),
+        Node::Bool(b) => b.to_string(),
+        Node::Number(n) => n.map_or_else(|| "NaN".into(), js_number),
+        Node::String(s) => s.to_owned(),
+        Node::Array(a) => a
             .iter()
-            .map(|x| {
-                if x.is_null() {
-                    String::new()
-                } else {
-                    js_string(x)
-                }
+            .map(|x| match x.node() {
+                Node::Null => String::new(),
+                _ => js_string(x),
             })
             .collect::<Vec<_>>()
             .join(","),
-        Value::Object(_) => "[object Object]".into(),
+        Node::Object(_) => "[object Object]".into(),
     }
 }
 
-pub(crate) fn truthy(v: Option<&Value>) -> Option<&Value> {
-    v.filter(|v| crate::config::js_truthy(v))
+pub(crate) fn truthy(v: Option<&Json>) -> Option<&Json> {
+    v.filter(|v| crate::config::js_truthy(*v))
 }
 
 /// `truncateSessionKey` + padEnd(26).
@@ -83,8 +83,8 @@ pub fn format_time_ago(ms: f64) -> String {
     format!("{}d ago", js_number(js_round(hours / 24.0)))
 }
 
-pub(crate) fn str_field<'a>(e: &'a Value, k: &str) -> Option<&'a str> {
-    e.get(k).and_then(Value::as_str)
+pub(crate) fn str_field<'a>(e: &'a Json, k: &str) -> Option<&'a str> {
+    e.get(k).and_then(Json::as_str)
 }
 
 /// `parseModelRef(raw, provider).model`.
@@ -119,12 +119,12 @@ fn primary(v: Option<&Value>) -> Option<String> {
 
 /// The Model column: the entry's override or runtime model, else the agent's or the
 /// configured default model, else `gpt-5.5`.
-fn display_model(cfg: &Config, key: &str, e: &Value) -> String {
+fn display_model(cfg: &Config, key: &str, e: &Json) -> String {
     display_model_or(cfg, key, e, "gpt-5.5")
 }
 
 /// [`display_model`] with another built-in default model.
-pub(crate) fn display_model_or(cfg: &Config, key: &str, e: &Value, fallback: &str) -> String {
+pub(crate) fn display_model_or(cfg: &Config, key: &str, e: &Json, fallback: &str) -> String {
     let agent = key
         .starts_with("agent:")
         .then(|| key.split(':').nth(1).unwrap_or(""));
@@ -164,13 +164,13 @@ pub(crate) fn display_model_or(cfg: &Config, key: &str, e: &Value, fallback: &st
     model_of_ref(&default)
 }
 
-fn flags_cell(e: &Value) -> String {
+fn flags_cell(e: &Json) -> String {
     flags_cell_with(e, |_| {})
 }
 
 /// `formatSessionFlagsCell`: the level flags, `system`, `aborted`, what `more` adds (the SQLite
 /// era's visibility, owner and participants), then the session id.
-pub(crate) fn flags_cell_with(e: &Value, more: impl FnOnce(&mut Vec<String>)) -> String {
+pub(crate) fn flags_cell_with(e: &Json, more: impl FnOnce(&mut Vec<String>)) -> String {
     let mut parts = Vec::new();
     for (field, prefix) in [
         ("thinkingLevel", "think:"),
@@ -400,15 +400,15 @@ pub(crate) fn render_plan_head(
 /// blank line and the actions heading. Returns the entries newest first by `updated`.
 pub(crate) fn planned_actions<'a>(
     out: &mut String,
-    before: impl Iterator<Item = (&'a String, &'a Value)>,
-    updated: impl Fn(&Value) -> Option<f64>,
-) -> Vec<(&'a String, &'a Value)> {
-    let mut rows: Vec<(&String, &Value)> = before.collect();
+    before: impl Iterator<Item = (&'a String, &'a Json)>,
+    updated: impl Fn(&Json) -> Option<f64>,
+) -> Vec<(&'a String, &'a Json)> {
+    let mut rows: Vec<(&String, &Json)> = before.collect();
     if rows.is_empty() {
         return rows;
     }
     out.push_str("\nPlanned session actions:\n");
-    let ts = |e: &Value| updated(e).unwrap_or(0.0);
+    let ts = |e: &Json| updated(e).unwrap_or(0.0);
     rows.sort_by(|a, b| {
         ts(b.1)
             .partial_cmp(&ts(a.1))
@@ -418,9 +418,9 @@ pub(crate) fn planned_actions<'a>(
 }
 
 /// An entry's label as the plan's label summary counts it (trimmed as JavaScript trims).
-pub(crate) fn label_of(e: &Value) -> String {
+pub(crate) fn label_of(e: &Json) -> String {
     match e.get("label") {
-        Some(Value::String(l)) => sanitize(js_trim(l)),
+        Some(Json::String(l)) => sanitize(js_trim(l)),
         _ => String::new(),
     }
 }
@@ -524,9 +524,9 @@ mod tests {
             "agent:main:teleg...456789 "
         );
         assert_eq!(
-            flags_cell(
-                &serde_json::json!({"thinkingLevel": "high", "systemSent": true, "sessionId": "s1"})
-            ),
+            flags_cell(&Json::from_value(
+                serde_json::json!({"thinkingLevel": "high", "systemSent": true, "sessionId": "s1"})
+            )),
             "think:high system id:s1"
         );
         assert_eq!(model_of_ref("openai/gpt-4o"), "gpt-4o");

@@ -5,7 +5,7 @@
 //! The summary lines, the label summary and the applied lines are the JSON era's
 //! (`cleanup_text`).
 
-use serde_json::Value;
+use crate::json::Json;
 
 use super::cleanup_text::{
     LabelTally, flags_cell_with, format_time_ago, js_string, sanitize, truthy,
@@ -235,10 +235,10 @@ fn key_cell(key: &str) -> String {
     format!("{head}...{tail}")
 }
 
-fn actor(a: &Value) -> Option<String> {
+fn actor(a: &Json) -> Option<String> {
     let t = |k: &str| {
         a.get(k)
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .map(str::trim)
             .filter(|s| !s.is_empty())
             .map(str::to_string)
@@ -250,15 +250,15 @@ fn actor(a: &Value) -> Option<String> {
 
 /// `formatSessionFlagsCell` of the SQLite-era releases: the JSON era's flags with the
 /// visibility, owner and participants before the id, sanitized.
-fn flags_cell(e: &Value) -> String {
+fn flags_cell(e: &Json) -> String {
     sanitize(&flags_cell_with(e, |parts| session_flags(e, parts)))
 }
 
 /// The flags the SQLite-era releases add: visibility (`shared` when unset), owner, and up to
 /// four participants.
-fn session_flags(e: &Value, parts: &mut Vec<String>) {
+fn session_flags(e: &Json, parts: &mut Vec<String>) {
     let visibility = match e.get("visibility") {
-        None | Some(Value::Null) => Some(Value::String("shared".into())),
+        None | Some(Json::Null) => Some(Json::from("shared")),
         v => v.cloned(),
     };
     if let Some(v) = truthy(visibility.as_ref()) {
@@ -271,13 +271,13 @@ fn session_flags(e: &Value, parts: &mut Vec<String>) {
     if let Some(o) = owner.and_then(actor) {
         parts.push(format!("owner:{o}"));
     }
-    if let Some(Value::Array(ps)) = e.get("participants") {
+    if let Some(Json::Array(ps)) = e.get("participants") {
         let shown: Vec<String> = ps
             .iter()
             .take(4)
             .map(|p| {
                 p.get("label")
-                    .and_then(Value::as_str)
+                    .and_then(Json::as_str)
                     .map(str::trim)
                     .filter(|s| !s.is_empty())
                     .map(str::to_string)
@@ -295,7 +295,7 @@ fn session_flags(e: &Value, parts: &mut Vec<String>) {
         if !shown.is_empty() {
             let count = e
                 .get("participantCount")
-                .and_then(Value::as_f64)
+                .and_then(Json::as_f64)
                 .unwrap_or(shown.len() as f64);
             let more = (count - shown.len() as f64).max(0.0);
             let tail = if more > 0.0 {
@@ -322,7 +322,7 @@ pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool
         )],
     };
     super::cleanup_text::render_plan_head(out, s, show_agent, Some(&archives));
-    let updated = |e: &Value| e.get("updatedAt").and_then(Value::as_f64);
+    let updated = |e: &Json| e.get("updatedAt").and_then(Json::as_f64);
     let rows = super::cleanup_text::planned_actions(out, p.before.iter(), updated);
     if rows.is_empty() {
         return;
@@ -396,11 +396,13 @@ mod tests {
             "sessionId": "s1\tx",
         });
         assert_eq!(
-            flags_cell(&e),
+            flags_cell(&Json::from_value(e)),
             "think:high system visibility:shared owner:Ana participants:Bob,user:7,+3 id:s1\\tx"
         );
         assert_eq!(
-            flags_cell(&serde_json::json!({"visibility": "", "sessionId": "s"})),
+            flags_cell(&Json::from_value(
+                serde_json::json!({"visibility": "", "sessionId": "s"})
+            )),
             "id:s"
         );
     }

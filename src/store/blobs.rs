@@ -10,10 +10,11 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::Store;
 use crate::fsutil::Confined;
+use crate::json::Json;
 
 pub const MIN_PROMPT_CHARS: usize = 512;
 pub const MAX_PROMPT_BYTES: usize = 512 * 1024;
@@ -84,16 +85,8 @@ fn read_valid(sessions_dir: &Path, r: &Value) -> Option<String> {
     (sha256_hex(text.as_bytes()) == hash && text.len() as f64 == bytes).then_some(text)
 }
 
-/// `hydrateSessionStoreSkillPromptRefs`. Returns whether anything changed.
-pub fn hydrate(store: &mut Store, sessions_dir: &Path) -> bool {
-    let mut changed = false;
-    for entry in store.values_mut() {
-        changed |= hydrate_entry(entry, sessions_dir);
-    }
-    changed
-}
-
-/// [`hydrate`] of one entry: its skills prompt read back from its blob (or the snapshot
+/// `hydrateSessionStoreSkillPromptRefs` of one entry (the store is hydrated as it is loaded,
+/// entry by entry): its skills prompt read back from its blob (or the snapshot
 /// dropped when the blob is not valid). Returns whether the entry changed.
 pub fn hydrate_entry(entry: &mut Value, sessions_dir: &Path) -> bool {
     let Value::Object(e) = entry else {
@@ -131,20 +124,20 @@ pub fn hydrate_entry(entry: &mut Value, sessions_dir: &Path) -> bool {
 }
 
 /// The `promptRef` hash of a (projected) entry, when it names a sha256 blob.
-pub fn ref_hash(entry: &Value) -> Option<&str> {
+pub fn ref_hash(entry: &Json) -> Option<&str> {
     let r = entry.get("skillsSnapshot")?.get("promptRef")?;
-    if r.get("algorithm").and_then(Value::as_str) != Some("sha256") {
+    if r.get("algorithm").and_then(Json::as_str) != Some("sha256") {
         return None;
     }
     r.get("hash")?.as_str()
 }
 
 /// The skills prompt of an entry that a save moves to a blob.
-fn blob_prompt(entry: &Value) -> Option<&str> {
+fn blob_prompt(entry: &Json) -> Option<&str> {
     entry
         .get("skillsSnapshot")
         .and_then(|s| s.get("prompt"))
-        .and_then(Value::as_str)
+        .and_then(Json::as_str)
         .filter(|p| !p.is_empty() && should_store_as_blob(p))
 }
 
@@ -163,17 +156,11 @@ pub fn project(store: &Store) -> (std::borrow::Cow<'_, Store>, Vec<Blob>) {
         let hash = sha256_hex(prompt.as_bytes());
         let promptref =
             json!({"version": 1, "algorithm": "sha256", "hash": hash, "bytes": prompt.len()});
-        if let Some(Value::Object(e)) = out.get_mut(key)
-            && let Some(Value::Object(snap)) = e.get_mut("skillsSnapshot")
+        if let Some(Json::Object(e)) = out.get_mut(key)
+            && let Some(Json::Object(snap)) = e.get_mut("skillsSnapshot")
         {
-            let mut next = Map::new();
-            for (k, v) in snap.iter() {
-                if k != "prompt" {
-                    next.insert(k.clone(), v.clone());
-                }
-            }
-            next.insert("promptRef".into(), promptref);
-            *snap = next;
+            snap.remove("prompt");
+            snap.insert("promptRef", Json::from_value(promptref));
         }
         match blobs.iter_mut().find(|b| b.hash == hash) {
             Some(b) => b.prompt = prompt.to_string(),
@@ -248,6 +235,18 @@ mod tests {
         let Value::Object(store) = json!({"k": {"skillsSnapshot": {"prompt": long, "v": 1}, "x": 2}, "s": {"skillsSnapshot": {"prompt": "short"}}})
         else {
             panic!()
+        };
+        let store: Store = (store.into_iter())
+            .map(|(k, v)| (k, Json::from_value(v)))
+            .collect();
+        let hydrate = |store: &mut Store, d: &Path| {
+            let mut changed = false;
+            for entry in store.values_mut() {
+                let mut v = entry.to_value();
+                changed |= hydrate_entry(&mut v, d);
+                *entry = Json::from_value(v);
+            }
+            changed
         };
         let (projected, blobs) = project(&store);
         assert_eq!(blobs.len(), 1);

@@ -231,7 +231,7 @@ fn delivery_context(
 }
 
 fn ctx_of(v: Option<&Value>) -> Option<Ctx> {
-    let v = v.filter(|v| crate::config::js_truthy(v))?;
+    let v = v.filter(|v| crate::config::js_truthy(*v))?;
     delivery_context(
         getc(Some(v), "channel"),
         getc(Some(v), "to"),

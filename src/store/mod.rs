@@ -13,13 +13,15 @@ pub mod paths;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use serde_json::{Map, Value};
+use serde_json::Value;
+
+use crate::json::Json;
 
 use crate::exit::Refusal;
 use crate::fsutil::Confined;
 
 /// A session store in memory: session key → entry, in JavaScript property order.
-pub type Store = Map<String, Value>;
+pub type Store = indexmap::IndexMap<String, crate::json::Json>;
 
 /// A loaded store plus what is needed to save it the way OpenClaw does.
 #[derive(Debug, Clone)]
@@ -112,7 +114,7 @@ pub struct EntryFiles {
 type FileFields = (Option<Box<str>>, Option<Box<str>>);
 
 impl EntryFiles {
-    fn of(key: String, entry: &Value) -> EntryFiles {
+    fn of(key: String, entry: &Json) -> EntryFiles {
         let (session_id, session_file) = file_fields(entry);
         EntryFiles {
             key,
@@ -131,7 +133,7 @@ impl EntryFiles {
     }
 }
 
-fn file_fields(entry: &Value) -> FileFields {
+fn file_fields(entry: &Json) -> FileFields {
     (
         session_id(entry).map(Box::from),
         session_file(entry).map(Box::from),
@@ -179,11 +181,9 @@ fn streamed_entry_files(bytes: Vec<u8>, dir: &Path) -> Result<Vec<EntryFiles>, V
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Kept, A::Error> {
             let mut kept = Kept::new();
             while let Some(key) = map.next_key::<String>()? {
-                let mut entry: Value = map.next_value()?;
-                crate::jsjson::normalize_key_order(&mut entry);
-                blobs::hydrate_entry(&mut entry, self.0);
+                let entry: Value = map.next_value()?;
                 // A dropped entry keeps its key's place: a later duplicate takes it.
-                let files = normalize::normalize_entry(&mut entry).map(|_| file_fields(&entry));
+                let files = normalized_entry(entry, self.0).0.map(|e| file_fields(&e));
                 kept.insert(key, files);
             }
             Ok(kept)
@@ -213,34 +213,104 @@ fn streamed_entry_files(bytes: Vec<u8>, dir: &Path) -> Result<Vec<EntryFiles>, V
         .collect())
 }
 
+/// One entry as it is loaded: JavaScript's key order, its skills prompt read back from its
+/// blob, then [`normalize::normalize_entry`]. `None` when the runtime drops it; with whether
+/// the load changed it.
+fn normalized_entry(mut entry: Value, sessions_dir: &Path) -> (Option<Json>, bool) {
+    crate::jsjson::normalize_key_order(&mut entry);
+    let hydrated = blobs::hydrate_entry(&mut entry, sessions_dir);
+    match normalize::normalize_entry(&mut entry) {
+        None => (None, true),
+        Some(changed) => (Some(Json::from_value(entry)), changed || hydrated),
+    }
+}
+
 /// Parse and normalise the bytes of the store at `path` (named in refusals). Returns the
 /// store and, when normalisation changed nothing, the raw text (see [`Loaded::unchanged_raw`]).
+///
+/// The store is built entry by entry, each held compactly ([`Json`]) as soon as it is
+/// normalised: a store of hundreds of thousands of entries is never held as JSON values.
 pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<(Store, Option<String>)> {
-    let value = crate::jsjson::parse(&bytes).map_err(|e| {
-        Refusal::Unsafe(format!(
+    let dir = paths::resolve(path)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    match crate::jsjson::deserialize(&bytes, Entries(&dir)) {
+        Ok((store, changed)) => Ok((
+            store,
+            if changed {
+                None
+            } else {
+                String::from_utf8(bytes).ok()
+            },
+        )),
+        Err(_) => Err(refusal(path, &bytes)),
+    }
+}
+
+/// Why the store text `bytes` at `path` is refused: where it is not valid JSON, or what its
+/// top-level value is instead of an object.
+fn refusal(path: &Path, bytes: &[u8]) -> anyhow::Error {
+    match crate::jsjson::parse(bytes) {
+        Err(e) => Refusal::Unsafe(format!(
             "refusing to touch {}: it is not valid JSON ({} at line {} column {}); OpenClaw would treat it as an empty store and overwrite it",
             path.display(),
             describe(&e),
             e.line(),
             e.column()
         ))
-    })?;
-    let Value::Object(mut store) = value else {
-        return Err(Refusal::Unsafe(format!(
+        .into(),
+        Ok(value) if !value.is_object() => Refusal::Unsafe(format!(
             "refusing to touch {}: the top-level JSON value is {} at line 1 column 1, not an object; OpenClaw would treat it as an empty store and overwrite it",
             path.display(),
             kind_name(&value)
         ))
-        .into());
-    };
-    let raw = String::from_utf8(bytes).ok();
-    let dir = paths::resolve(path)
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let hydrated = blobs::hydrate(&mut store, &dir);
-    let changed = normalize::normalize_store(&mut store) || hydrated;
-    Ok((store, if changed { None } else { raw }))
+        .into(),
+        Ok(_) => anyhow::anyhow!("cannot read {}: its entries could not be read", path.display()),
+    }
+}
+
+/// Reads a store's top-level object into a [`Store`], normalising each entry as it is read
+/// ([`normalized_entry`]); with whether the load changed anything. A key given twice keeps its
+/// first place and its last value, and the keys end in JavaScript's order, as `JSON.parse`
+/// gives them.
+struct Entries<'a>(&'a Path);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Entries<'_> {
+    type Value = (Store, bool);
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(Store, bool), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Entries<'_> {
+    type Value = (Store, bool);
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<(Store, bool), A::Error> {
+        let mut store = Store::new();
+        let (mut changed, mut dropped) = (false, false);
+        while let Some(key) = map.next_key::<String>()? {
+            let entry = map.next_value_seed(crate::jsjson::Exact)?;
+            let (entry, c) = normalized_entry(entry, self.0);
+            changed |= c;
+            // A dropped entry keeps its key's place (null, never an entry once normalised):
+            // a later duplicate takes it.
+            dropped |= entry.is_none();
+            store.insert(key, entry.unwrap_or_default());
+        }
+        if dropped {
+            store.retain(|_, entry| !entry.is_null());
+        }
+        if store.keys().any(|k| crate::jsjson::is_array_index(k)) {
+            store.sort_by(|a, _, b, _| crate::jsjson::key_rank(a).cmp(&crate::jsjson::key_rank(b)));
+        }
+        Ok((store, changed))
+    }
 }
 
 fn describe(e: &serde_json::Error) -> String {
@@ -347,30 +417,34 @@ pub fn save(
     Ok(true)
 }
 
+/// A store of the members of `map` (a JSON object read by other means), each held compactly.
+pub fn from_map(map: serde_json::Map<String, Value>) -> Store {
+    (map.into_iter())
+        .map(|(k, v)| (k, Json::from_value(v)))
+        .collect()
+}
+
 /// A session entry's `sessionId`, when it is a non-empty string.
-pub fn session_id(entry: &Value) -> Option<&str> {
+pub fn session_id(entry: &Json) -> Option<&str> {
     entry
         .get("sessionId")
-        .and_then(Value::as_str)
+        .and_then(Json::as_str)
         .filter(|s| !s.is_empty())
 }
 
 /// A session entry's `sessionFile`, when it is a string.
-pub fn session_file(entry: &Value) -> Option<&str> {
-    entry.get("sessionFile").and_then(Value::as_str)
+pub fn session_file(entry: &Json) -> Option<&str> {
+    entry.get("sessionFile").and_then(Json::as_str)
 }
 
 /// `entry.updatedAt` as a number, when it is one.
-pub fn updated_at(entry: &Value) -> Option<f64> {
-    match entry.get("updatedAt") {
-        Some(Value::Number(n)) => n.as_f64(),
-        _ => None,
-    }
+pub fn updated_at(entry: &Json) -> Option<f64> {
+    entry.get("updatedAt").and_then(Json::as_f64)
 }
 
 /// The transcript an entry points at, resolved as OpenClaw resolves it, kept only when it is
 /// inside `sessions_dir` (canonical path). `None` for entries without a session id.
-pub fn entry_transcript(entry: &Value, sessions_dir: &Path) -> Option<PathBuf> {
+pub fn entry_transcript(entry: &Json, sessions_dir: &Path) -> Option<PathBuf> {
     paths::transcript_in_dir(session_id(entry)?, session_file(entry), sessions_dir)
 }
 
@@ -401,7 +475,7 @@ mod tests {
         let p = dir.path().join("sessions.json");
         std::fs::write(&p, "{\"a\": {\"sessionId\": \"s\"}}").unwrap();
         let mut l = load(&p).unwrap();
-        l.store.remove("a");
+        l.store.shift_remove("a");
         let theirs = "{\"a\": {\"sessionId\": \"s\"}, \"b\": {\"sessionId\": \"t\"}}";
         std::fs::write(&p, theirs).unwrap();
         let c = Confined::new(dir.path()).unwrap();

@@ -10,12 +10,12 @@ use std::collections::HashSet;
 
 use anyhow::{Context, Result};
 use rusqlite::{Connection, OptionalExtension, params};
-use serde_json::Value;
 
 use super::disk::{self, Layout};
 use super::plan::Rules;
 use super::write::{self, begin, delete_node, delete_window, entry_session_ids, referenced_ids};
 use super::{Options, Settings};
+use crate::json::Json;
 use crate::maintenance::budget::BudgetReport;
 
 /// `PRAGMA wal_checkpoint(TRUNCATE)`; false when another connection kept it from
@@ -166,7 +166,7 @@ fn evict_window(conn: &Connection, l: &Layout, sid: &str) -> Result<bool> {
 }
 
 /// Delete a cap-archived entry with its unreferenced windows, without an archive.
-fn evict_entry(conn: &Connection, key: &str, entry: &Value) -> Result<()> {
+fn evict_entry(conn: &Connection, key: &str, entry: &Json) -> Result<()> {
     let tx = begin(conn)?;
     let mut ids = entry_session_ids(entry);
     let others: Vec<String> = tx

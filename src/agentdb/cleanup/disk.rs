@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::plan::{self, Rules, Settings};
 use super::{Options, Target};
 use crate::fsutil::Confined;
+use crate::json::Json;
 use crate::maintenance::budget::{self, BudgetReport, Dir, SweepReport};
 use crate::maintenance::files::{self, PathSet};
 use crate::store::Store;
@@ -231,12 +232,12 @@ pub fn historical_windows(conn: &Connection, o: &Options, m: &Settings) -> Resul
     let mut recent_keys: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (key, current, json, archived, pinned) in &nodes {
         protected.insert(current.clone());
-        let entry = crate::jsjson::parse(json.as_bytes()).unwrap_or(Value::Null);
+        let entry = Json::from_value(crate::jsjson::parse(json.as_bytes()).unwrap_or(Value::Null));
         protected.extend(super::write::entry_session_ids(&entry));
         if *archived || *pinned {
             let evictable = !*pinned
                 && entry.get("archivedAt").is_some()
-                && entry.get("archiveReason").and_then(Value::as_str) == Some("active-session-cap")
+                && entry.get("archiveReason").and_then(Json::as_str) == Some("active-session-cap")
                 && !p.non_archived(key, &entry);
             if !evictable {
                 retained.insert(key.clone());
@@ -267,7 +268,7 @@ pub fn evictable_entries(
     conn: &Connection,
     o: &Options,
     m: &Settings,
-) -> Result<Vec<(String, Value)>> {
+) -> Result<Vec<(String, Json)>> {
     let mut stmt = conn.prepare(
         "SELECT session_key, entry_json FROM session_nodes WHERE archived_at IS NOT NULL \
          ORDER BY archived_at, session_key",
@@ -279,10 +280,15 @@ pub fn evictable_entries(
     let p = preserve(&keys, m);
     Ok(rows
         .into_iter()
-        .filter_map(|(k, j)| Some((k, crate::jsjson::parse(j.as_bytes()).ok()?)))
+        .filter_map(|(k, j)| {
+            Some((
+                k,
+                Json::from_value(crate::jsjson::parse(j.as_bytes()).ok()?),
+            ))
+        })
         .filter(|(k, e)| {
             e.get("archivedAt").is_some()
-                && e.get("archiveReason").and_then(Value::as_str) == Some("active-session-cap")
+                && e.get("archiveReason").and_then(Json::as_str) == Some("active-session-cap")
                 && !p.non_archived(k, e)
         })
         .collect())

@@ -26,6 +26,7 @@ use serde_json::{Map, Value, json};
 use crate::agentdb::read;
 use crate::config::grammar::{parse_byte_size, parse_duration_ms};
 use crate::config::maintenance::stringified;
+use crate::json::Json;
 use crate::maintenance::RunFlags;
 use crate::maintenance::budget::{BudgetReport, SweepReport};
 use crate::store::Store;
@@ -240,7 +241,7 @@ pub fn load_entries(conn: &rusqlite::Connection) -> Result<Store> {
 
 /// The entry of one `session_nodes` key as [`load_entries`] lists it; `None` when there is no
 /// such row or it holds no entry.
-pub fn load_entry(conn: &rusqlite::Connection, key: &str) -> Result<Option<Value>> {
+pub fn load_entry(conn: &rusqlite::Connection, key: &str) -> Result<Option<Json>> {
     let mut stmt = conn.prepare_cached(
         "SELECT session_key, entry_json, current_session_id, updated_at FROM session_nodes \
          WHERE session_key = ?1",
@@ -254,7 +255,7 @@ pub fn load_entry(conn: &rusqlite::Connection, key: &str) -> Result<Option<Value
 
 /// A `session_nodes` row (`session_key, entry_json, current_session_id, updated_at`) as an
 /// entry, when it has an identity (see [`load_entries`]).
-fn row_entry(key: &str, r: &rusqlite::Row<'_>) -> Result<Option<Value>> {
+fn row_entry(key: &str, r: &rusqlite::Row<'_>) -> Result<Option<Json>> {
     let json: String = r.get(1)?;
     let v = crate::jsjson::parse(json.as_bytes())
         .with_context(|| format!("session_nodes row {key:?}: entry_json does not parse"))?;
@@ -265,7 +266,7 @@ fn row_entry(key: &str, r: &rusqlite::Row<'_>) -> Result<Option<Value>> {
         && v.get("updatedAt")
             .and_then(Value::as_f64)
             .is_some_and(|u| u.is_finite() && Some(u) == updated);
-    Ok(identity.then_some(v))
+    Ok(identity.then(|| Json::from_value(v)))
 }
 
 /// The preserve set of a preview: `--active-key`, normalized (`normalizeStoreSessionKey`).
@@ -312,7 +313,7 @@ pub fn active_chain(
         }
     } else {
         for (k, e) in s {
-            if let Some(p) = e.get("parentSessionKey").and_then(Value::as_str) {
+            if let Some(p) = e.get("parentSessionKey").and_then(Json::as_str) {
                 parents.insert(k.clone(), p.to_string());
             }
         }
@@ -335,13 +336,13 @@ pub fn active_chain(
 pub fn lifecycle_preserved<'a>(
     conn: &rusqlite::Connection,
     s: &Store,
-    removed: impl Iterator<Item = (&'a String, &'a Value)>,
+    removed: impl Iterator<Item = (&'a String, &'a Json)>,
 ) -> Result<HashSet<String>> {
     use crate::js::js_trim;
     use crate::keys::normalize_key;
     let mut identities: HashSet<String> = HashSet::new();
     for (key, entry) in removed {
-        let Some(sid) = entry.get("sessionId").and_then(Value::as_str) else {
+        let Some(sid) = entry.get("sessionId").and_then(Json::as_str) else {
             continue;
         };
         if sid.is_empty() {

@@ -5,8 +5,7 @@
 
 use std::collections::HashSet;
 
-use serde_json::Value;
-
+use crate::json::Json;
 use crate::keys;
 use crate::store::Store;
 
@@ -123,16 +122,16 @@ impl EntryPlan {
     }
 }
 
-fn num(e: &Value, k: &str) -> Option<f64> {
-    e.get(k).and_then(Value::as_f64)
+fn num(e: &Json, k: &str) -> Option<f64> {
+    e.get(k).and_then(Json::as_f64)
 }
 
-fn has(e: &Value, k: &str) -> bool {
+fn has(e: &Json, k: &str) -> bool {
     e.get(k).is_some()
 }
 
 /// `getSessionMaintenanceActivityAt`.
-pub fn activity(e: &Value) -> f64 {
+pub fn activity(e: &Json) -> f64 {
     [
         "lastInteractionAt",
         "lastActivityAt",
@@ -166,8 +165,8 @@ pub fn is_synthetic(key: &str) -> bool {
         || rest.contains(":heartbeat:")
 }
 
-fn non_empty(v: Option<&Value>) -> Option<&str> {
-    v.and_then(Value::as_str)
+fn non_empty(v: Option<&Json>) -> Option<&str> {
+    v.and_then(Json::as_str)
         .map(str::trim)
         .filter(|s| !s.is_empty())
 }
@@ -201,7 +200,7 @@ fn re_match(re: &str, s: &str) -> bool {
 }
 
 /// `isProtectedSessionMaintenanceEntry`.
-pub fn is_protected(rules: Rules, key: &str, e: &Value) -> bool {
+pub fn is_protected(rules: Rules, key: &str, e: &Json) -> bool {
     if is_synthetic(key) {
         return false;
     }
@@ -218,7 +217,7 @@ pub fn is_protected(rules: Rules, key: &str, e: &Value) -> bool {
     let external = match rules {
         Rules::V8 => external_key,
         Rules::V9 => {
-            e.pointer("/delivery/kind").and_then(Value::as_str) == Some("external")
+            e.pointer("/delivery/kind").and_then(Json::as_str) == Some("external")
                 || is_delivery_route(key)
                 || re_match(r"^direct:.+$", &rest)
                 || external_key
@@ -227,23 +226,23 @@ pub fn is_protected(rules: Rules, key: &str, e: &Value) -> bool {
     if external {
         return true;
     }
-    let origin_chat = match e.pointer("/delivery/kind").and_then(Value::as_str) {
+    let origin_chat = match e.pointer("/delivery/kind").and_then(Json::as_str) {
         Some("external") => e.pointer("/delivery/origin/chatType"),
         _ => None,
     };
     let chat = match e.get("chatType") {
-        Some(Value::Null) | None => origin_chat,
+        Some(Json::Null) | None => origin_chat,
         v => v,
     };
     let chat = chat
-        .and_then(Value::as_str)
+        .and_then(Json::as_str)
         .map(|s| s.trim().to_lowercase())
         .unwrap_or_default();
     matches!(chat.as_str(), "group" | "channel" | "thread")
 }
 
 /// `isPinnableSessionEntry`.
-fn is_pinnable(key: &str, e: &Value) -> bool {
+fn is_pinnable(key: &str, e: &Json) -> bool {
     if keys::is_subagent_key(key) || non_empty(e.get("spawnedBy")).is_some() {
         return false;
     }
@@ -264,11 +263,11 @@ pub struct Preserve<'a> {
 
 impl Preserve<'_> {
     /// `isRecentSessionMaintenanceEntry`.
-    pub fn is_recent(&self, key: &str, e: &Value) -> bool {
+    pub fn is_recent(&self, key: &str, e: &Json) -> bool {
         self.recent(key, e)
     }
 
-    fn recent(&self, key: &str, e: &Value) -> bool {
+    fn recent(&self, key: &str, e: &Json) -> bool {
         let Some(ms) = self.recent_ms else {
             return false;
         };
@@ -280,22 +279,22 @@ impl Preserve<'_> {
     }
 
     /// `shouldPreserveNonArchivedMaintenanceEntry`.
-    pub fn non_archived(&self, key: &str, e: &Value) -> bool {
+    pub fn non_archived(&self, key: &str, e: &Json) -> bool {
         let pinned = match self.rules {
             Rules::V8 => has(e, "pinnedAt"),
             Rules::V9 => has(e, "pinnedAt") && is_pinnable(key, e),
         };
         pinned
-            || e.get("modelSelectionLocked") == Some(&Value::Bool(true))
+            || e.get("modelSelectionLocked") == Some(&Json::Bool(true))
             || (self.rules == Rules::V9
-                && e.get("status").and_then(Value::as_str) == Some("running"))
+                && e.get("status").and_then(Json::as_str) == Some("running"))
             || self.keys.contains(key)
             || self.recent(key, e)
             || is_protected(self.rules, key, e)
     }
 
     /// `shouldPreserveMaintenanceEntry`.
-    pub fn any(&self, key: &str, e: &Value) -> bool {
+    pub fn any(&self, key: &str, e: &Json) -> bool {
         has(e, "archivedAt") || self.non_archived(key, e)
     }
 }
@@ -304,12 +303,12 @@ fn unarchived(s: &Store) -> usize {
     s.values().filter(|e| !has(e, "archivedAt")).count()
 }
 
-fn mark_archived(e: &mut Value, now: f64, phase: ArchivePhase, rules: Rules) {
-    if let Value::Object(m) = e {
-        m.insert("archivedAt".into(), Value::from(now as i64));
+fn mark_archived(e: &mut Json, now: f64, phase: ArchivePhase, rules: Rules) {
+    if let Json::Object(m) = e {
+        m.insert("archivedAt", Json::from(now as i64));
         if rules == Rules::V9 || phase != ArchivePhase::Dashboard {
-            m.shift_remove("archivedBy");
-            m.insert("archiveReason".into(), Value::String(phase.reason().into()));
+            m.remove("archivedBy");
+            m.insert("archiveReason", Json::from(phase.reason()));
         }
     }
 }
@@ -486,11 +485,11 @@ fn retire(s: &mut Store, k: &str, t: f64, phase: ArchivePhase, rules: Rules) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     fn store(v: Value) -> Store {
         match v {
-            Value::Object(m) => m,
+            Value::Object(m) => crate::store::from_map(m),
             _ => unreachable!(),
         }
     }
@@ -555,9 +554,12 @@ mod tests {
             "agent:main:acp:x",
         ] {
             assert!(is_synthetic(k), "{k}");
-            assert!(!is_protected(Rules::V9, k, &json!({})), "{k}");
+            assert!(
+                !is_protected(Rules::V9, k, &Json::from_value(json!({}))),
+                "{k}"
+            );
         }
-        let e = json!({});
+        let e = Json::from_value(json!({}));
         for k in [
             "agent:main:main",
             "agent:main:telegram:direct:1",
@@ -574,7 +576,7 @@ mod tests {
         assert!(is_protected(
             Rules::V9,
             "agent:main:explicit:x",
-            &json!({"delivery": {"kind": "external"}})
+            &Json::from_value(json!({"delivery": {"kind": "external"}}))
         ));
     }
 }

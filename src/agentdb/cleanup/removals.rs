@@ -7,10 +7,11 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use super::plan::{Preserve, Rules};
+use crate::json::Json;
 use crate::keys;
 use crate::store::Store;
 
-fn has(e: &Value, k: &str) -> bool {
+fn has(e: &Json, k: &str) -> bool {
     e.get(k).is_some()
 }
 
@@ -75,18 +76,18 @@ pub fn fix_missing(
     };
     let mut hits = Vec::new();
     for (k, e) in s.iter() {
-        let locked = e.get("modelSelectionLocked") == Some(&Value::Bool(true));
+        let locked = e.get("modelSelectionLocked") == Some(&Json::Bool(true));
         if (locked || has(e, "archivedAt")) && p.any(k, e) {
             continue;
         }
         let agent_key = keys::parse_agent_key(k).is_some();
-        let sid = e.get("sessionId").and_then(Value::as_str);
+        let sid = e.get("sessionId").and_then(Json::as_str);
         let legacy_file = e
             .get("sessionFile")
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .is_some_and(|f| !f.trim().is_empty());
         if agent_key
-            && (e.get("initializationPending") == Some(&Value::Bool(true))
+            && (e.get("initializationPending") == Some(&Json::Bool(true))
                 || (sid == Some(k.as_str()) && !legacy_file))
         {
             continue;

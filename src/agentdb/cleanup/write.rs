@@ -20,17 +20,18 @@ use super::plan::{self, ArchivePhase, Rules};
 use super::{Options, Preview, Summary, Target};
 use crate::agentdb::read::has_table;
 use crate::fsutil::Confined;
+use crate::json::Json;
 use crate::store::Store;
 
 /// `collectSessionStateIdsForEntry`: `sessionId`, `previousSessionId`, `usageFamilySessionIds`
 /// and the ids of a legacy `compactionCheckpoints` history (each checkpoint's `sessionId` and
 /// its `preCompaction` / `postCompaction` `sessionId`), each trimmed, once. A malformed history
 /// (which makes the runtime throw) gives what it can: the sweep refuses such a store first.
-pub fn entry_session_ids(e: &Value) -> Vec<String> {
+pub fn entry_session_ids(e: &Json) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    let mut add = |v: Option<&Value>| {
+    let mut add = |v: Option<&Json>| {
         if let Some(s) = v
-            .and_then(Value::as_str)
+            .and_then(Json::as_str)
             .map(str::trim)
             .filter(|s| !s.is_empty())
             && !out.iter().any(|o| o == s)
@@ -40,12 +41,12 @@ pub fn entry_session_ids(e: &Value) -> Vec<String> {
     };
     add(e.get("sessionId"));
     add(e.get("previousSessionId"));
-    if let Some(Value::Array(ids)) = e.get("usageFamilySessionIds") {
+    if let Some(Json::Array(ids)) = e.get("usageFamilySessionIds") {
         for id in ids {
             add(Some(id));
         }
     }
-    if let Some(Value::Array(checkpoints)) = e.get("compactionCheckpoints") {
+    if let Some(Json::Array(checkpoints)) = e.get("compactionCheckpoints") {
         for cp in checkpoints {
             add(cp.get("sessionId"));
             add(cp.pointer("/preCompaction/sessionId"));
@@ -131,7 +132,7 @@ fn archive_in_place(
     );
     for (key, _) in archived {
         let Some(e) = after.get(key) else { continue };
-        let mut e = e.clone();
+        let mut e = e.to_value();
         normalize_delivery(&mut e);
         let json = crate::jsjson::to_string_compact(&e);
         let archived_at = e
@@ -346,7 +347,7 @@ pub(super) fn delete_node(tx: &Connection, key: &str) -> Result<usize> {
             let owner = survivors.iter().find(|(_, current, json)| {
                 *current == sid
                     || crate::jsjson::parse(json.as_bytes())
-                        .is_ok_and(|e| entry_session_ids(&e).contains(&sid))
+                        .is_ok_and(|e| entry_session_ids(&Json::from_value(e)).contains(&sid))
             });
             if let Some((to, _, _)) = owner {
                 tx.execute(
@@ -762,7 +763,7 @@ fn maintenance_order<'a>(
         before
             .get(k)
             .and_then(|e| e.get("updatedAt"))
-            .and_then(Value::as_f64)
+            .and_then(Json::as_f64)
             .unwrap_or(f64::NEG_INFINITY)
     };
     let by_age = |keys: &'a [String]| {

@@ -24,6 +24,8 @@ use anyhow::Result;
 use rayon::prelude::*;
 use serde_json::{Value, json};
 
+use crate::json::Json;
+
 use super::{External, describe, details, use_external};
 use crate::cli::{ModeArgs, TranscriptTargetArgs};
 use crate::cmd::transcript_targets::{self, Target};
@@ -510,20 +512,20 @@ fn switch_entry(
         .ok_or_else(|| format!("{key} in {} is not an object", store_path.display()))?;
     let count = obj
         .get("compactionCount")
-        .and_then(Value::as_f64)
+        .and_then(Json::as_f64)
         .unwrap_or(0.0);
-    obj.insert("sessionId".into(), json!(p.rotated.session_id));
+    obj.insert("sessionId", Json::from(p.rotated.session_id.as_str()));
     obj.insert(
-        "sessionFile".into(),
-        json!(p.rotated.path.display().to_string()),
+        "sessionFile",
+        Json::from(p.rotated.path.display().to_string().as_str()),
     );
     obj.insert(
-        "compactionCount".into(),
-        json!(if count.is_finite() && count >= 0.0 {
+        "compactionCount",
+        Json::from_value(json!(if count.is_finite() && count >= 0.0 {
             count as u64 + 1
         } else {
             1
-        }),
+        })),
     );
     Ok(())
 }
