@@ -61,11 +61,25 @@ impl<'a> Dir<'a> {
     /// its last answer when `s` has the same keys: a plan edits entries only before the
     /// budget runs, and afterwards only removes them (the budget's evictions), so the same
     /// keys are the same entries.
+    ///
+    /// A simulation's protection counts only the scanned files: it removes no other (its
+    /// remover knows the sizes of those alone), so no other is asked about. An apply's counts
+    /// every file, since an evicted entry's file may have appeared after the scan.
     pub(super) fn protected(&self, s: &Store) -> Result<std::rc::Rc<Protected>> {
-        let of = |s: &Store| Protected::of(s, self.sessions_dir, self.store_path);
         if self.confined.is_some() {
-            return Ok(std::rc::Rc::new(of(s)?));
+            return Ok(std::rc::Rc::new(Protected::of(
+                s,
+                self.sessions_dir,
+                self.store_path,
+            )?));
         }
+        let of = |s: &Store| {
+            let (scanned, blobs) = &*self.files();
+            let among: rustc_hash::FxHashSet<&std::ffi::OsStr> = (scanned.iter().chain(blobs))
+                .map(|f| f.canonical.as_os_str())
+                .collect();
+            Protected::among(s, self.sessions_dir, self.store_path, Some(&among))
+        };
         if let Some((keys, set)) = &*self.protected.borrow()
             && keys.len() == s.len()
             && keys.iter().zip(s.keys()).all(|(a, b)| a == b)

@@ -3,7 +3,6 @@
 //! model-run probe pruning, stale pruning and the entry cap. Each returns what it removed, in
 //! removal order, so callers can archive transcripts and build the action table.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use crate::json::Json;
@@ -19,11 +18,10 @@ pub type Removed = Vec<(String, Json)>;
 pub fn prune_stale(s: &mut Store, max_age_ms: i64, preserve: &[String], now_ms: f64) -> Removed {
     let cutoff = now_ms - max_age_ms as f64;
     // The cheap age test first: the key is parsed only for entries old enough to go.
-    let victims: Vec<String> = s
-        .iter()
-        .filter(|(_, e)| store::updated_at(e).is_some_and(|u| u < cutoff))
-        .filter(|(k, e)| !keys::should_preserve(k, Some(e), preserve))
-        .map(|(k, _)| k.clone())
+    let victims: Vec<usize> = (s.iter().enumerate())
+        .filter(|(_, (_, e))| store::updated_at(e).is_some_and(|u| u < cutoff))
+        .filter(|(_, (k, e))| !keys::should_preserve(k, Some(e), preserve))
+        .map(|(at, _)| at)
         .collect();
     take(s, victims)
 }
@@ -36,11 +34,10 @@ pub fn prune_model_runs(
     now_ms: f64,
 ) -> Removed {
     let cutoff = now_ms - max_age_ms as f64;
-    let victims: Vec<String> = s
-        .iter()
-        .filter(|(k, _)| !preserve.iter().any(|p| p == *k) && keys::is_model_run_key(k))
-        .filter(|(_, e)| store::updated_at(e).is_some_and(|u| u < cutoff))
-        .map(|(k, _)| k.clone())
+    let victims: Vec<usize> = (s.iter().enumerate())
+        .filter(|(_, (k, _))| !preserve.iter().any(|p| p == *k) && keys::is_model_run_key(k))
+        .filter(|(_, (_, e))| store::updated_at(e).is_some_and(|u| u < cutoff))
+        .map(|(at, _)| at)
         .collect();
     take(s, victims)
 }
@@ -54,12 +51,12 @@ pub fn cap(s: &mut Store, max_entries: f64, preserve: &[String]) -> Removed {
         return Vec::new();
     }
     let mut preserved = 0usize;
-    let mut candidates: Vec<(&String, f64)> = Vec::new();
-    for (k, e) in s.iter() {
+    let mut candidates: Vec<(usize, f64)> = Vec::new();
+    for (at, (k, e)) in s.iter().enumerate() {
         if keys::should_preserve(k, Some(e), preserve) {
             preserved += 1;
         } else {
-            candidates.push((k, store::updated_at(e).unwrap_or(f64::NEG_INFINITY)));
+            candidates.push((at, store::updated_at(e).unwrap_or(f64::NEG_INFINITY)));
         }
     }
     let room = (max_entries - preserved as f64).max(0.0);
@@ -74,10 +71,10 @@ pub fn cap(s: &mut Store, max_entries: f64, preserve: &[String]) -> Removed {
     } else {
         room.trunc() as usize
     };
-    let victims: Vec<String> = candidates
+    let victims: Vec<usize> = candidates
         .into_iter()
         .skip(start)
-        .map(|(k, _)| k.clone())
+        .map(|(at, _)| at)
         .collect();
     take(s, victims)
 }
@@ -98,10 +95,9 @@ pub fn retire_dm_scope(
     if dm_scope != "main" {
         return Vec::new();
     }
-    let victims: Vec<String> = s
-        .keys()
-        .filter(|k| keys::is_stale_direct_key(k, target_agent, active_key))
-        .cloned()
+    let victims: Vec<usize> = (s.keys().enumerate())
+        .filter(|(_, k)| keys::is_stale_direct_key(k, target_agent, active_key))
+        .map(|(at, _)| at)
         .collect();
     take(s, victims)
 }
@@ -308,30 +304,41 @@ pub fn exists_with_messages(p: &Path) -> bool {
     p.exists() && !has_no_message_records(p)
 }
 
-/// Remove `victims` from the store (keeping the order of the rest) and return them in the
-/// order given. One pass over the store, so large removals stay linear; each entry taken goes
-/// straight to its place in the result (a store may lose hundreds of thousands).
-fn take(s: &mut Store, victims: Vec<String>) -> Removed {
+/// Remove the entries at places `victims` from the store (keeping the order of the rest) and
+/// return them in the order given. One pass over the store, so large removals stay linear;
+/// each entry taken goes straight to its place in the result, and the kept ones into a store
+/// of their size (a store may lose hundreds of thousands).
+fn take(s: &mut Store, victims: Vec<usize>) -> Removed {
     if victims.is_empty() {
         return Vec::new();
     }
-    // Each victim's place in the order given (the first, should a key be given twice).
-    let mut place: HashMap<&str, usize> = HashMap::with_capacity(victims.len());
-    for (i, key) in victims.iter().enumerate() {
-        place.entry(key.as_str()).or_insert(i);
+    // Each place's rank in the order given (the first, should a place be given twice).
+    let mut rank = vec![u32::MAX; s.len()];
+    let mut count = 0;
+    for (i, &at) in victims.iter().enumerate() {
+        if let Some(r) = rank.get_mut(at)
+            && *r == u32::MAX
+        {
+            *r = i as u32;
+            count += 1;
+        }
     }
     let mut taken: Vec<Option<(String, Json)>> = Vec::new();
     taken.resize_with(victims.len(), || None);
     let old = std::mem::take(s);
-    for (k, v) in old {
-        match place.get(k.as_str()) {
-            Some(&i) => taken[i] = Some((k, v)),
-            None => {
-                s.insert(k, v);
+    let mut kept = Store::with_capacity(old.len() - count);
+    for ((k, v), r) in old.into_iter().zip(rank) {
+        match r {
+            u32::MAX => {
+                kept.insert(k, v);
             }
+            r => taken[r as usize] = Some((k, v)),
         }
     }
-    taken.into_iter().flatten().collect()
+    *s = kept;
+    let mut out = Vec::with_capacity(count);
+    out.extend(taken.into_iter().flatten());
+    out
 }
 
 #[cfg(test)]
@@ -459,11 +466,16 @@ mod tests {
             .enumerate()
             .map(|(i, k)| (k.to_string(), Json::from(i as i64)))
             .collect();
-        let victims = ["d", "zz", "b", "d", "a"].map(String::from).to_vec();
-        let taken = take(&mut s, victims);
+        // d, a place past the end, b, d again, a.
+        let taken = take(&mut s, vec![3, 9, 1, 3, 0]);
         let keys: Vec<&str> = taken.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["d", "b", "a"]);
         assert_eq!(taken[0].1, json!(3));
         assert_eq!(s.keys().collect::<Vec<_>>(), ["c", "e"]);
+        assert_eq!(
+            s.get("e"),
+            Some(&Json::from(4)),
+            "kept entries keep their values"
+        );
     }
 }

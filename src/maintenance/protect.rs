@@ -7,12 +7,12 @@
 //! canonical path. The archive step, the trajectory removal, the disk budget (which releases
 //! an entry's files as it evicts it) and the unreferenced sweep all ask it before a file goes.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::path::Path;
 
 use crate::json::Json;
 use anyhow::Result;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::files::EntryFiles;
 use crate::store::{Store, paths};
@@ -30,11 +30,26 @@ impl Protected {
     /// The protection of store `s` at `store_path`. Malformed `compactionCheckpoints` are
     /// refused, as [`super::files::referenced_paths`] refuses them.
     pub fn of(s: &Store, sessions_dir: &Path, store_path: &Path) -> Result<Protected> {
+        Protected::among(s, sessions_dir, store_path, None)
+    }
+
+    /// [`Protected::of`], counting only the canonical paths in `among` when it is given: for
+    /// a remover that is asked about no other file (a store of hundreds of thousands of
+    /// entries uses paths by the hundred thousand, most of them missing).
+    pub fn among(
+        s: &Store,
+        sessions_dir: &Path,
+        store_path: &Path,
+        among: Option<&FxHashSet<&OsStr>>,
+    ) -> Result<Protected> {
         let files = EntryFiles::new(sessions_dir);
-        let mut uses = FxHashMap::with_capacity_and_hasher(3 * s.len(), Default::default());
+        let room = among.map_or(3 * s.len(), |a| a.len());
+        let mut uses = FxHashMap::with_capacity_and_hasher(room, Default::default());
         for (key, entry) in s {
             files.visit(key, entry, |p| {
-                *uses.entry(p.into_os_string()).or_default() += 1;
+                if among.is_none_or(|a| a.contains(p.as_os_str())) {
+                    *uses.entry(p.into_os_string()).or_default() += 1;
+                }
             })?;
         }
         Ok(Protected {
@@ -136,5 +151,38 @@ mod tests {
         // Releasing what was never counted changes nothing.
         p.release(&files, "b", &s["b"]);
         assert!(p.contains(&store_path));
+    }
+
+    /// Kept to some files, the protection answers for those as the whole one does, and counts
+    /// no other (the store itself stays protected).
+    #[test]
+    fn a_protection_among_some_files_counts_those_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let store_path = d.join("sessions.json");
+        let s = store(json!({
+            "a": {"sessionId": "a", "sessionFile": "shared.jsonl"},
+            "b": {"sessionId": "b", "sessionFile": "shared.jsonl"},
+            "c": {"sessionId": "c"},
+        }));
+        let on_disk = [
+            d.join("shared.jsonl"),
+            d.join("c.trajectory.jsonl"),
+            d.join("x.jsonl"),
+        ];
+        let among: FxHashSet<&OsStr> = on_disk.iter().map(|p| p.as_os_str()).collect();
+        let whole = Protected::of(&s, &d, &store_path).unwrap();
+        let mut some = Protected::among(&s, &d, &store_path, Some(&among)).unwrap();
+        for p in &on_disk {
+            assert_eq!(some.contains(p), whole.contains(p), "{}", p.display());
+        }
+        assert_eq!(some.uses.len(), 2, "{some:?}");
+        assert!(some.contains(&store_path));
+        assert!(!some.contains(&d.join("c.jsonl")), "not among the files");
+        let files = EntryFiles::new(&d);
+        some.release(&files, "a", &s["a"]);
+        assert!(some.contains(&d.join("shared.jsonl")), "b still uses it");
+        some.release(&files, "b", &s["b"]);
+        assert!(!some.contains(&d.join("shared.jsonl")));
     }
 }
