@@ -330,6 +330,13 @@ impl Object {
         self.0.iter().map(|(_, v)| v)
     }
 
+    /// Member `name`, taken out of the object (which is gone).
+    pub fn into_member(self, name: &str) -> Option<Json> {
+        (self.0.into_vec().into_iter())
+            .find(|(k, _)| k.as_str() == name)
+            .map(|(_, v)| v)
+    }
+
     /// Set member `name`: in its place when it exists (the old value is returned), else last,
     /// as assigning a property in JavaScript does (for a name that is not an array index).
     pub fn insert(&mut self, name: &str, value: Json) -> Option<Json> {

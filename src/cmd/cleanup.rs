@@ -10,7 +10,7 @@
 //! refuses (exit 5) a plan that removes too many entries. All refusals happen before anything
 //! is written.
 
-use std::io::Write as _;
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::Result;
@@ -24,6 +24,8 @@ use crate::config::{Config, Env};
 use crate::exit::{Exit, Refusal};
 use crate::fsutil::Confined;
 use crate::fsutil::lock;
+use crate::jsjson::Sink as _;
+use crate::jsonout::IoSink;
 use crate::maintenance::before::Removal;
 use crate::maintenance::log::{Level, LogLine};
 use crate::maintenance::predict::{self, Prediction};
@@ -210,7 +212,8 @@ impl<'a> Run<'a> {
                 }
             }
         }
-        let out = if self.args.mode.json {
+        self.progress.finish();
+        if self.args.mode.json {
             let mut docs: Vec<(usize, serde_json::Value)> = previews
                 .iter()
                 .map(|(i, p)| {
@@ -226,42 +229,20 @@ impl<'a> Run<'a> {
                 )
                 .collect();
             docs.sort_by_key(|d| d.0);
-            json_doc(
+            let out = json_doc(
                 &self.opts.flags.mode,
                 true,
                 docs.into_iter().map(|d| d.1).collect(),
-            )
+            );
+            self.print(&out)?;
         } else {
-            let multi = previews.len() + self.db_previews.len() > 1;
-            let mut blocks: Vec<(usize, String)> = Vec::new();
-            for (i, p) in &previews {
-                let mut b = String::new();
-                cleanup_text::render_plan(&mut b, &self.cfg, p, multi);
-                blocks.push((*i, b));
-            }
-            for (i, p) in &self.db_previews {
-                let mut b = String::new();
-                dbcleanup_text::render_plan(&mut b, &self.cfg, p, multi);
-                blocks.push((*i, b));
-            }
-            blocks.sort_by_key(|b| b.0);
-            // The first block becomes the output (a plan of a large store is megabytes of
-            // text: it is not copied); the others follow it.
-            let mut blocks = blocks.into_iter().map(|(_, b)| b);
-            let mut out = blocks.next().unwrap_or_default();
-            for b in blocks {
-                out.push('\n');
-                out.push_str(&b);
-            }
-            resolved::text(&mut out, &self.resolved_dirs, false);
-            out
-        };
-        self.progress.finish();
+            // Written as they are rendered: a plan of a large store is megabytes of text.
+            self.print_plans(&previews)?;
+        }
         // The plans (whole copies of every store) are not needed any more and the process
         // ends right after printing: leave their memory to the exit instead of freeing
         // thousands of entries one by one.
         std::mem::forget(previews);
-        self.print(&out)?;
         Ok(self.problems.finish(Exit::Success))
     }
 
@@ -468,6 +449,40 @@ impl<'a> Run<'a> {
             runnable.push((i, p.stamp));
         }
         Ok(runnable)
+    }
+
+    /// The text plans of every store, in target order, then the resolved directories: to
+    /// stdout, or to stderr when a `--json` word is on the command line.
+    fn print_plans(&self, previews: &[(usize, Preview)]) -> Result<()> {
+        enum Plan<'p> {
+            Json(&'p Preview),
+            Db(&'p dbc::Preview),
+        }
+        let mut plans: Vec<(usize, Plan<'_>)> = (previews.iter())
+            .map(|(i, p)| (*i, Plan::Json(p)))
+            .chain(self.db_previews.iter().map(|(i, p)| (*i, Plan::Db(p))))
+            .collect();
+        plans.sort_by_key(|p| p.0);
+        let multi = plans.len() > 1;
+        let out: Box<dyn Write> = match self.json_on_command_line {
+            true => Box::new(std::io::stderr().lock()),
+            false => Box::new(std::io::stdout().lock()),
+        };
+        let mut sink = IoSink::new(out);
+        for (n, (_, plan)) in plans.iter().enumerate() {
+            if n > 0 {
+                sink.push('\n');
+            }
+            match plan {
+                Plan::Json(p) => cleanup_text::render_plan(&mut sink, &self.cfg, p, multi),
+                Plan::Db(p) => dbcleanup_text::render_plan(&mut sink, &self.cfg, p, multi),
+            }
+        }
+        let mut tail = String::new();
+        resolved::text(&mut tail, &self.resolved_dirs, false);
+        sink.push_str(&tail);
+        sink.finish()?;
+        Ok(())
     }
 
     /// The `--json` document of these summaries (one store: its summary; several: wrapped).

@@ -314,9 +314,8 @@ pub fn inspect_store(
     }
     scan_dir(&dir, store_path, s, now_ms, &mut r);
     r.store_fields = store_fields(s);
-    let mut rows = session_rows(s, &dir, &mut r);
-    // The rows hold what the report needs of the entries.
-    drop(store);
+    // The rows take what the report needs of the entries, which go as they are read.
+    let mut rows = session_rows(store, &dir, &mut r);
     if let Some(sel) = &filters.session {
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
@@ -355,19 +354,28 @@ pub fn inspect_store(
     Ok(r)
 }
 
-/// Every entry with its transcript; counts entries per kind on the way.
-fn session_rows(s: &store::Store, dir: &Path, r: &mut StoreReport) -> Vec<SessionRow> {
-    let mut rows = Vec::new();
+/// Every entry with its transcript, taking the entries' keys and session ids (each entry's
+/// memory goes as its row is made); counts entries per kind on the way.
+fn session_rows(s: store::Store, dir: &Path, r: &mut StoreReport) -> Vec<SessionRow> {
+    let mut rows = Vec::with_capacity(s.len());
     for (key, entry) in s {
-        let kind = keys::classify(key, Some(entry));
-        let updated_at = store::updated_at(entry);
+        let kind = keys::classify(&key, Some(&entry));
+        let updated_at = store::updated_at(&entry);
         r.count_entry(kind, updated_at);
+        let transcript = store::entry_transcript(&entry, dir);
+        let session_id = match entry {
+            Json::Object(o) => match o.into_member("sessionId") {
+                Some(Json::String(id)) if !id.is_empty() => Some(id.into_string()),
+                _ => None,
+            },
+            _ => None,
+        };
         rows.push(SessionRow {
-            key: key.clone(),
-            session_id: store::session_id(entry).map(str::to_owned),
+            key,
+            session_id,
             kind,
             updated_at,
-            transcript: store::entry_transcript(entry, dir),
+            transcript,
             facts: None,
             transcript_missing: false,
         });

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::jsjson::Sink;
 use crate::json::Json;
 
 use crate::config::Config;
@@ -344,8 +345,8 @@ pub(crate) fn locale_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 /// The lines both eras' dry-run plans open with, up to the disk-budget line. `sqlite` holds
 /// the SQLite era's archive lines, printed after the model-run line; without it the JSON
 /// era's `repaired` line follows the entries line.
-pub(crate) fn render_plan_head(
-    out: &mut String,
+pub(crate) fn render_plan_head<S: Sink + ?Sized>(
+    out: &mut S,
     s: &Summary,
     show_agent: bool,
     sqlite: Option<&[String]>,
@@ -398,8 +399,8 @@ pub(crate) fn render_plan_head(
 
 /// What both eras' dry-run plans print after their head: nothing for an empty store, else a
 /// blank line and the actions heading. Returns the entries newest first by `updated`.
-pub(crate) fn planned_actions<'a>(
-    out: &mut String,
+pub(crate) fn planned_actions<'a, S: Sink + ?Sized>(
+    out: &mut S,
     before: impl Iterator<Item = (&'a String, &'a Json)>,
     updated: impl Fn(&Json) -> Option<f64>,
 ) -> Vec<(&'a String, &'a Json)> {
@@ -426,7 +427,7 @@ pub(crate) fn label_of(e: &Json) -> String {
 }
 
 /// The dry-run plan for one store.
-pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
+pub fn render_plan<S: Sink + ?Sized>(out: &mut S, cfg: &Config, p: &Preview, show_agent: bool) {
     let s = &p.summary;
     render_plan_head(out, s, show_agent, None);
     let rows = planned_actions(out, p.before.iter(), crate::store::updated_at);

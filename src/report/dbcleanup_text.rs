@@ -5,6 +5,7 @@
 //! The summary lines, the label summary and the applied lines are the JSON era's
 //! (`cleanup_text`).
 
+use crate::jsjson::Sink;
 use crate::json::Json;
 
 use super::cleanup_text::{
@@ -309,7 +310,7 @@ fn session_flags(e: &Json, parts: &mut Vec<String>) {
 }
 
 /// The dry-run plan for one database.
-pub fn render_plan(out: &mut String, cfg: &Config, p: &Preview, show_agent: bool) {
+pub fn render_plan<S: Sink + ?Sized>(out: &mut S, cfg: &Config, p: &Preview, show_agent: bool) {
     let s = &p.summary;
     let archives = match s.rules {
         Rules::V9 => vec![

@@ -144,6 +144,40 @@ fn a_closed_stdout_ends_every_command_quietly() {
     }
 }
 
+/// A report that cannot be written (a full disk) is an error, named on stderr: the text plan
+/// is written as it is rendered, and a failed write stops it.
+#[test]
+fn a_report_that_cannot_be_written_is_an_error() {
+    let Ok(full) = std::fs::OpenOptions::new().write(true).open("/dev/full") else {
+        eprintln!("skipped: no /dev/full");
+        return;
+    };
+    let env = TestEnv::new();
+    let s = store(&env);
+    for args in [
+        &["cleanup", "--dry-run", "--store", &s][..],
+        &["cleanup", "--dry-run", "--store", &s, "--json"],
+        &["inspect", "--store", &s],
+    ] {
+        let out = Command::new(clawkeeper_bin())
+            .args(args)
+            .current_dir(env.work())
+            .env("OPENCLAW_STATE_DIR", env.state())
+            .env("OPENCLAW_CONFIG_PATH", env.config_path())
+            .env("HOME", env.home())
+            .stdout(full.try_clone().unwrap())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("No space left on device"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 #[test]
 fn usage_errors_are_attributed_and_exit_2() {
     let env = TestEnv::new();
