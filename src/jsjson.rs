@@ -45,32 +45,44 @@ impl Sink for Len {
     }
 }
 
-/// A [`Sink`] that compares a document with `expected` as it is written, without building it.
+/// A [`Sink`] that compares a document with what `expected` reads (bytes, or a file through a
+/// buffer) as it is written, without building it or holding the expected text.
 #[derive(Debug)]
-pub struct SameAs<'a> {
-    rest: &'a [u8],
+pub struct SameAs<R> {
+    rest: R,
     same: bool,
 }
 
-impl<'a> SameAs<'a> {
-    pub fn new(expected: &'a [u8]) -> SameAs<'a> {
+impl<R: std::io::BufRead> SameAs<R> {
+    pub fn new(expected: R) -> SameAs<R> {
         SameAs {
             rest: expected,
             same: true,
         }
     }
 
-    /// Whether what was written is `expected`, to its last byte.
-    pub fn is_same(&self) -> bool {
-        self.same && self.rest.is_empty()
+    /// Whether what was written is what `expected` reads, to its last byte (a read error
+    /// counts as a difference).
+    pub fn is_same(&mut self) -> bool {
+        self.same && self.rest.fill_buf().is_ok_and(|rest| rest.is_empty())
     }
 }
 
-impl Sink for SameAs<'_> {
+impl<R: std::io::BufRead> Sink for SameAs<R> {
     fn push_str(&mut self, s: &str) {
-        match self.rest.strip_prefix(s.as_bytes()) {
-            Some(rest) if self.same => self.rest = rest,
-            _ => self.same = false,
+        let mut want = s.as_bytes();
+        while self.same && !want.is_empty() {
+            let Ok(have) = self.rest.fill_buf() else {
+                self.same = false;
+                break;
+            };
+            let n = have.len().min(want.len());
+            if n == 0 || have[..n] != want[..n] {
+                self.same = false;
+                break;
+            }
+            self.rest.consume(n);
+            want = &want[n..];
         }
     }
     fn push(&mut self, c: char) {

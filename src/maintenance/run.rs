@@ -421,14 +421,14 @@ pub fn apply(
     refuse_moved_dir(store_path, &dir, held)?;
     let store::Loaded {
         mut store,
-        unchanged_raw,
+        unchanged,
         stamp,
         ..
     } = store::load(store_path)?;
     refuse_changed_store(store_path, planned, stamp)?;
     // Whether saving the store as loaded writes the text that was read (the text itself is
-    // not kept: a store may be tens of megabytes).
-    let saves_as_loaded = unchanged_raw.is_some_and(|raw| store::saves_as(&store, &raw));
+    // not held: a store may be tens of megabytes).
+    let saves_as_loaded = unchanged && store::saves_as_file(&store, store_path, stamp);
     let loaded_count = store.len();
     let fixes = make_fixes(&mut store, agent_id, &dir, opts);
     let preserve = keys::preserve_set(opts.flags.active_key.as_deref());

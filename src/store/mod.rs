@@ -28,9 +28,10 @@ pub type Store = indexmap::IndexMap<String, crate::json::Json>;
 pub struct Loaded {
     pub path: PathBuf,
     pub store: Store,
-    /// The raw text read from disk when normalisation changed nothing: saving the same text
-    /// again is skipped, as OpenClaw skips it.
-    pub unchanged_raw: Option<String>,
+    /// Whether the load changed nothing (normalisation): saving such a store writes its text
+    /// again only if the text differs (see [`saves_as_file`]), as OpenClaw skips a save of the
+    /// same text.
+    pub unchanged: bool,
     /// Whether the file existed.
     pub existed: bool,
     /// Size and modification time when it was read (`None` when missing).
@@ -56,23 +57,40 @@ pub fn stamp(path: &Path) -> Option<Stamp> {
     ))
 }
 
+/// Stores up to this size are read whole, then parsed (the faster way); larger ones are parsed
+/// as they are read, so that their text (tens of megabytes for a store of hundreds of
+/// thousands of entries) is never held beside the store.
+const READ_WHOLE_UP_TO: u64 = 4 << 20;
+
 /// Load and normalise a store. Missing file → empty store. Unparsable or non-object → refused.
 pub fn load(path: &Path) -> Result<Loaded> {
+    load_reading_whole_up_to(path, READ_WHOLE_UP_TO)
+}
+
+fn load_reading_whole_up_to(path: &Path, whole_up_to: u64) -> Result<Loaded> {
     let before = stamp(path);
-    let Some(bytes) = read_store(path)? else {
+    let Some(mut file) = open_store(path)? else {
         return Ok(Loaded {
             path: path.to_path_buf(),
             store: Store::new(),
-            unchanged_raw: None,
+            unchanged: false,
             existed: false,
             stamp: None,
         });
     };
-    let (store, unchanged_raw) = parse(path, bytes)?;
+    let cannot_read = || format!("cannot read {}", path.display());
+    let (store, unchanged) = match file.metadata().with_context(cannot_read)?.len() {
+        len if len > whole_up_to => parse_reader(path, std::io::BufReader::new(file))?,
+        _ => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).with_context(cannot_read)?;
+            parse(path, &bytes)?
+        }
+    };
     Ok(Loaded {
         path: path.to_path_buf(),
         store,
-        unchanged_raw,
+        unchanged,
         existed: true,
         stamp: before,
     })
@@ -82,6 +100,17 @@ pub fn load(path: &Path) -> Result<Loaded> {
 /// block or mislead the read, and a directory is not a store: refused. (A symlinked store may
 /// be read for a preview; writing one is refused by `cleanup`.)
 fn read_store(path: &Path) -> Result<Option<Vec<u8>>> {
+    let Some(mut file) = open_store(path)? else {
+        return Ok(None);
+    };
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut bytes)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(Some(bytes))
+}
+
+/// The store file at `path`, open to read; `None` when it does not exist (see [`read_store`]).
+fn open_store(path: &Path) -> Result<Option<std::fs::File>> {
     if let Ok(m) = std::fs::symlink_metadata(path)
         && !m.file_type().is_file()
         && !m.file_type().is_symlink()
@@ -92,8 +121,8 @@ fn read_store(path: &Path) -> Result<Option<Vec<u8>>> {
         ))
         .into());
     }
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(b)),
+    match std::fs::File::open(path) {
+        Ok(f) => Ok(Some(f)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
@@ -148,17 +177,14 @@ pub fn load_entry_files(path: &Path) -> Result<Vec<EntryFiles>> {
     let Some(bytes) = read_store(path)? else {
         return Ok(Vec::new());
     };
-    let dir = paths::resolve(path)
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
+    let dir = store_dir(path);
     let bytes = match streamed_entry_files(bytes, &dir) {
         Ok(entries) => return Ok(entries),
         Err(bytes) => bytes,
     };
     // What the streamed read does not take (not an object, not UTF-8, …): the whole load, for
     // its exact result or refusal.
-    let (store, _) = parse(path, bytes)?;
+    let (store, _) = parse(path, &bytes)?;
     Ok(store
         .into_iter()
         .map(|(key, entry)| EntryFiles::of(key, &entry))
@@ -226,26 +252,42 @@ fn normalized_entry(mut entry: Value, sessions_dir: &Path) -> (Option<Json>, boo
 }
 
 /// Parse and normalise the bytes of the store at `path` (named in refusals). Returns the
-/// store and, when normalisation changed nothing, the raw text (see [`Loaded::unchanged_raw`]).
+/// store and whether normalisation changed nothing (see [`Loaded::unchanged`]).
 ///
 /// The store is built entry by entry, each held compactly ([`Json`]) as soon as it is
 /// normalised: a store of hundreds of thousands of entries is never held as JSON values.
-pub fn parse(path: &Path, bytes: Vec<u8>) -> Result<(Store, Option<String>)> {
-    let dir = paths::resolve(path)
+pub fn parse(path: &Path, bytes: &[u8]) -> Result<(Store, bool)> {
+    match crate::jsjson::deserialize(bytes, Entries(&store_dir(path))) {
+        Ok((store, changed)) => Ok((store, !changed)),
+        Err(_) => Err(refusal(path, bytes)),
+    }
+}
+
+/// [`parse`] of the store text `r` reads. What does not parse is read again whole, for the
+/// place of the error in the refusal.
+fn parse_reader(path: &Path, r: impl std::io::Read) -> Result<(Store, bool)> {
+    let mut de = serde_json::Deserializer::from_reader(r);
+    let read = serde::de::DeserializeSeed::deserialize(Entries(&store_dir(path)), &mut de)
+        .and_then(|read| de.end().map(|()| read));
+    match read {
+        Ok((store, changed)) => Ok((store, !changed)),
+        Err(e) if e.is_io() => {
+            Err(anyhow::Error::from(e).context(format!("cannot read {}", path.display())))
+        }
+        Err(_) => {
+            let bytes =
+                std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Err(refusal(path, &bytes))
+        }
+    }
+}
+
+/// The directory of the store at `path` (its symlinks resolved), where its prompt blobs are.
+fn store_dir(path: &Path) -> PathBuf {
+    paths::resolve(path)
         .parent()
         .map(Path::to_path_buf)
-        .unwrap_or_default();
-    match crate::jsjson::deserialize(&bytes, Entries(&dir)) {
-        Ok((store, changed)) => Ok((
-            store,
-            if changed {
-                None
-            } else {
-                String::from_utf8(bytes).ok()
-            },
-        )),
-        Err(_) => Err(refusal(path, &bytes)),
-    }
+        .unwrap_or_default()
 }
 
 /// Why the store text `bytes` at `path` is refused: where it is not valid JSON, or what its
@@ -340,11 +382,21 @@ pub fn serialize(store: &Store) -> String {
     out
 }
 
-/// Whether saving `store` writes exactly `text` (OpenClaw skips such a save), found without
-/// building the text.
-pub fn saves_as(store: &Store, text: &str) -> bool {
+/// Whether saving `store` writes exactly the text of the file at `path`, still as it was
+/// loaded (`stamp`): OpenClaw skips such a save. Found as the text is written, against the
+/// file as it is read, neither held.
+pub fn saves_as_file(store: &Store, path: &Path, stamp: Option<Stamp>) -> bool {
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    stamp.is_some() && self::stamp(path) == stamp && saves_as(store, std::io::BufReader::new(file))
+}
+
+/// Whether saving `store` writes exactly what `expected` reads, found without building the
+/// text.
+pub fn saves_as(store: &Store, expected: impl std::io::BufRead) -> bool {
     let (projected, _) = blobs::project(store);
-    let mut same = crate::jsjson::SameAs::new(text.as_bytes());
+    let mut same = crate::jsjson::SameAs::new(expected);
     write_store(&mut same, &projected);
     same.is_same()
 }
@@ -500,6 +552,46 @@ mod tests {
         assert!(e.to_string().contains("not a regular file"), "{e}");
     }
 
+    /// A store parsed as it is read (a large one) is the store read whole and parsed: the same
+    /// entries, order, normalisation and refusals.
+    #[test]
+    fn a_store_parsed_as_it_is_read_is_the_store_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sessions.json");
+        let texts = [
+            "{\n  \"k\": {\n    \"sessionId\": \"s\",\n    \"updatedAt\": 1\n  }\n}",
+            r#"{"b": {"sessionId": " t ", "updatedAt": 1.50}, "2": {"sessionId": "x"},
+                "a": 3, "b": {"sessionId": "u", "sessionFile": 7}, "1": {"updatedAt": 1e400}}"#,
+            r#"{"k": {"sessionId": "../../x"}, "m": {"n": [1, {"o": null}], "p": "\u00e9"}}"#,
+            "{}",
+            "",
+            "[]",
+            "{\"a\": {}",
+            "{\"a\": 1} x",
+        ];
+        let not_utf8: &[u8] = b"{\"a\": {\"b\": \"\xff\"}}";
+        for text in texts.iter().map(|t| t.as_bytes()).chain([not_utf8]) {
+            let shown = String::from_utf8_lossy(text);
+            std::fs::write(&p, text).unwrap();
+            let whole = load_reading_whole_up_to(&p, u64::MAX);
+            let read = load_reading_whole_up_to(&p, 0);
+            match (whole, read) {
+                (Ok(w), Ok(r)) => {
+                    assert_eq!(w.store, r.store, "{shown}");
+                    let keys = |l: &Loaded| l.store.keys().cloned().collect::<Vec<_>>();
+                    assert_eq!(keys(&w), keys(&r), "{shown}");
+                    assert_eq!(w.unchanged, r.unchanged, "{shown}");
+                    assert_eq!(serialize(&w.store), serialize(&r.store), "{shown}");
+                }
+                (Err(w), Err(r)) => assert_eq!(format!("{w:#}"), format!("{r:#}"), "{shown}"),
+                (w, r) => panic!("{shown}: {w:?} against {r:?}"),
+            }
+        }
+        std::fs::write(&p, b"{\"a\": {\"b\": \"\xff\"}}").unwrap();
+        let e = load_reading_whole_up_to(&p, 0).unwrap_err();
+        assert!(format!("{e:#}").contains("not valid JSON"), "{e:#}");
+    }
+
     #[test]
     fn save_skips_identical_text() {
         let dir = tempfile::tempdir().unwrap();
@@ -507,15 +599,24 @@ mod tests {
         let text = "{\n  \"k\": {\n    \"sessionId\": \"s\",\n    \"updatedAt\": 1\n  }\n}";
         std::fs::write(&p, text).unwrap();
         let l = load(&p).unwrap();
-        assert_eq!(l.unchanged_raw.as_deref(), Some(text));
-        assert!(saves_as(&l.store, text));
+        assert!(l.unchanged);
+        assert!(saves_as(&l.store, text.as_bytes()));
+        assert!(saves_as_file(&l.store, &p, l.stamp));
         let c = Confined::new(dir.path()).unwrap();
         assert!(!save(&c, &p, &l.store, true, l.stamp).unwrap());
+        // Read through a buffer smaller than the text, as a file is.
+        let small = std::io::BufReader::with_capacity(3, text.as_bytes());
+        assert!(saves_as(&l.store, small));
+        let small = std::io::BufReader::with_capacity(3, &text.as_bytes()[..text.len() - 1]);
+        assert!(!saves_as(&l.store, small), "a prefix is not the text");
+        let longer = format!("{text} ");
+        assert!(!saves_as(&l.store, longer.as_bytes()), "nor a longer one");
         std::fs::write(&p, format!("{text}\n")).unwrap();
         let l = load(&p).unwrap();
-        assert!(!saves_as(&l.store, l.unchanged_raw.as_deref().unwrap()));
+        assert!(l.unchanged, "normalisation changed nothing");
+        assert!(!saves_as_file(&l.store, &p, l.stamp));
         assert!(
-            !saves_as(&l.store, &text[..text.len() - 1]),
+            !saves_as(&l.store, &text.as_bytes()[..text.len() - 1]),
             "a prefix is not the text"
         );
         assert!(save(&c, &p, &l.store, false, l.stamp).unwrap());
@@ -525,6 +626,15 @@ mod tests {
             std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
             0o600
         );
+        // A file changed since it was loaded is never taken for the text loaded, even when
+        // its text is the one the store saves as.
+        let l = load(&p).unwrap();
+        assert!(saves_as_file(&l.store, &p, l.stamp));
+        std::fs::write(&p, text).unwrap();
+        let older = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        let f = std::fs::File::options().write(true).open(&p).unwrap();
+        f.set_modified(older).unwrap();
+        assert!(!saves_as_file(&l.store, &p, l.stamp));
     }
 
     /// The entries read one at a time are the entries of the whole load, in its order, on
