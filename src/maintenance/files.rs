@@ -263,31 +263,38 @@ impl<'a> Remover<'a> {
 }
 
 /// `rememberRemovedSessionFile`: session id → the file to archive (a later entry with a
-/// `sessionFile` wins). The id may be absent, as in OpenClaw.
+/// `sessionFile` wins). The id may be absent, as in OpenClaw. Each id is held once, in the
+/// order first seen, found again through a table of places hashed by the id (a run may remove
+/// hundreds of thousands of entries).
 #[derive(Debug, Default, Clone)]
 pub struct RemovedFiles(
-    pub Vec<(Option<String>, Option<String>)>,
-    HashMap<Option<String>, usize>,
+    pub Vec<(Option<Box<str>>, Option<Box<str>>)>,
+    hashbrown::HashTable<usize>,
 );
 
 impl RemovedFiles {
     pub fn remember(&mut self, entry: &Json) {
-        let id = store::session_id(entry).map(str::to_string);
-        let file = store::session_file(entry)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        match self.1.get(&id) {
-            None => {
-                self.1.insert(id.clone(), self.0.len());
-                self.0.push((id, file));
-            }
+        let id = store::session_id(entry);
+        let file = store::session_file(entry).filter(|s| !s.is_empty());
+        let (files, at) = (&mut self.0, &mut self.1);
+        let hash = id_hash(id);
+        match at.find(hash, |&i| files[i].0.as_deref() == id) {
             Some(&i) => {
-                if file.is_some() {
-                    self.0[i].1 = file;
+                if let Some(file) = file {
+                    files[i].1 = Some(file.into());
                 }
+            }
+            None => {
+                at.insert_unique(hash, files.len(), |&i| id_hash(files[i].0.as_deref()));
+                files.push((id.map(Box::from), file.map(Box::from)));
             }
         }
     }
+}
+
+fn id_hash(id: Option<&str>) -> u64 {
+    use std::hash::BuildHasher;
+    rustc_hash::FxBuildHasher.hash_one(id)
 }
 
 /// Session ids still present in the store.
@@ -363,7 +370,7 @@ pub fn archive_removed(
     let dir = paths::canonical(sessions_dir);
     let mut out = Archived::default();
     for (id, file) in &removed.0 {
-        if id.as_ref().is_some_and(|i| referenced.contains(i)) {
+        if id.as_deref().is_some_and(|i| referenced.contains(i)) {
             continue;
         }
         for cand in transcript_candidates(id.as_deref(), file.as_deref(), sessions_dir, home) {
@@ -414,7 +421,7 @@ pub fn remove_trajectories(
 ) {
     let dir = paths::canonical(sessions_dir);
     for (id, file) in &removed.0 {
-        if id.as_ref().is_some_and(|i| referenced.contains(i)) {
+        if id.as_deref().is_some_and(|i| referenced.contains(i)) {
             continue;
         }
         let transcript = match (file, id) {
@@ -637,5 +644,34 @@ mod tests {
         drop(lock);
         assert_eq!(remover.remove(&d.join("busy.jsonl"), None), 1);
         assert!(!d.join("busy.jsonl").exists());
+    }
+
+    /// Each session id once, in the order first seen; a later entry's non-empty `sessionFile`
+    /// wins; entries without an id share one place (as in OpenClaw's map).
+    #[test]
+    fn removed_files_keep_each_id_once_with_its_last_file() {
+        let mut removed = RemovedFiles::default();
+        for e in [
+            json!({"sessionId": "a", "sessionFile": "a1.jsonl"}),
+            json!({"sessionId": "b"}),
+            json!({"sessionFile": "none1.jsonl"}),
+            json!({"sessionId": "a", "sessionFile": ""}),
+            json!({"sessionId": "b", "sessionFile": "b2.jsonl"}),
+            json!({"sessionId": "", "sessionFile": "none2.jsonl"}),
+            json!({"sessionId": "a"}),
+        ] {
+            removed.remember(&Json::from_value(e));
+        }
+        let seen: Vec<(Option<&str>, Option<&str>)> = (removed.0.iter())
+            .map(|(id, file)| (id.as_deref(), file.as_deref()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Some("a"), Some("a1.jsonl")),
+                (Some("b"), Some("b2.jsonl")),
+                (None, Some("none2.jsonl")),
+            ]
+        );
     }
 }

@@ -92,11 +92,18 @@ mod tests {
         crate::store::from_map(s)
     }
 
-    #[test]
-    fn the_store_and_every_file_of_a_kept_entry_are_protected() {
+    /// A sessions directory (canonical) and its store's path; the directory lives as long as
+    /// the guard.
+    fn sessions_dir() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let d = std::fs::canonicalize(dir.path()).unwrap();
         let store_path = d.join("sessions.json");
+        (dir, d, store_path)
+    }
+
+    #[test]
+    fn the_store_and_every_file_of_a_kept_entry_are_protected() {
+        let (_dir, d, store_path) = sessions_dir();
         let s = store(json!({
             "a": {"sessionId": "keep"},
             "b": {"sessionId": "c", "sessionFile": "custom.jsonl", "compactionCheckpoints": [
@@ -131,9 +138,7 @@ mod tests {
 
     #[test]
     fn a_released_entry_leaves_protected_what_another_entry_still_uses() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = std::fs::canonicalize(dir.path()).unwrap();
-        let store_path = d.join("sessions.json");
+        let (_dir, d, store_path) = sessions_dir();
         let s = store(json!({
             "a": {"sessionId": "a", "sessionFile": "shared.jsonl"},
             "b": {"sessionId": "b", "sessionFile": "shared.jsonl"},
@@ -157,9 +162,7 @@ mod tests {
     /// no other (the store itself stays protected).
     #[test]
     fn a_protection_among_some_files_counts_those_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = std::fs::canonicalize(dir.path()).unwrap();
-        let store_path = d.join("sessions.json");
+        let (_dir, d, store_path) = sessions_dir();
         let s = store(json!({
             "a": {"sessionId": "a", "sessionFile": "shared.jsonl"},
             "b": {"sessionId": "b", "sessionFile": "shared.jsonl"},

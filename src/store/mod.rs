@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use serde_json::Value;
 
-use crate::json::Json;
-
 use crate::exit::Refusal;
 use crate::fsutil::Confined;
+use crate::json::Json;
 
-/// A session store in memory: session key → entry, in JavaScript property order.
-pub type Store = indexmap::IndexMap<String, crate::json::Json>;
+/// A session store in memory: session key → entry, in JavaScript property order. Each entry is
+/// held compactly ([`Json`]): a store may have hundreds of thousands.
+pub type Store = indexmap::IndexMap<String, Json>;
 
 /// A loaded store plus what is needed to save it the way OpenClaw does.
 #[derive(Debug, Clone)]
