@@ -267,10 +267,10 @@ impl<'a> Remover<'a> {
 /// order first seen, found again through a table of places hashed by the id (a run may remove
 /// hundreds of thousands of entries).
 #[derive(Debug, Default, Clone)]
-pub struct RemovedFiles(
-    pub Vec<(Option<Box<str>>, Option<Box<str>>)>,
-    hashbrown::HashTable<usize>,
-);
+pub struct RemovedFiles(pub Vec<IdAndFile>, hashbrown::HashTable<usize>);
+
+/// A removed session's id and the file to archive for it (see [`RemovedFiles`]).
+pub type IdAndFile = (Option<Box<str>>, Option<Box<str>>);
 
 impl RemovedFiles {
     pub fn remember(&mut self, entry: &Json) {
