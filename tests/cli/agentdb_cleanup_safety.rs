@@ -87,6 +87,17 @@ fn workload(release: Release) -> Option<TestEnv> {
     let state = env.state();
     let sessions = state.join("agents/main/sessions");
     let store_path = sessions.join("sessions.json");
+    // The demo's store temp gets the age its fixture gives it. A checkout gives every file the
+    // checkout's time, and the sweep keeps a temp under five minutes old but removes an older
+    // one: the runs this test compares must not fall on both sides of that.
+    for e in std::fs::read_dir(&sessions).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "tmp") {
+            let f = std::fs::File::options().write(true).open(&p).unwrap();
+            let fixture_time = std::time::UNIX_EPOCH + Duration::from_secs(1_457_341_200);
+            f.set_modified(fixture_time).unwrap();
+        }
+    }
     let mut store: serde_json::Map<String, Value> =
         serde_json::from_slice(&std::fs::read(&store_path).unwrap()).unwrap();
     let mut rng = Rng::new(SEED);
