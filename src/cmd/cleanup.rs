@@ -454,13 +454,18 @@ impl<'a> Run<'a> {
     /// The text plans of every store, in target order, then the resolved directories: to
     /// stdout, or to stderr when a `--json` word is on the command line.
     fn print_plans(&self, previews: &[(usize, Preview)]) -> Result<()> {
+        /// A plan of a `sessions.json` store, or of a SQLite-era agent database.
         enum Plan<'p> {
-            Json(&'p Preview),
-            Db(&'p dbc::Preview),
+            JsonEra(&'p Preview),
+            SqliteEra(&'p dbc::Preview),
         }
         let mut plans: Vec<(usize, Plan<'_>)> = (previews.iter())
-            .map(|(i, p)| (*i, Plan::Json(p)))
-            .chain(self.db_previews.iter().map(|(i, p)| (*i, Plan::Db(p))))
+            .map(|(i, p)| (*i, Plan::JsonEra(p)))
+            .chain(
+                self.db_previews
+                    .iter()
+                    .map(|(i, p)| (*i, Plan::SqliteEra(p))),
+            )
             .collect();
         plans.sort_by_key(|p| p.0);
         let multi = plans.len() > 1;
@@ -474,8 +479,8 @@ impl<'a> Run<'a> {
                 sink.push('\n');
             }
             match plan {
-                Plan::Json(p) => cleanup_text::render_plan(&mut sink, &self.cfg, p, multi),
-                Plan::Db(p) => dbcleanup_text::render_plan(&mut sink, &self.cfg, p, multi),
+                Plan::JsonEra(p) => cleanup_text::render_plan(&mut sink, &self.cfg, p, multi),
+                Plan::SqliteEra(p) => dbcleanup_text::render_plan(&mut sink, &self.cfg, p, multi),
             }
         }
         let mut tail = String::new();
