@@ -516,7 +516,7 @@ impl Json {
         match v {
             Value::Null => Json::Null,
             Value::Bool(b) => Json::Bool(b),
-            Value::Number(n) => Json::Number(Num::from_text(&n.to_string())),
+            Value::Number(n) => Json::Number(Num::from_text(n.as_str())),
             Value::String(s) => Json::String(s.into_boxed_str()),
             Value::Array(items) => Json::Array(items.into_iter().map(Json::from_value).collect()),
             Value::Object(map) => {
@@ -567,7 +567,7 @@ impl PartialEq<Value> for Json {
         match (self, other) {
             (Json::Null, Value::Null) => true,
             (Json::Bool(a), Value::Bool(b)) => a == b,
-            (Json::Number(a), Value::Number(b)) => *a.text() == *b.to_string(),
+            (Json::Number(a), Value::Number(b)) => a.text() == b.as_str(),
             (Json::String(a), Value::String(b)) => **a == **b,
             (Json::Array(a), Value::Array(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)

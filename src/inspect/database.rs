@@ -305,16 +305,18 @@ fn session_rows(conn: &Connection, r: &mut StoreReport) -> Result<(Vec<SessionRo
         r.store_bytes += n.entry_bytes;
         archived_entries += u64::from(n.archived_at.is_some());
         add_entry_fields(&n.entry, &mut by_field);
-        let entry = Some(&n.entry).filter(|e| e.is_object());
-        let kind = keys::classify(&n.key, entry.cloned().map(Json::from_value).as_ref());
-        let updated_at = entry
-            .and_then(|e| e.get("updatedAt"))
-            .and_then(Value::as_f64)
+        let entry = match n.entry {
+            e @ Value::Object(_) => Some(Json::from_value(e)),
+            _ => None,
+        };
+        let kind = keys::classify(&n.key, entry.as_ref());
+        let updated_at = (entry.as_ref())
+            .and_then(crate::store::updated_at)
             .or(Some(n.updated_at as f64));
         r.count_entry(kind, updated_at);
         rows.push(SessionRow {
-            key: n.key.clone(),
-            session_id: Some(n.session_id.clone()).filter(|s| !s.is_empty()),
+            key: n.key,
+            session_id: Some(n.session_id).filter(|s| !s.is_empty()),
             kind,
             updated_at,
             transcript: None,
