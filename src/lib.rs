@@ -25,6 +25,7 @@ pub mod maintenance;
 #[cfg(test)]
 mod manpages;
 pub mod mediarefs;
+pub mod memory;
 pub mod noreply;
 pub mod progress;
 pub mod report;

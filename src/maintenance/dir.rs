@@ -19,10 +19,28 @@ pub struct Dir<'a> {
     pub confined: Option<&'a Confined>,
     /// A simulation changes nothing on disk, so the budget and the sweep share one scan.
     pub snapshot: std::cell::OnceCell<Scanned>,
-    /// A simulation's last protected files, with the store keys they were computed for.
-    protected: std::cell::RefCell<Option<(Vec<String>, std::rc::Rc<Protected>)>>,
+    /// A simulation's last protected files, with the fingerprint of the store keys they were
+    /// computed for (see [`Dir::protected`]).
+    protected: std::cell::RefCell<Option<(KeysPrint, std::rc::Rc<Protected>)>>,
     /// Names a scan leaves out (see [`Dir::excluding`]).
     excluded: fn(&str) -> bool,
+}
+
+/// A store's keys, in order, told apart without a copy of them (a store may keep hundreds of
+/// thousands): their count and a hash of them all, keyed at random once per process.
+#[derive(PartialEq, Eq)]
+struct KeysPrint(usize, u64);
+
+impl KeysPrint {
+    fn of(s: &Store) -> KeysPrint {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        static KEY: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+        let mut h = KEY.get_or_init(std::hash::RandomState::new).build_hasher();
+        for k in s.keys() {
+            k.hash(&mut h);
+        }
+        KeysPrint(s.len(), h.finish())
+    }
 }
 
 /// The directory's regular files and its prompt blob files.
@@ -60,7 +78,8 @@ impl<'a> Dir<'a> {
     /// [`Protected::of`] `s`: the store and the files its entries use. A simulation reuses
     /// its last answer when `s` has the same keys: a plan edits entries only before the
     /// budget runs, and afterwards only removes them (the budget's evictions), so the same
-    /// keys are the same entries.
+    /// keys are the same entries. (Removing only, the same count alone would tell; the hash
+    /// of the keys makes sure.)
     ///
     /// A simulation's protection counts only the scanned files: it removes no other (its
     /// remover knows the sizes of those alone), so no other is asked about. An apply's counts
@@ -80,14 +99,14 @@ impl<'a> Dir<'a> {
                 .collect();
             Protected::among(s, self.sessions_dir, self.store_path, Some(&among))
         };
-        if let Some((keys, set)) = &*self.protected.borrow()
-            && keys.len() == s.len()
-            && keys.iter().zip(s.keys()).all(|(a, b)| a == b)
+        let print = KeysPrint::of(s);
+        if let Some((seen, set)) = &*self.protected.borrow()
+            && *seen == print
         {
             return Ok(set.clone());
         }
         let set = std::rc::Rc::new(of(s)?);
-        *self.protected.borrow_mut() = Some((s.keys().cloned().collect(), set.clone()));
+        *self.protected.borrow_mut() = Some((print, set.clone()));
         Ok(set)
     }
 

@@ -305,9 +305,10 @@ pub fn exists_with_messages(p: &Path) -> bool {
 }
 
 /// Remove the entries at places `victims` from the store (keeping the order of the rest) and
-/// return them in the order given. One pass over the store, so large removals stay linear;
-/// each entry taken goes straight to its place in the result, and the kept ones into a store
-/// of their size (a store may lose hundreds of thousands).
+/// return them in the order given. One pass over the store, in place, so large removals stay
+/// linear and need no second store: the taken entries leave in store order and are then put
+/// in the order given by following the permutation's cycles (a store may lose hundreds of
+/// thousands). The store's spare room is given back afterwards.
 fn take(s: &mut Store, victims: Vec<usize>) -> Removed {
     if victims.is_empty() {
         return Vec::new();
@@ -323,21 +324,32 @@ fn take(s: &mut Store, victims: Vec<usize>) -> Removed {
             count += 1;
         }
     }
-    let mut taken: Vec<Option<(String, Json)>> = Vec::new();
-    taken.resize_with(victims.len(), || None);
-    let old = std::mem::take(s);
-    let mut kept = Store::with_capacity(old.len() - count);
-    for ((k, v), r) in old.into_iter().zip(rank) {
-        match r {
-            u32::MAX => {
-                kept.insert(k, v);
-            }
-            r => taken[r as usize] = Some((k, v)),
+    drop(victims);
+    // The ranks of the taken entries in store order, made dense (0..count) in the same order.
+    let mut dest: Vec<u32> = rank.iter().copied().filter(|&r| r != u32::MAX).collect();
+    let mut by_rank: Vec<u32> = (0..count as u32).collect();
+    by_rank.sort_unstable_by_key(|&j| dest[j as usize]);
+    for (dense, &j) in by_rank.iter().enumerate() {
+        dest[j as usize] = dense as u32;
+    }
+    drop(by_rank);
+    let mut place = 0;
+    let mut out: Removed = Vec::with_capacity(count);
+    out.extend(s.extract_if(.., |_, _| {
+        let taken = rank[place] != u32::MAX;
+        place += 1;
+        taken
+    }));
+    drop(rank);
+    s.shrink_to_fit();
+    // `dest[i]`: where the entry now at `i` belongs.
+    for i in 0..out.len() {
+        while dest[i] as usize != i {
+            let j = dest[i] as usize;
+            out.swap(i, j);
+            dest.swap(i, j);
         }
     }
-    *s = kept;
-    let mut out = Vec::with_capacity(count);
-    out.extend(taken.into_iter().flatten());
     out
 }
 
@@ -477,5 +489,48 @@ mod tests {
             Some(&Json::from(4)),
             "kept entries keep their values"
         );
+    }
+
+    /// Against the plain definition, over many stores and victim lists (repeats, places past
+    /// the end, every order): the taken entries in the order given, the rest in store order.
+    #[test]
+    fn take_matches_its_definition() {
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n.max(1) as u64) as usize
+        };
+        for _ in 0..300 {
+            let len = next(40);
+            let s: Store = (0..len)
+                .map(|i| (format!("k{i}"), Json::from(i as i64)))
+                .collect();
+            let victims: Vec<usize> = (0..next(60)).map(|_| next(len + 3)).collect();
+            let mut expected_taken = Vec::new();
+            for &v in &victims {
+                if v < len && !expected_taken.contains(&v) {
+                    expected_taken.push(v);
+                }
+            }
+            let expected_kept: Vec<String> = (0..len)
+                .filter(|i| !expected_taken.contains(i))
+                .map(|i| format!("k{i}"))
+                .collect();
+            let mut got = s.clone();
+            let taken = take(&mut got, victims.clone());
+            let taken_keys: Vec<String> = taken.iter().map(|(k, _)| k.clone()).collect();
+            let want: Vec<String> = expected_taken.iter().map(|i| format!("k{i}")).collect();
+            assert_eq!(taken_keys, want, "victims {victims:?}");
+            for (k, v) in &taken {
+                assert_eq!(Some(v), s.get(k), "a taken entry keeps its value");
+            }
+            assert_eq!(got.keys().cloned().collect::<Vec<_>>(), expected_kept);
+            for (k, v) in &got {
+                assert_eq!(Some(v), s.get(k), "a kept entry keeps its value");
+                assert_eq!(got.get(k), Some(v), "the kept store still finds its keys");
+            }
+        }
     }
 }

@@ -273,20 +273,33 @@ pub struct RemovedFiles(pub Vec<IdAndFile>, hashbrown::HashTable<usize>);
 pub type IdAndFile = (Option<Box<str>>, Option<Box<str>>);
 
 impl RemovedFiles {
-    pub fn remember(&mut self, entry: &Json) {
-        let id = store::session_id(entry);
-        let file = store::session_file(entry).filter(|s| !s.is_empty());
+    /// Room for `n` removed entries.
+    pub fn with_capacity(n: usize) -> RemovedFiles {
+        RemovedFiles(
+            Vec::with_capacity(n),
+            hashbrown::HashTable::with_capacity(n),
+        )
+    }
+
+    /// Remember a removed entry's session id and file, taken out of it (the rest of it goes).
+    pub fn remember(&mut self, mut entry: Json) {
+        let mut take = |name| match entry.get_mut(name).map(std::mem::take) {
+            Some(Json::String(s)) if !s.is_empty() => Some(s),
+            _ => None,
+        };
+        let id = take("sessionId");
+        let file = take("sessionFile");
         let (files, at) = (&mut self.0, &mut self.1);
-        let hash = id_hash(id);
-        match at.find(hash, |&i| files[i].0.as_deref() == id) {
+        let hash = id_hash(id.as_deref());
+        match at.find(hash, |&i| files[i].0 == id) {
             Some(&i) => {
-                if let Some(file) = file {
-                    files[i].1 = Some(file.into());
+                if file.is_some() {
+                    files[i].1 = file;
                 }
             }
             None => {
                 at.insert_unique(hash, files.len(), |&i| id_hash(files[i].0.as_deref()));
-                files.push((id.map(Box::from), file.map(Box::from)));
+                files.push((id, file));
             }
         }
     }
@@ -555,8 +568,8 @@ mod tests {
         .unwrap();
         let c = Confined::new(&d).unwrap();
         let mut removed = RemovedFiles::default();
-        removed.remember(&Json::from_value(json!({"sessionId": "gone"})));
-        removed.remember(&Json::from_value(json!({"sessionId": "kept"})));
+        removed.remember(Json::from_value(json!({"sessionId": "gone"})));
+        removed.remember(Json::from_value(json!({"sessionId": "kept"})));
         let referenced: HashSet<String> = ["kept".to_string()].into();
         let kept = store_of(json!({"k": {"sessionId": "kept"}}));
         let protected = Protected::of(&kept, &d, &d.join("sessions.json")).unwrap();
@@ -609,8 +622,8 @@ mod tests {
         std::fs::write(d.join("idle.jsonl"), "t").unwrap();
         let c = Confined::new(&d).unwrap();
         let mut removed = RemovedFiles::default();
-        removed.remember(&Json::from_value(json!({"sessionId": "busy"})));
-        removed.remember(&Json::from_value(json!({"sessionId": "idle"})));
+        removed.remember(Json::from_value(json!({"sessionId": "busy"})));
+        removed.remember(Json::from_value(json!({"sessionId": "idle"})));
         // The plan saw no lock; a live process (this one) takes one before the rename.
         let crate::fsutil::lock::Acquire::Locked(lock) =
             crate::fsutil::lock::acquire(&c, &d.join("busy.jsonl"), None).unwrap()
@@ -660,7 +673,7 @@ mod tests {
             json!({"sessionId": "", "sessionFile": "none2.jsonl"}),
             json!({"sessionId": "a"}),
         ] {
-            removed.remember(&Json::from_value(e));
+            removed.remember(Json::from_value(e));
         }
         let seen: Vec<(Option<&str>, Option<&str>)> = (removed.0.iter())
             .map(|(id, file)| (id.as_deref(), file.as_deref()))

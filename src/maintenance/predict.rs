@@ -9,6 +9,7 @@
 //! resolves them, and the store's own size is measured with the paths as they really are.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
@@ -123,33 +124,175 @@ fn path_aliases(real: &Path, mirror: &Path) -> Vec<(String, String)> {
 /// Rewrite the mirror's store so that absolute paths into the real directory point into the
 /// mirror (or, `back`, the reverse, measuring the result without writing it). Returns the
 /// length of the store text with the real paths (0 when there is no store).
+///
+/// The text is read a line at a time, twice at most (a store may be tens of megabytes): once to
+/// see whether it is UTF-8 and names a path to move at all, then to move them. A quoted path
+/// never holds a raw line break, so replacing line by line is replacing in the whole text.
 fn move_paths(store: &Path, aliases: &[(String, String)], back: bool) -> Result<u64> {
-    let text = match std::fs::read(store) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(e).with_context(|| format!("cannot read {}", store.display())),
-    };
-    let Ok(mut s) = String::from_utf8(text) else {
-        return Ok(std::fs::symlink_metadata(store).map_or(0, |m| m.len()));
-    };
-    let mut changed = false;
-    for (real, mirror) in aliases {
-        let (from, to) = if back { (mirror, real) } else { (real, mirror) };
-        let quoted_from = format!("\"{from}");
-        if s.contains(&quoted_from) {
-            s = s.replace(&quoted_from, &format!("\"{to}"));
-            changed = true;
+    let replacements: Vec<(String, String)> = (aliases.iter())
+        .map(|(real, mirror)| {
+            let (from, to) = if back { (mirror, real) } else { (real, mirror) };
+            (format!("\"{from}"), format!("\"{to}"))
+        })
+        .collect();
+    let open = || -> Result<Option<std::io::BufReader<std::fs::File>>> {
+        match std::fs::File::open(store) {
+            Ok(f) => Ok(Some(std::io::BufReader::with_capacity(1 << 16, f))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", store.display())),
         }
+    };
+    let Some(mut reader) = open()? else {
+        return Ok(0);
+    };
+    let (mut len, mut utf8, mut found) = (0u64, true, false);
+    each_line(&mut reader, store, |line| {
+        len += line.len() as u64;
+        utf8 &= std::str::from_utf8(line).is_ok();
+        found |= (replacements.iter())
+            .any(|(from, _)| memchr::memmem::find(line, from.as_bytes()).is_some());
+        Ok(())
+    })?;
+    if !utf8 || !found {
+        return Ok(len);
     }
-    if !changed {
-        return Ok(s.len() as u64);
-    }
-    if back {
-        return Ok(s.len() as u64);
-    }
+    let Some(mut reader) = open()? else {
+        return Ok(0);
+    };
     // The mirror's store may be a hard link to the real one: never write into it, replace it.
     let temp = crate::fsutil::temp_path(store);
-    std::fs::write(&temp, &s).with_context(|| format!("cannot write {}", temp.display()))?;
-    std::fs::rename(&temp, store).with_context(|| format!("cannot replace {}", store.display()))?;
-    Ok(s.len() as u64)
+    let mut out = match back {
+        true => None,
+        false => Some(std::io::BufWriter::new(
+            std::fs::File::create(&temp)
+                .with_context(|| format!("cannot write {}", temp.display()))?,
+        )),
+    };
+    let (mut moved_len, mut a, mut b) = (0u64, Vec::new(), Vec::new());
+    each_line(&mut reader, store, |line| {
+        a.clear();
+        a.extend_from_slice(line);
+        for (from, to) in &replacements {
+            replace_all(&a, from.as_bytes(), to.as_bytes(), &mut b);
+            std::mem::swap(&mut a, &mut b);
+        }
+        moved_len += a.len() as u64;
+        if let Some(out) = &mut out {
+            out.write_all(&a)
+                .with_context(|| format!("cannot write {}", temp.display()))?;
+        }
+        Ok(())
+    })?;
+    if let Some(out) = out {
+        out.into_inner()
+            .map_err(|e| e.into_error())
+            .with_context(|| format!("cannot write {}", temp.display()))?;
+        std::fs::rename(&temp, store)
+            .with_context(|| format!("cannot replace {}", store.display()))?;
+    }
+    Ok(moved_len)
+}
+
+/// Call `f` on each line of `reader` (its line break included; the last line may have none).
+fn each_line(
+    reader: &mut impl std::io::BufRead,
+    path: &Path,
+    mut f: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<()> {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (reader.read_until(b'\n', &mut line))
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            return Ok(());
+        }
+        f(&line)?;
+    }
+}
+
+/// `text` with every occurrence of `from` (left to right, not overlapping) replaced by `to`,
+/// into `out`.
+fn replace_all(text: &[u8], from: &[u8], to: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    let mut at = 0;
+    for found in memchr::memmem::find_iter(text, from) {
+        out.extend_from_slice(&text[at..found]);
+        out.extend_from_slice(to);
+        at = found + from.len();
+    }
+    out.extend_from_slice(&text[at..]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The definition: the whole text, each alias replaced in turn.
+    fn moved_whole(text: &[u8], aliases: &[(String, String)], back: bool) -> (Vec<u8>, bool) {
+        let Ok(mut s) = String::from_utf8(text.to_vec()) else {
+            return (text.to_vec(), false);
+        };
+        let mut changed = false;
+        for (real, mirror) in aliases {
+            let (from, to) = if back { (mirror, real) } else { (real, mirror) };
+            let from = format!("\"{from}");
+            if s.contains(&from) {
+                s = s.replace(&from, &format!("\"{to}"));
+                changed = true;
+            }
+        }
+        (s.into_bytes(), changed)
+    }
+
+    /// Line by line, the store is moved (and measured) exactly as the whole text would be: both
+    /// ways, with one alias and two, on pretty and one-line stores, paths at line ends, a
+    /// store naming nothing to move, one that is not UTF-8, and one without a final newline.
+    #[test]
+    fn moving_paths_a_line_at_a_time_is_moving_them_in_the_whole_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = dir.path().join("sessions.json");
+        let one = vec![("/real/s/".to_string(), "/mirror/m/".to_string())];
+        let two = vec![
+            ("/real/s/".to_string(), "/mirror/m/".to_string()),
+            ("/canon/s/".to_string(), "/mirror/m/".to_string()),
+        ];
+        let texts: Vec<Vec<u8>> = vec![
+            b"{\n  \"a\": {\n    \"sessionFile\": \"/real/s/x.jsonl\"\n  },\n  \"b\": {\"sessionFile\": \"/canon/s/y.jsonl\", \"z\": \"/real/s/\"}\n}".to_vec(),
+            b"{\"a\":{\"sessionFile\":\"/real/s/x.jsonl\",\"c\":[\"/real/s/1\",\"/real/s/2\"]},\"b\":\"\\\"/real/s/\"}".to_vec(),
+            b"{\n  \"a\": {\"sessionFile\": \"/mirror/m/x.jsonl\"},\n  \"b\": \"/mirror/m/\"\n}\n".to_vec(),
+            b"{\n  \"a\": {\"sessionFile\": \"relative.jsonl\"}\n}\n".to_vec(),
+            b"{\n  \"a\": {\"sessionFile\": \"/real/s/\xff.jsonl\"}\n}\n".to_vec(),
+            b"\"/real/s/\"/real/s/\n\"/real/s/".to_vec(),
+            Vec::new(),
+        ];
+        for text in &texts {
+            for aliases in [&one, &two] {
+                for back in [false, true] {
+                    std::fs::write(&store, text).unwrap();
+                    let (want, changed) = moved_whole(text, aliases, back);
+                    let len = move_paths(&store, aliases, back).unwrap();
+                    let ctx = format!(
+                        "{} back={back} aliases={}",
+                        String::from_utf8_lossy(text),
+                        aliases.len()
+                    );
+                    assert_eq!(len, want.len() as u64, "{ctx}");
+                    let on_disk = std::fs::read(&store).unwrap();
+                    if back || !changed {
+                        assert_eq!(&on_disk, text, "left as it was: {ctx}");
+                    } else {
+                        assert_eq!(on_disk, want, "{ctx}");
+                    }
+                    assert_eq!(
+                        std::fs::read_dir(dir.path()).unwrap().count(),
+                        1,
+                        "no temp left: {ctx}"
+                    );
+                }
+            }
+        }
+        std::fs::remove_file(&store).unwrap();
+        assert_eq!(move_paths(&store, &one, false).unwrap(), 0);
+    }
 }

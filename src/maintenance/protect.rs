@@ -20,10 +20,23 @@ use crate::store::{Store, paths};
 /// The store and every file its remaining entries use (transcript, trajectory pointer,
 /// trajectory runtime, compaction checkpoints inside the sessions directory; see
 /// [`EntryFiles`]), each counted once per entry that uses it, by canonical path.
+///
+/// A file is counted by a 64-bit hash of its canonical path, keyed at random once per process
+/// (a store of hundreds of thousands of entries uses paths by the hundred thousand, each
+/// longer than the hash). Two paths that hash alike share a count, which can only keep a file
+/// that was free to go, never take one that is in use; at random keys that is about one chance
+/// in 10^8 for a million paths, and cannot be aimed at.
 #[derive(Debug, Clone)]
 pub struct Protected {
     store: OsString,
-    uses: FxHashMap<OsString, usize>,
+    uses: FxHashMap<u64, usize>,
+}
+
+/// The hash that [`Protected`] counts a canonical path by.
+fn path_hash(p: &OsStr) -> u64 {
+    use std::hash::BuildHasher;
+    static KEY: std::sync::OnceLock<std::hash::RandomState> = std::sync::OnceLock::new();
+    KEY.get_or_init(std::hash::RandomState::new).hash_one(p)
 }
 
 impl Protected {
@@ -48,7 +61,7 @@ impl Protected {
         for (key, entry) in s {
             files.visit(key, entry, |p| {
                 if among.is_none_or(|a| a.contains(p.as_os_str())) {
-                    *uses.entry(p.into_os_string()).or_default() += 1;
+                    *uses.entry(path_hash(p.as_os_str())).or_default() += 1;
                 }
             })?;
         }
@@ -64,7 +77,7 @@ impl Protected {
     pub fn release(&mut self, files: &EntryFiles<'_>, key: &str, entry: &Json) {
         // An entry whose checkpoints are malformed never got here: `of` refused its store.
         let _ = files.visit(key, entry, |p| {
-            let p = p.into_os_string();
+            let p = path_hash(p.as_os_str());
             match self.uses.get_mut(&p) {
                 Some(n) if *n > 1 => *n -= 1,
                 Some(_) => {
@@ -78,7 +91,7 @@ impl Protected {
     /// Whether `canonical` is the store or a file a remaining entry uses.
     pub fn contains(&self, canonical: &Path) -> bool {
         let p = canonical.as_os_str();
-        p == self.store || self.uses.contains_key(p)
+        p == self.store || self.uses.contains_key(&path_hash(p))
     }
 }
 

@@ -132,6 +132,13 @@ impl Pruned {
             .chain(&self.capped)
     }
 
+    /// The removed entries, taken (each goes once the caller is done with it).
+    fn into_entries(self) -> impl Iterator<Item = (String, Json)> {
+        (self.model_runs.into_iter())
+            .chain(self.stale)
+            .chain(self.capped)
+    }
+
     fn counts(&self) -> PrunedCounts {
         PrunedCounts {
             model_runs: self.model_runs.len(),
@@ -380,7 +387,7 @@ fn make_fixes(store: &mut Store, agent_id: &str, dir: &Path, opts: &Options) -> 
         if let Some(removed) = remove_if_unchanged(key, entry) {
             dm_scope_retired += 1;
             if store::session_id(&removed).is_some() {
-                dm_scope_files.remember(&removed);
+                dm_scope_files.remember(removed);
             }
         }
     }
@@ -658,13 +665,13 @@ fn prune_entries(
 ) -> Result<(PrunedCounts, Vec<(PathBuf, String)>)> {
     let maintenance = &opts.maintenance;
     let pruned = entry_steps(store, maintenance, preserve);
-    let mut removed = RemovedFiles::default();
-    for (_, e) in pruned.entries() {
+    // Of the removed entries only their files are needed from here on: each entry gives up
+    // its id and file and goes.
+    let counts = pruned.counts();
+    let mut removed = RemovedFiles::with_capacity(pruned.entries().count());
+    for (_, e) in pruned.into_entries() {
         removed.remember(e);
     }
-    // Of the removed entries only their files are needed from here on.
-    let counts = pruned.counts();
-    drop(pruned);
     let mut archived = files::Archived::default();
     if !removed.0.is_empty() {
         let referenced = files::referenced_ids(store);
