@@ -1,4 +1,5 @@
-//! Handing freed memory back to the system between the phases of a run.
+//! Handing freed memory back to the system between the phases of a run, and while a store is
+//! emptied into the smaller records a report keeps.
 //!
 //! A run over a large store has phases that each hold the whole store and then free it (the
 //! `cleanup` plan, then its apply; `inspect`'s cleanup prediction, then its own pass). The

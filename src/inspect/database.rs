@@ -270,7 +270,7 @@ pub fn inspect_database(
         row.facts = row
             .session_id
             .as_ref()
-            .and_then(|sid| done.get(sid))
+            .and_then(|sid| done.get(&**sid))
             .map(|f| Box::new(f.clone()));
     }
     if let Some(min) = filters.larger_than {
@@ -315,11 +315,13 @@ fn session_rows(conn: &Connection, r: &mut StoreReport) -> Result<(Vec<SessionRo
             .or(Some(n.updated_at as f64));
         r.count_entry(kind, updated_at);
         rows.push(SessionRow {
-            key: n.key,
-            session_id: Some(n.session_id).filter(|s| !s.is_empty()),
+            key: n.key.into_boxed_str(),
+            session_id: Some(n.session_id)
+                .filter(|s| !s.is_empty())
+                .map(String::into_boxed_str),
             kind,
             updated_at,
-            transcript: None,
+            transcript: super::TranscriptName::None,
             facts: None,
             transcript_missing: false,
         });

@@ -26,6 +26,7 @@ pub mod database;
 pub mod scan;
 pub mod single;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -148,20 +149,48 @@ pub struct TranscriptFacts {
     pub no_header: bool,
 }
 
-/// One store entry.
+/// One store entry. A store may have hundreds of thousands: a row holds what the report
+/// shows of its entry and no more.
 #[derive(Debug, Clone)]
 pub struct SessionRow {
-    pub key: String,
-    pub session_id: Option<String>,
-    pub kind: SessionKind,
+    pub key: Box<str>,
+    pub session_id: Option<Box<str>>,
+    /// The transcript (see [`StoreReport::transcript`]).
+    pub transcript: TranscriptName,
     pub updated_at: Option<f64>,
-    pub transcript: Option<PathBuf>,
     /// `None` when the transcript is missing (or the entry has none). Boxed: most rows of a
     /// large store have none, and cost only the pointer.
     pub facts: Option<Box<TranscriptFacts>>,
+    pub kind: SessionKind,
     /// The entry has a session id whose transcript does not exist (damage; never set with
     /// `--larger-than`, which a missing transcript cannot pass).
     pub transcript_missing: bool,
+}
+
+/// How a row names its transcript, in its report's
+/// [`transcripts_dir`](StoreReport::transcripts_dir) (a transcript is always inside it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TranscriptName {
+    /// The entry has none: no session id, or a file outside the sessions directory.
+    None,
+    /// `<sessionId>.jsonl`, the name of most: held as this mark, for a store may have hundreds
+    /// of thousands of them.
+    OfSessionId,
+    Other(Box<Path>),
+}
+
+impl SessionRow {
+    /// The transcript's name in the report's transcripts directory.
+    pub fn transcript_name(&self) -> Option<Cow<'_, Path>> {
+        match &self.transcript {
+            TranscriptName::None => None,
+            TranscriptName::OfSessionId => {
+                let id = self.session_id.as_deref()?;
+                Some(Cow::Owned(PathBuf::from(format!("{id}.jsonl"))))
+            }
+            TranscriptName::Other(name) => Some(Cow::Borrowed(name)),
+        }
+    }
 }
 
 /// What each command would reclaim.
@@ -221,6 +250,9 @@ impl Damage {
 pub struct StoreReport {
     pub agent_id: String,
     pub store_path: PathBuf,
+    /// The sessions directory, canonical, in which the rows name their transcripts (empty for
+    /// a SQLite-era agent, whose transcripts are rows of its database).
+    pub transcripts_dir: PathBuf,
     /// The SQLite database when the agent moved to SQLite.
     pub sqlite: Option<PathBuf>,
     pub entries: u64,
@@ -246,7 +278,13 @@ impl StoreReport {
     pub fn missing_transcripts(&self) -> impl Iterator<Item = &str> {
         (self.sessions.iter())
             .filter(|row| row.transcript_missing)
-            .map(|row| row.key.as_str())
+            .map(|row| &*row.key)
+    }
+
+    /// The path of `row`'s transcript.
+    pub fn transcript(&self, row: &SessionRow) -> Option<PathBuf> {
+        row.transcript_name()
+            .map(|name| self.transcripts_dir.join(name))
     }
 
     /// Count one entry of `kind` last updated at `updated_at` in the per-kind figures.
@@ -292,6 +330,7 @@ pub fn inspect_store(
         sqlite.is_some(),
         &mut cleanup_notes,
     );
+    crate::memory::release_freed();
     // Only the entries are read (the text kept for a later save is dropped at once).
     let store::Loaded { store, existed, .. } = store::load(store_path)?;
     let s = &store;
@@ -300,6 +339,7 @@ pub fn inspect_store(
         store_path: store_path.to_owned(),
         sqlite,
         entries: s.len() as u64,
+        transcripts_dir: store::paths::canonical(&dir),
         ..StoreReport::default()
     };
     if let Some(db) = &r.sqlite {
@@ -320,7 +360,7 @@ pub fn inspect_store(
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
-    let unique = unique_transcripts(&mut rows, filters);
+    let unique = unique_transcripts(&mut rows, &r.transcripts_dir, filters);
     (hooks.progress)(Tick::Planned(unique.iter().map(|(_, n)| n).sum()));
     let confined = Confined::new(&dir).ok();
     let facts: HashMap<PathBuf, TranscriptFacts> = unique
@@ -332,10 +372,8 @@ pub fn inspect_store(
         })
         .collect();
     for row in &mut rows {
-        row.facts = row
-            .transcript
-            .as_ref()
-            .and_then(|p| facts.get(p))
+        row.facts = (r.transcript(row))
+            .and_then(|p| facts.get(&p))
             .map(|f| Box::new(f.clone()));
     }
     if let Some(min) = filters.larger_than {
@@ -356,46 +394,76 @@ pub fn inspect_store(
 
 /// Every entry with its transcript, taking the entries' keys and session ids (each entry's
 /// memory goes as its row is made); counts entries per kind on the way.
-fn session_rows(s: store::Store, dir: &Path, r: &mut StoreReport) -> Vec<SessionRow> {
+///
+/// The store is emptied from its last entry, giving back its room as it goes (the entries
+/// were allocated in store order, so the memory at the end frees whole pages, handed back to
+/// the system each time the store shrinks), so that a store of hundreds of thousands of
+/// entries and all their rows are never held together; the rows are put back in store order
+/// at the end.
+fn session_rows(mut s: store::Store, dir: &Path, r: &mut StoreReport) -> Vec<SessionRow> {
     let mut rows = Vec::with_capacity(s.len());
-    for (key, entry) in s {
-        let kind = keys::classify(&key, Some(&entry));
-        let updated_at = store::updated_at(&entry);
-        r.count_entry(kind, updated_at);
-        let transcript = store::entry_transcript(&entry, dir);
-        let session_id = match entry {
-            Json::Object(o) => match o.into_member("sessionId") {
-                Some(Json::String(id)) if !id.is_empty() => Some(id.into_string()),
-                _ => None,
-            },
-            _ => None,
-        };
-        rows.push(SessionRow {
-            key,
-            session_id,
-            kind,
-            updated_at,
-            transcript,
-            facts: None,
-            transcript_missing: false,
-        });
+    while let Some((key, entry)) = s.pop() {
+        rows.push(session_row(key, entry, dir, r));
+        if s.capacity() / 2 > s.len().max(1024) {
+            s.shrink_to_fit();
+            crate::memory::release_freed();
+        }
     }
+    rows.reverse();
     rows
 }
 
-/// Each transcript of `rows` once, with its size; entries whose transcript is missing are
-/// marked as damage.
-fn unique_transcripts(rows: &mut [SessionRow], filters: &Filters) -> Vec<(PathBuf, u64)> {
+/// The row of one entry, counted in the per-kind figures.
+fn session_row(key: String, entry: Json, dir: &Path, r: &mut StoreReport) -> SessionRow {
+    let kind = keys::classify(&key, Some(&entry));
+    let updated_at = store::updated_at(&entry);
+    r.count_entry(kind, updated_at);
+    // (Inside the canonical sessions directory, or not at all.)
+    let transcript = store::entry_transcript(&entry, dir)
+        .and_then(|p| Some(p.strip_prefix(&r.transcripts_dir).ok()?.to_path_buf()))
+        .map_or(TranscriptName::None, |name| {
+            let id = store::session_id(&entry).unwrap_or_default();
+            match name.as_os_str() == OsStr::new(&format!("{id}.jsonl")) {
+                true => TranscriptName::OfSessionId,
+                false => TranscriptName::Other(name.into_boxed_path()),
+            }
+        });
+    let session_id = match entry {
+        Json::Object(o) => match o.into_member("sessionId") {
+            Some(Json::String(id)) if !id.is_empty() => Some(id),
+            _ => None,
+        },
+        _ => None,
+    };
+    SessionRow {
+        key: key.into_boxed_str(),
+        session_id,
+        kind,
+        updated_at,
+        transcript,
+        facts: None,
+        transcript_missing: false,
+    }
+}
+
+/// Each transcript of `rows` once (its path in `dir`, the rows' transcripts directory), with
+/// its size; entries whose transcript is missing are marked as damage.
+fn unique_transcripts(
+    rows: &mut [SessionRow],
+    dir: &Path,
+    filters: &Filters,
+) -> Vec<(PathBuf, u64)> {
     let mut unique: Vec<(PathBuf, u64)> = Vec::new();
     let mut listed: HashSet<PathBuf> = HashSet::new();
     for row in rows {
-        let meta = row.transcript.as_ref().map(std::fs::metadata);
-        match (&row.transcript, meta) {
+        let path = row.transcript_name().map(|name| dir.join(name));
+        let meta = path.as_ref().map(std::fs::metadata);
+        match (path, meta) {
             // (A transcript two entries share is listed once, and is not missing.)
-            (Some(p), Some(Ok(m))) if m.is_file() => {
-                let first = listed.insert(p.clone());
+            (Some(path), Some(Ok(m))) if m.is_file() => {
+                let first = listed.insert(path.clone());
                 if first {
-                    unique.push((p.clone(), m.len()));
+                    unique.push((path, m.len()));
                 }
             }
             // A missing transcript has no size: it never passes `--larger-than`.
@@ -410,13 +478,14 @@ fn unique_transcripts(rows: &mut [SessionRow], filters: &Filters) -> Vec<(PathBu
 
 /// Reclaimable bytes and damage over the selected transcripts, each file once.
 fn add_transcript_figures(rows: &[SessionRow], r: &mut StoreReport) {
-    let mut seen: HashSet<&PathBuf> = HashSet::new();
+    let mut seen: HashSet<PathBuf> = HashSet::new();
     for row in rows {
-        let (Some(p), Some(f)) = (&row.transcript, &row.facts) else {
+        let (Some(path), Some(f)) = (r.transcript(row), &row.facts) else {
             continue;
         };
-        if seen.insert(p) {
-            r.add_transcript(p, f);
+        if !seen.contains(&path) {
+            r.add_transcript(&path, f);
+            seen.insert(path);
         }
     }
 }
@@ -626,5 +695,66 @@ fn predict_cleanup(
             notes.push(format!("cleanup --enforce would stop: {e:#}"));
             Ok((Some(0), Vec::new()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A row names the transcript `store::entry_transcript` resolves, whether by the mark
+    /// for `<sessionId>.jsonl` or by name, and the rows keep the store's order.
+    #[test]
+    fn rows_name_the_transcripts_their_entries_resolve_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        let serde_json::Value::Object(m) = json!({
+            "agent:main:a": {"sessionId": "plain-id"},
+            "agent:main:b": {"sessionId": "b-id", "sessionFile": "custom.jsonl"},
+            "agent:main:c": {"sessionId": "c-id", "sessionFile": d.join("sub/c-id.jsonl")},
+            "agent:main:d": {"sessionId": "d-id", "sessionFile": "/elsewhere/d-id.jsonl"},
+            "agent:main:e": {"updatedAt": 5},
+            "agent:main:f": {"sessionId": "f-id", "sessionFile": d.join("f-id.jsonl")},
+            "agent:main:g": "not an entry",
+        }) else {
+            unreachable!()
+        };
+        // More entries than the store keeps room for when it starts to give it back.
+        let mut s = crate::store::from_map(m);
+        for i in 0..3000 {
+            s.insert(
+                format!("agent:main:n{i}"),
+                Json::from_value(json!({"sessionId": format!("n{i}")})),
+            );
+        }
+        let expected: Vec<(String, Option<PathBuf>)> = (s.iter())
+            .map(|(k, e)| (k.clone(), store::entry_transcript(e, &d)))
+            .collect();
+        let mut r = StoreReport {
+            transcripts_dir: d.clone(),
+            ..StoreReport::default()
+        };
+        let rows = session_rows(s, &d, &mut r);
+        let got: Vec<(String, Option<PathBuf>)> = (rows.iter())
+            .map(|row| (row.key.to_string(), r.transcript(row)))
+            .collect();
+        assert_eq!(got, expected);
+        let marks: Vec<&TranscriptName> = rows.iter().take(7).map(|row| &row.transcript).collect();
+        assert_eq!(
+            marks,
+            [
+                &TranscriptName::OfSessionId,
+                &TranscriptName::Other(Path::new("custom.jsonl").into()),
+                &TranscriptName::Other(Path::new("sub/c-id.jsonl").into()),
+                // A file outside the directory: OpenClaw falls back to `<sessionId>.jsonl`.
+                &TranscriptName::OfSessionId,
+                &TranscriptName::None,
+                &TranscriptName::OfSessionId,
+                &TranscriptName::None,
+            ]
+        );
+        assert_eq!(r.kinds.values().map(|k| k.entries).sum::<u64>(), 3007);
     }
 }

@@ -44,7 +44,8 @@ fn facts_fields(m: &mut Map<String, Value>, facts: Option<&TranscriptFacts>) {
     }
 }
 
-fn session_json(r: &SessionRow) -> Value {
+/// One row of `report`.
+fn session_json(report: &StoreReport, r: &SessionRow) -> Value {
     let f = r.facts.as_deref().cloned().unwrap_or_default();
     let mut m = Map::new();
     m.insert("key".into(), json!(r.key));
@@ -53,7 +54,7 @@ fn session_json(r: &SessionRow) -> Value {
     m.insert("updatedAt".into(), opt_num(r.updated_at));
     m.insert(
         "transcript".into(),
-        json!(r.transcript.as_ref().map(|p| p.display().to_string())),
+        json!(report.transcript(r).map(|p| p.display().to_string())),
     );
     m.insert("missing".into(), json!(r.facts.is_none()));
     facts_fields(&mut m, r.facts.as_deref());
@@ -231,7 +232,7 @@ fn write_store<S: Sink>(p: &mut Pretty<S>, r: &StoreReport, view: &View) {
                 p.key(k);
                 p.begin_array();
                 for row in sorted(&r.sessions, view) {
-                    p.value(&session_json(row));
+                    p.value(&session_json(r, row));
                 }
                 p.end();
             }
@@ -311,28 +312,27 @@ pub fn transcript_json(t: &TranscriptReport) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inspect::TranscriptName;
     use crate::keys::SessionKind;
     use crate::report::inspect_text::Sort;
-    use std::path::PathBuf;
 
     /// A store of many entries whose transcripts are gone.
     fn report(n: usize) -> StoreReport {
         let mut r = StoreReport {
             agent_id: "main".into(),
             store_path: "/state/agents/main/sessions/sessions.json".into(),
+            transcripts_dir: "/state/agents/main/sessions".into(),
             entries: n as u64,
             ..StoreReport::default()
         };
         for i in 0..n {
             let key = format!("agent:main:cron:{i:08x}:run:{i}");
             r.sessions.push(SessionRow {
-                key: key.clone(),
-                session_id: Some(format!("{i:08x}-0000-4000-8000-000000000000")),
+                key: key.into(),
+                session_id: Some(format!("{i:08x}-0000-4000-8000-000000000000").into()),
                 kind: SessionKind::Cron,
                 updated_at: Some(1_772_323_200_000.0 + i as f64),
-                transcript: Some(PathBuf::from(format!(
-                    "/state/agents/main/sessions/{i:08x}-0000-4000-8000-000000000000.jsonl"
-                ))),
+                transcript: TranscriptName::OfSessionId,
                 facts: (i % 100 == 0).then(Box::default),
                 transcript_missing: true,
             });
@@ -361,13 +361,18 @@ mod tests {
             let mut store = store_json(r);
             store["sessions"] = sorted(&r.sessions, &view)
                 .into_iter()
-                .map(session_json)
+                .map(|row| session_json(r, row))
                 .collect();
             store["damage"]["missingTranscripts"] =
                 json!(r.missing_transcripts().collect::<Vec<_>>());
             json!({"stores": [store], "totals": totals_json(&reports), "resolvedDirs": []})
         });
         assert_eq!(text, crate::jsjson::to_string_pretty(&doc));
+        // A row names its transcript by its whole path.
+        assert_eq!(
+            doc["stores"][0]["sessions"][0]["transcript"],
+            "/state/agents/main/sessions/00000000-0000-4000-8000-000000000000.jsonl"
+        );
         assert!(whole > 10_000 * 2000, "{whole}");
         // The sorted order (a pointer a session) and one session at a time.
         assert!(streamed < 512 << 10, "{streamed} bytes held while writing");
