@@ -96,20 +96,9 @@ fn load_reading_whole_up_to(path: &Path, whole_up_to: u64) -> Result<Loaded> {
     })
 }
 
-/// The bytes of the store at `path`; `None` when it does not exist. A FIFO or device would
-/// block or mislead the read, and a directory is not a store: refused. (A symlinked store may
-/// be read for a preview; writing one is refused by `cleanup`.)
-fn read_store(path: &Path) -> Result<Option<Vec<u8>>> {
-    let Some(mut file) = open_store(path)? else {
-        return Ok(None);
-    };
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut file, &mut bytes)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(Some(bytes))
-}
-
-/// The store file at `path`, open to read; `None` when it does not exist (see [`read_store`]).
+/// The store file at `path`, open to read; `None` when it does not exist. A FIFO or device
+/// would block or mislead the read, and a directory is not a store: refused. (A symlinked
+/// store may be read for a preview; writing one is refused by `cleanup`.)
 fn open_store(path: &Path) -> Result<Option<std::fs::File>> {
     if let Ok(m) = std::fs::symlink_metadata(path)
         && !m.file_type().is_file()
@@ -174,28 +163,50 @@ fn file_fields(entry: &Json) -> FileFields {
 /// a store of hundreds of thousands of entries is never held as JSON values, only its text
 /// and these records. Missing file → no entries.
 pub fn load_entry_files(path: &Path) -> Result<Vec<EntryFiles>> {
-    let Some(bytes) = read_store(path)? else {
+    load_entry_files_reading_whole_up_to(path, READ_WHOLE_UP_TO)
+}
+
+fn load_entry_files_reading_whole_up_to(path: &Path, whole_up_to: u64) -> Result<Vec<EntryFiles>> {
+    let Some(mut file) = open_store(path)? else {
         return Ok(Vec::new());
     };
+    let cannot_read = || format!("cannot read {}", path.display());
     let dir = store_dir(path);
-    let bytes = match streamed_entry_files(bytes, &dir) {
-        Ok(entries) => return Ok(entries),
-        Err(bytes) => bytes,
+    // As `load` reads: a large store is parsed as it is read, its text never held whole.
+    let streamed = match file.metadata().with_context(cannot_read)?.len() {
+        len if len > whole_up_to => {
+            let reader = std::io::BufReader::new(file);
+            streamed_entry_files(&mut serde_json::Deserializer::from_reader(reader), &dir)
+        }
+        _ => {
+            let mut bytes = Vec::new();
+            std::io::Read::read_to_end(&mut file, &mut bytes).with_context(cannot_read)?;
+            let text = std::str::from_utf8(&bytes).ok();
+            text.and_then(|t| {
+                streamed_entry_files(&mut serde_json::Deserializer::from_str(t), &dir)
+            })
+        }
     };
+    if let Some(entries) = streamed {
+        return Ok(entries);
+    }
     // What the streamed read does not take (not an object, not UTF-8, …): the whole load, for
     // its exact result or refusal.
-    let (store, _) = parse(path, &bytes)?;
-    Ok(store
+    Ok(load(path)?
+        .store
         .into_iter()
         .map(|(key, entry)| EntryFiles::of(key, &entry))
         .collect())
 }
 
 /// The entries of a store's text read one at a time, each normalised as [`parse`] normalises
-/// it (hydrated, then [`normalize::normalize_entry`]); the text is given back when it is not
-/// an object of valid UTF-8 JSON, and dropped as soon as it is read otherwise. A key given twice keeps its first place and its last value, and the
+/// it (hydrated, then [`normalize::normalize_entry`]); `None` when the text is not an object
+/// of valid UTF-8 JSON. A key given twice keeps its first place and its last value, and the
 /// keys end in JavaScript's order, as `JSON.parse` gives them.
-fn streamed_entry_files(bytes: Vec<u8>, dir: &Path) -> Result<Vec<EntryFiles>, Vec<u8>> {
+fn streamed_entry_files<'de, R: serde_json::de::Read<'de>>(
+    de: &mut serde_json::Deserializer<R>,
+    dir: &Path,
+) -> Option<Vec<EntryFiles>> {
     use serde::de::{Deserializer as _, MapAccess, Visitor};
     type Kept = indexmap::IndexMap<String, Option<FileFields>>;
     struct Entries<'a>(&'a Path);
@@ -215,28 +226,22 @@ fn streamed_entry_files(bytes: Vec<u8>, dir: &Path) -> Result<Vec<EntryFiles>, V
             Ok(kept)
         }
     }
-    let read = |text: &str| {
-        let mut de = serde_json::Deserializer::from_str(text);
-        let kept = (&mut de).deserialize_map(Entries(dir)).ok()?;
-        de.end().ok()?;
-        Some(kept)
-    };
-    let Some(kept) = std::str::from_utf8(&bytes).ok().and_then(read) else {
-        return Err(bytes);
-    };
-    drop(bytes);
+    let kept = de.deserialize_map(Entries(dir)).ok()?;
+    de.end().ok()?;
     // Collected into room for every key, not grown by doubling: a store may have hundreds of
     // thousands.
     let mut members = Vec::with_capacity(kept.len());
     members.extend(kept.into_iter().filter_map(|(k, files)| Some((k, files?))));
-    Ok(crate::jsjson::in_js_key_order(members)
-        .into_iter()
-        .map(|(key, (session_id, session_file))| EntryFiles {
-            key,
-            session_id,
-            session_file,
-        })
-        .collect())
+    Some(
+        crate::jsjson::in_js_key_order(members)
+            .into_iter()
+            .map(|(key, (session_id, session_file))| EntryFiles {
+                key,
+                session_id,
+                session_file,
+            })
+            .collect(),
+    )
 }
 
 /// One entry as it is loaded: JavaScript's key order, its skills prompt read back from its
@@ -664,14 +669,23 @@ mod tests {
         ];
         for text in cases {
             fs::write(&p, text).unwrap();
-            let streamed = load_entry_files(&p).map_err(|e| e.to_string());
             let whole = load(&p).map_err(|e| e.to_string()).map(|l| {
                 l.store
                     .iter()
                     .map(|(k, e)| EntryFiles::of(k.clone(), e))
                     .collect::<Vec<_>>()
             });
-            assert_eq!(streamed, whole, "{}", String::from_utf8_lossy(text));
+            // Read whole, then parsed; and parsed as it is read.
+            for whole_up_to in [u64::MAX, 0] {
+                let streamed = load_entry_files_reading_whole_up_to(&p, whole_up_to)
+                    .map_err(|e| e.to_string());
+                assert_eq!(
+                    streamed,
+                    whole,
+                    "{} ({whole_up_to})",
+                    String::from_utf8_lossy(text)
+                );
+            }
         }
         // Larger generated stores: keys repeated, some integer-like, entries of every shape.
         for seed in 0..40u64 {
@@ -704,14 +718,16 @@ mod tests {
             }
             let text = format!("{{{}}}", members.join(",\n"));
             fs::write(&p, &text).unwrap();
-            let streamed = load_entry_files(&p).unwrap();
             let whole: Vec<EntryFiles> = load(&p)
                 .unwrap()
                 .store
                 .iter()
                 .map(|(k, e)| EntryFiles::of(k.clone(), e))
                 .collect();
-            assert_eq!(streamed, whole, "seed {seed}: {text}");
+            for whole_up_to in [u64::MAX, 0] {
+                let streamed = load_entry_files_reading_whole_up_to(&p, whole_up_to).unwrap();
+                assert_eq!(streamed, whole, "seed {seed} ({whole_up_to}): {text}");
+            }
         }
     }
 }
