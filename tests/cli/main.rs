@@ -31,6 +31,7 @@ mod inspect_targets;
 mod jsnumber;
 mod leafrec;
 mod mediarefs;
+mod memory;
 mod model;
 mod mutations;
 mod operator;

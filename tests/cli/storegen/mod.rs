@@ -22,8 +22,8 @@ pub use store::generate;
 
 /// Whether to generate inputs on which clawkeeper deliberately differs from OpenClaw
 /// (trajectory runtime files outside the sessions dir that a pointer names; compaction
-/// checkpoints of an entry without a session id, which can name the transcript of an entry
-/// that is removed): `CLAWKEEPER_PARITY_DEVIATIONS=1`. Off by default, so the suite checks
+/// checkpoints of an entry without a session id or sharing one, which can name the transcript
+/// of an entry that is removed): `CLAWKEEPER_PARITY_DEVIATIONS=1`. Off by default, so the suite checks
 /// true parity.
 pub fn deviations() -> bool {
     std::env::var("CLAWKEEPER_PARITY_DEVIATIONS").as_deref() == Ok("1")

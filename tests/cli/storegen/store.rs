@@ -471,10 +471,11 @@ impl Gen {
             {
                 self.trajectory(rel, &trimmed);
             }
-            // A checkpoint of an entry without a session id may name the transcript of another
-            // entry that takes the id: OpenClaw archives that file with the other entry, while
-            // clawkeeper keeps every file a kept entry uses (a deliberate difference).
-            if self.rng.chance(0.2) && (has_sid || deviations()) {
+            // A checkpoint may name the transcript of another entry: of an entry without a
+            // session id, one that takes the id; of an entry sharing an id, the first one's.
+            // OpenClaw archives that file with the other entry when it goes, while clawkeeper
+            // keeps every file a kept entry uses (a deliberate difference).
+            if self.rng.chance(0.2) && ((has_sid && !shared) || deviations()) {
                 self.checkpoint(&mut e, rel, &trimmed);
             }
         }
