@@ -153,7 +153,10 @@ fn move_paths(store: &Path, aliases: &[(String, String)], back: bool) -> Result<
             .any(|(from, _)| memchr::memmem::find(line, from.as_bytes()).is_some());
         Ok(())
     })?;
-    if !utf8 || !found {
+    if !utf8 {
+        return Ok(std::fs::symlink_metadata(store).map_or(0, |m| m.len()));
+    }
+    if !found {
         return Ok(len);
     }
     let Some(mut reader) = open()? else {

@@ -160,8 +160,8 @@ fn file_fields(entry: &Json) -> FileFields {
 
 /// The entries of a store as [`load`] gives them (the same normalisation, order and
 /// refusals), keeping only what leads to each transcript. The store is read entry by entry:
-/// a store of hundreds of thousands of entries is never held as JSON values, only its text
-/// and these records. Missing file → no entries.
+/// a store of hundreds of thousands of entries is never held as JSON values, only these
+/// records (and, up to 4 MB, its text). Missing file → no entries.
 pub fn load_entry_files(path: &Path) -> Result<Vec<EntryFiles>> {
     load_entry_files_reading_whole_up_to(path, READ_WHOLE_UP_TO)
 }
