@@ -192,6 +192,7 @@ echo "|---|---|"
     echo "| $sub --dry-run --json | $(peak_mb "$BIN" "$sub" --dry-run --json --store "$ENTRY_STORE") MB |"
   done
   echo "| cleanup --dry-run --json | $(peak_mb "$BIN" cleanup --dry-run --json --store "$ENTRY_STORE") MB |"
+  echo "| maintain (every step, previews) | $(peak_mb "$BIN" maintain --store "$ENTRY_STORE") MB |"
   rm -rf "$W/entrieswork"; cp -r "$W/entries" "$W/entrieswork"; sync
   export OPENCLAW_CONFIG_PATH="$W/entrieswork/openclaw.json" OPENCLAW_STATE_DIR="$W/entrieswork"
   echo "| cleanup --enforce --json | $(peak_mb "$BIN" cleanup --enforce --json --store "$W/entrieswork/agents/main/sessions/sessions.json") MB |"

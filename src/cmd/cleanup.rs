@@ -239,10 +239,9 @@ impl<'a> Run<'a> {
             // Written as they are rendered: a plan of a large store is megabytes of text.
             self.print_plans(&previews)?;
         }
-        // The plans (whole copies of every store) are not needed any more and the process
-        // ends right after printing: leave their memory to the exit instead of freeing
-        // thousands of entries one by one.
-        std::mem::forget(previews);
+        // The plans (whole copies of every store) are freed here: `maintain` goes on to its
+        // next step in the same process.
+        drop(previews);
         Ok(self.problems.finish(Exit::Success))
     }
 
