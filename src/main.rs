@@ -11,6 +11,7 @@ use clawkeeper::cmd::problems::one_line;
 use clawkeeper::{cli::Cli, cmd, exit};
 
 fn main() -> ExitCode {
+    clawkeeper::memory::configure();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => return parse_failure(&e),
