@@ -27,8 +27,9 @@ pub mod scan;
 pub mod single;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
@@ -360,26 +361,32 @@ pub fn inspect_store(
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
-    let unique = unique_transcripts(&mut rows, &r.transcripts_dir, filters);
+    let (unique, of_row) = unique_transcripts(&mut rows, &r.transcripts_dir, filters);
     (hooks.progress)(Tick::Planned(unique.iter().map(|(_, n)| n).sum()));
     let confined = Confined::new(&dir).ok();
-    let facts: HashMap<PathBuf, TranscriptFacts> = unique
+    // In the order of `unique`.
+    let facts: Vec<TranscriptFacts> = unique
         .par_iter()
         .map(|(p, n)| {
             let f = analyse(p, confined.as_ref(), hooks);
             (hooks.progress)(Tick::Done(*n));
-            (p.clone(), f)
+            f
         })
         .collect();
-    for row in &mut rows {
-        row.facts = (r.transcript(row))
-            .and_then(|p| facts.get(&p))
-            .map(|f| Box::new(f.clone()));
+    for (row, at) in rows.iter_mut().zip(of_row) {
+        row.facts = at.map(|i| Box::new(facts[i].clone()));
     }
-    if let Some(min) = filters.larger_than {
-        rows.retain(|row| row.facts.as_ref().is_some_and(|f| f.counts.bytes > min));
+    let passes = |f: &TranscriptFacts| filters.larger_than.is_none_or(|min| f.counts.bytes > min);
+    if filters.larger_than.is_some() {
+        rows.retain(|row| row.facts.as_deref().is_some_and(passes));
     }
-    add_transcript_figures(&rows, &mut r);
+    // Each file once, in the order of the rows that name it (a transcript passes
+    // `--larger-than` for all of its rows or for none).
+    for ((path, _), f) in unique.iter().zip(&facts) {
+        if passes(f) {
+            r.add_transcript(path, f);
+        }
+    }
     r.sessions = rows;
     let (cleanup, unreadable) = cleanup?;
     r.reclaimable.cleanup = cleanup;
@@ -423,7 +430,8 @@ fn session_row(key: String, entry: Json, dir: &Path, r: &mut StoreReport) -> Ses
         .and_then(|p| Some(p.strip_prefix(&r.transcripts_dir).ok()?.to_path_buf()))
         .map_or(TranscriptName::None, |name| {
             let id = store::session_id(&entry).unwrap_or_default();
-            match name.as_os_str() == OsStr::new(&format!("{id}.jsonl")) {
+            let stem = name.as_os_str().as_bytes().strip_suffix(b".jsonl");
+            match stem == Some(id.as_bytes()) {
                 true => TranscriptName::OfSessionId,
                 false => TranscriptName::Other(name.into_boxed_path()),
             }
@@ -447,47 +455,39 @@ fn session_row(key: String, entry: Json, dir: &Path, r: &mut StoreReport) -> Ses
 }
 
 /// Each transcript of `rows` once (its path in `dir`, the rows' transcripts directory), with
-/// its size; entries whose transcript is missing are marked as damage.
+/// its size, and each row's place in that list (`None`: no transcript, or a missing one);
+/// entries whose transcript is missing are marked as damage.
 fn unique_transcripts(
     rows: &mut [SessionRow],
     dir: &Path,
     filters: &Filters,
-) -> Vec<(PathBuf, u64)> {
+) -> (Vec<(PathBuf, u64)>, Vec<Option<usize>>) {
     let mut unique: Vec<(PathBuf, u64)> = Vec::new();
-    let mut listed: HashSet<PathBuf> = HashSet::new();
+    let mut listed: HashMap<PathBuf, usize> = HashMap::new();
+    let mut of_row = Vec::with_capacity(rows.len());
     for row in rows {
         let path = row.transcript_name().map(|name| dir.join(name));
         let meta = path.as_ref().map(std::fs::metadata);
-        match (path, meta) {
+        let at = match (path, meta) {
             // (A transcript two entries share is listed once, and is not missing.)
-            (Some(path), Some(Ok(m))) if m.is_file() => {
-                let first = listed.insert(path.clone());
-                if first {
+            (Some(path), Some(Ok(m))) if m.is_file() => Some(match listed.get(&path) {
+                Some(&at) => at,
+                None => {
+                    listed.insert(path.clone(), unique.len());
                     unique.push((path, m.len()));
+                    unique.len() - 1
                 }
-            }
+            }),
             // A missing transcript has no size: it never passes `--larger-than`.
             _ if row.session_id.is_some() && filters.larger_than.is_none() => {
-                row.transcript_missing = true
+                row.transcript_missing = true;
+                None
             }
-            _ => {}
-        }
-    }
-    unique
-}
-
-/// Reclaimable bytes and damage over the selected transcripts, each file once.
-fn add_transcript_figures(rows: &[SessionRow], r: &mut StoreReport) {
-    let mut seen: HashSet<PathBuf> = HashSet::new();
-    for row in rows {
-        let (Some(path), Some(f)) = (r.transcript(row), &row.facts) else {
-            continue;
+            _ => None,
         };
-        if !seen.contains(&path) {
-            r.add_transcript(&path, f);
-            seen.insert(path);
-        }
+        of_row.push(at);
     }
+    (unique, of_row)
 }
 
 fn passes_before_scan(row: &SessionRow, f: &Filters, now_ms: f64) -> bool {

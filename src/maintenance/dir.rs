@@ -138,3 +138,57 @@ impl<'a> Dir<'a> {
 pub fn scan(sessions_dir: &Path) -> Scanned {
     (files::scan(sessions_dir), files::scan_blobs(sessions_dir))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::rc::Rc;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::json::Json;
+
+    /// A simulation's protection is computed once for a set of keys and again whenever the
+    /// keys change: after an eviction, and after a change that keeps their count.
+    #[test]
+    fn a_simulation_reuses_its_protection_for_the_same_keys_and_only_for_them() {
+        let guard = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(guard.path()).unwrap();
+        let store_path = d.join("sessions.json");
+        for name in ["sessions.json", "a.jsonl", "b.jsonl", "c.jsonl"] {
+            std::fs::write(d.join(name), "{}\n").unwrap();
+        }
+        let Value::Object(m) = json!({
+            "a": {"sessionId": "a"},
+            "b": {"sessionId": "b"},
+            "c": {"sessionId": "c"},
+        }) else {
+            unreachable!()
+        };
+        let mut s = crate::store::from_map(m);
+        let sim = Dir::new(&d, &store_path, None);
+        let first = sim.protected(&s).unwrap();
+        assert!(first.contains(&d.join("b.jsonl")));
+        let again = sim.protected(&s).unwrap();
+        assert!(Rc::ptr_eq(&first, &again), "the same keys: the same answer");
+
+        s.shift_remove("b");
+        let evicted = sim.protected(&s).unwrap();
+        assert!(
+            !Rc::ptr_eq(&first, &evicted),
+            "one key fewer: computed again"
+        );
+        assert!(!evicted.contains(&d.join("b.jsonl")));
+        assert!(evicted.contains(&d.join("a.jsonl")) && evicted.contains(&d.join("c.jsonl")));
+
+        s.shift_remove("a");
+        s.insert("b".into(), Json::from_value(json!({"sessionId": "b"})));
+        let swapped = sim.protected(&s).unwrap();
+        assert!(
+            !Rc::ptr_eq(&evicted, &swapped),
+            "other keys, same count: computed again"
+        );
+        assert!(swapped.contains(&d.join("b.jsonl")));
+        assert!(!swapped.contains(&d.join("a.jsonl")));
+    }
+}

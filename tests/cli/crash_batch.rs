@@ -20,6 +20,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::crash::{env_num, run_and_kill, timed_success};
+use crate::util::run_under;
 
 /// A transcript of a few turns, each with an image of `image_kb` KiB and a run of silent
 /// replies, so both commands rewrite it; ids are unique per `file`.
@@ -276,34 +277,10 @@ fn strace_run(files: usize) -> Option<String> {
     write_store(&dir, &originals);
     let out_file = scratch.path().join("trace");
     let run = clawkeeper(&dir, COMMANDS[0]);
-    let mut traced = Command::new("strace");
-    traced
-        .args([
-            "-f",
-            "-y",
-            "-qq",
-            "-e",
-            "trace=fsync,fdatasync,rename,renameat,renameat2",
-        ])
-        .arg("-o")
-        .arg(&out_file)
-        .arg(run.get_program())
-        .args(run.get_args())
-        .current_dir(&dir)
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
-    let out = match traced.output() {
-        Ok(out) => out,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var_os("CLAWKEEPER_REQUIRE_ORACLE").is_none(),
-                "strace is not installed"
-            );
-            eprintln!("SKIPPED: strace is not installed");
-            return None;
-        }
-        Err(e) => panic!("strace: {e}"),
-    };
+    let trace = "trace=fsync,fdatasync,rename,renameat,renameat2";
+    let args = ["-f", "-y", "-qq", "-e", trace].map(std::ffi::OsStr::new);
+    let args = [&args[..], &["-o".as_ref(), out_file.as_os_str()]].concat();
+    let out = run_under("strace", &args, &run)?;
     assert!(
         out.status.success(),
         "{}",

@@ -3,13 +3,12 @@
 //! 64 MB plus the size of `sessions.json`. At the 3 KB per entry that memory once grew by, this
 //! store would take over 120 MB. The figures on 200,000 entries are rows of the benchmark.
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use crate::util::*;
 
-/// Run `cmd` to its end under GNU `time`: its exit code and its peak resident size in bytes.
-/// `None` (announced) when `/usr/bin/time` is not installed; a failure under
-/// `CLAWKEEPER_REQUIRE_ORACLE`, which CI sets (and CI installs it).
+/// Run `cmd` to its end under GNU `time`: its exit code and its peak resident size in bytes
+/// (`None` when `time` is not installed: see [`run_under`]).
 ///
 /// Measured by a small parent: a process started from this test binary (hundreds of megabytes
 /// while the suite runs) carries the binary's resident size into its own peak through the exec,
@@ -17,41 +16,18 @@ use crate::util::*;
 fn peak_rss(cmd: &Command) -> Option<(i32, u64)> {
     let scratch = tempfile::tempdir().unwrap();
     let out_file = scratch.path().join("peak");
-    let mut timed = Command::new("/usr/bin/time");
-    timed
-        .args(["-f", "%M", "-o"])
-        .arg(&out_file)
-        .arg(cmd.get_program())
-        .args(cmd.get_args())
-        .env_clear()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            timed.env(k, v);
-        }
-    }
-    if let Some(dir) = cmd.get_current_dir() {
-        timed.current_dir(dir);
-    }
-    let status = match timed.status() {
-        Ok(status) => status,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            assert!(
-                std::env::var_os("CLAWKEEPER_REQUIRE_ORACLE").is_none(),
-                "/usr/bin/time is not installed (apt-get install time)"
-            );
-            eprintln!("SKIPPED: /usr/bin/time is not installed (apt-get install time)");
-            return None;
-        }
-        Err(e) => panic!("/usr/bin/time: {e}"),
-    };
+    let args = [
+        "-f".as_ref(),
+        "%M".as_ref(),
+        "-o".as_ref(),
+        out_file.as_os_str(),
+    ];
+    let out = run_under("/usr/bin/time", &args, cmd)?;
     // `time` writes "Command exited with non-zero status N" before the figure on a failure.
     let text = std::fs::read_to_string(&out_file).unwrap();
     let kib: u64 = (text.lines().last().unwrap_or_default().trim().parse())
         .unwrap_or_else(|e| panic!("time wrote {text:?}: {e}"));
-    Some((status.code().unwrap_or(-1), kib * 1024))
+    Some((out.status.code().unwrap_or(-1), kib * 1024))
 }
 
 #[test]

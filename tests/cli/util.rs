@@ -365,6 +365,44 @@ pub fn oracle_of(release: Release) -> Option<Oracle> {
     None
 }
 
+/// Run `cmd` to its end under `tool` (a program that measures or traces the command it is
+/// given, such as GNU `time` or `strace`), with `tool_args` before the command: `cmd`'s
+/// program, arguments, directory and the variables it sets, beside `PATH`, and nothing else of
+/// this process's environment; no input, output kept. `None` (announced) when `tool` is not
+/// installed; a failure under `CLAWKEEPER_REQUIRE_ORACLE`, which CI sets (and CI installs the
+/// tools the tests use).
+pub fn run_under(tool: &str, tool_args: &[&std::ffi::OsStr], cmd: &Command) -> Option<Output> {
+    let mut under = Command::new(tool);
+    under
+        .args(tool_args)
+        .arg(cmd.get_program())
+        .args(cmd.get_args())
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .stdin(std::process::Stdio::null());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            under.env(k, v);
+        }
+    }
+    if let Some(dir) = cmd.get_current_dir() {
+        under.current_dir(dir);
+    }
+    match under.output() {
+        Ok(out) => Some(out),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let why = format!("{tool} is not installed");
+            assert!(
+                std::env::var_os("CLAWKEEPER_REQUIRE_ORACLE").is_none(),
+                "{why}"
+            );
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+        Err(e) => panic!("{tool}: {e}"),
+    }
+}
+
 /// Say that a test skipped its comparison with the reference, where plain `cargo test` shows
 /// it: the test harness captures `eprintln!` of passing tests, so this writes to the process's
 /// stderr directly (the line appears amid the `test … ok` lines). The first skip also says how
