@@ -43,3 +43,35 @@ pub fn release_freed() {
         libc::malloc_trim(0);
     }
 }
+
+#[cfg(all(test, target_os = "linux", target_env = "gnu"))]
+mod tests {
+    use std::hint::black_box;
+
+    use super::*;
+
+    /// Bytes the allocator holds in blocks mapped on their own.
+    fn mapped() -> usize {
+        // SAFETY: `mallinfo2` only reads the allocator's statistics.
+        unsafe { libc::mallinfo2() }.hblkhd
+    }
+
+    /// Once a large block has been freed, the next one (smaller than it, larger than the
+    /// threshold) is still mapped on its own: glibc's own rule would have raised the threshold
+    /// to the freed block's size and taken the next from the heap.
+    #[test]
+    fn a_large_block_is_mapped_on_its_own_even_after_a_larger_one_was_freed() {
+        configure();
+        const LARGE: usize = 4 << 20;
+        // Other tests allocate and free beside this one: any of a few tries must see it.
+        let seen = (0..5).any(|_| {
+            drop(black_box(vec![1u8; 2 * LARGE]));
+            let before = mapped();
+            let block = black_box(vec![1u8; LARGE]);
+            let after = mapped();
+            drop(block);
+            after >= before + LARGE
+        });
+        assert!(seen, "a {LARGE}-byte block came from the heap");
+    }
+}
