@@ -34,15 +34,29 @@ pub fn scan(dir: &Path) -> Vec<FileInfo> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    let names: Vec<std::ffi::OsString> = rd
-        .flatten()
-        .filter(|ent| ent.file_type().is_ok_and(|ft| ft.is_file()))
-        .map(|ent| ent.file_name())
-        .collect();
+    let mut names: Vec<std::ffi::OsString> = Vec::new();
+    // The listing also tells `RealDir` which names are symlinks (unless an entry could not be
+    // read), so that the directory is not listed twice.
+    let mut special = Some(std::collections::HashSet::new());
+    for ent in rd {
+        let Ok(ent) = ent else {
+            special = None;
+            continue;
+        };
+        match ent.file_type() {
+            Ok(ft) if ft.is_file() => names.push(ent.file_name()),
+            Ok(ft) if !ft.is_symlink() => {}
+            _ => {
+                if let Some(special) = &mut special {
+                    special.insert(ent.file_name());
+                }
+            }
+        }
+    }
     let Ok(handle) = std::fs::File::open(dir) else {
         return Vec::new();
     };
-    let real = paths::RealDir::new(dir);
+    let real = paths::RealDir::with_listing(dir, special);
     let stat_all = |names: &[std::ffi::OsString]| -> Vec<FileInfo> {
         names
             .iter()

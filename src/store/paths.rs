@@ -157,16 +157,19 @@ fn real_dir(dir: &Path) -> Option<PathBuf> {
     Some(real)
 }
 
+/// The names of the symlinks (and of entries of unknown type) in a directory.
+type Special = std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>;
+
+/// The [`Special`] names of each real directory listed in this run.
+fn listings() -> &'static Shared<Special> {
+    static LISTINGS: std::sync::OnceLock<Shared<Special>> = std::sync::OnceLock::new();
+    LISTINGS.get_or_init(Default::default)
+}
+
 /// The names of the symlinks (and of entries of unknown type) directly in `dir`, listed once
 /// per run; `None` unless `dir` exists and is its own real path.
-fn symlinks_in_real_dir(
-    dir: &Path,
-) -> Option<std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>> {
-    static LISTINGS: std::sync::OnceLock<
-        Shared<std::sync::Arc<std::collections::HashSet<std::ffi::OsString>>>,
-    > = std::sync::OnceLock::new();
-    let listings = LISTINGS.get_or_init(Default::default);
-    if let Some(hit) = lock(listings).get(dir.as_os_str()) {
+fn symlinks_in_real_dir(dir: &Path) -> Option<Special> {
+    if let Some(hit) = lock(listings()).get(dir.as_os_str()) {
         return Some(hit.clone());
     }
     if real_dir(dir)? != dir {
@@ -180,7 +183,7 @@ fn symlinks_in_real_dir(
         }
     }
     let special = std::sync::Arc::new(special);
-    lock(listings).insert(dir.as_os_str().to_owned(), special.clone());
+    lock(listings()).insert(dir.as_os_str().to_owned(), special.clone());
     Some(special)
 }
 
@@ -303,6 +306,25 @@ impl RealDir {
         let dir = resolve(sessions_dir);
         let symlinks = symlinks_in_real_dir(&dir)?;
         Some(RealDir { dir, symlinks })
+    }
+
+    /// [`RealDir::new`] with the names of `sessions_dir` that are symlinks or of unknown type
+    /// taken from a listing the caller made (`None`: the listing failed part way, and the
+    /// directory is listed again), so that a directory is listed once per run.
+    pub fn with_listing(
+        sessions_dir: &Path,
+        special: Option<std::collections::HashSet<std::ffi::OsString>>,
+    ) -> Option<RealDir> {
+        let dir = resolve(sessions_dir);
+        if let Some(special) = special
+            && real_dir(&dir).is_some_and(|real| real == dir)
+        {
+            let mut known = lock(listings());
+            known
+                .entry(dir.as_os_str().to_owned())
+                .or_insert_with(|| std::sync::Arc::new(special));
+        }
+        RealDir::new(sessions_dir)
     }
 
     /// The directory (resolved and real).
@@ -428,5 +450,34 @@ mod tests {
             trajectory_runtime_path(Path::new("/d/a.txt")),
             PathBuf::from("/d/a.txt.trajectory.jsonl")
         );
+    }
+
+    /// The scan's listing tells `RealDir` the same as its own listing: a symlink (to a file or
+    /// to nothing) is not a plain child, a file is; a directory reached through a symlink has
+    /// no `RealDir` either way.
+    #[test]
+    fn a_real_dir_from_the_scans_listing_is_the_real_dir_from_its_own() {
+        use std::os::unix::fs::symlink;
+        let guard = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(guard.path()).unwrap();
+        let d = root.join("sessions");
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("a.jsonl"), "{}\n").unwrap();
+        symlink(d.join("a.jsonl"), d.join("b.jsonl")).unwrap();
+        symlink(d.join("gone.jsonl"), d.join("c.jsonl")).unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        symlink(&d, root.join("link")).unwrap();
+
+        let scanned = crate::maintenance::files::scan(&d);
+        let names: Vec<&str> = scanned.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a.jsonl"]);
+        let real = RealDir::new(&d).unwrap();
+        assert_eq!(real.plain_child("a.jsonl"), Some(d.join("a.jsonl")));
+        assert_eq!(real.plain_child("sub"), Some(d.join("sub")));
+        assert_eq!(real.plain_child("b.jsonl"), None);
+        assert_eq!(real.plain_child("c.jsonl"), None);
+
+        let _ = crate::maintenance::files::scan(&root.join("link"));
+        assert!(RealDir::new(&root.join("link")).is_none());
     }
 }
