@@ -190,7 +190,7 @@ impl<'a> Run<'a> {
     fn preview(mut self, previews: Vec<(usize, Preview)>) -> Result<Exit> {
         for (i, p) in &previews {
             let t = &self.targets[*i];
-            match locked_transcript(t, p) {
+            match locked_transcript(t, p, lock::lock_names_seen) {
                 Ok(Some(why)) => self.note(format!(
                     "{}: {why}; --enforce would skip this store while the lock is held",
                     t.store_path.display()
@@ -397,7 +397,7 @@ impl<'a> Run<'a> {
         for (i, p) in previews {
             let t = &self.targets[i];
             // A lock that cannot even be read is a problem of this store alone.
-            let mut held = locked_transcript(t, &p);
+            let mut held = locked_transcript(t, &p, lock::lock_names);
             if matches!(held, Ok(Some(_))) && deadline.is_some() {
                 self.progress
                     .message(&format!("waiting for a lock in {}", t.store_path.display()));
@@ -406,7 +406,7 @@ impl<'a> Run<'a> {
                 && deadline.is_some_and(|d| std::time::Instant::now() < d)
             {
                 std::thread::sleep(lock::RETRY);
-                held = locked_transcript(t, &p);
+                held = locked_transcript(t, &p, lock::lock_names);
             }
             let held = match held {
                 Ok(held) => held,
@@ -594,8 +594,13 @@ impl ConsoleLog {
     }
 }
 
-/// The first transcript of an entry the plan removes that a live process has locked.
-fn locked_transcript(t: &Target, p: &Preview) -> Result<Option<String>> {
+/// The first transcript of an entry the plan removes that a live process has locked, with the
+/// lock files of the sessions directory listed by `listed` (a preview's may be its plan's).
+fn locked_transcript(
+    t: &Target,
+    p: &Preview,
+    listed: fn(&Confined) -> Option<std::collections::HashSet<std::ffi::OsString>>,
+) -> Result<Option<String>> {
     let dir = run::sessions_dir_of(&t.store_path);
     let Ok(confined) = Confined::new(&dir) else {
         return Ok(None);
@@ -607,7 +612,7 @@ fn locked_transcript(t: &Target, p: &Preview) -> Result<Option<String>> {
         .collect();
     keys.sort();
     keys.dedup();
-    let listed_locks = lock::lock_names(&confined);
+    let listed_locks = listed(&confined);
     let unlocked = |file: &Path| {
         let (Some(locks), Some(name)) = (&listed_locks, file.file_name()) else {
             return false;

@@ -136,6 +136,40 @@ pub fn lock_names(confined: &Confined) -> Option<std::collections::HashSet<std::
     Some(names)
 }
 
+/// The lock names of each directory (by its real path) as the last listing of it in this run
+/// saw them (see [`remember_lock_names`]).
+type SeenLocks = std::sync::Mutex<
+    std::collections::HashMap<PathBuf, std::collections::HashSet<std::ffi::OsString>>,
+>;
+
+fn seen_locks() -> &'static SeenLocks {
+    static SEEN: std::sync::OnceLock<SeenLocks> = std::sync::OnceLock::new();
+    SEEN.get_or_init(Default::default)
+}
+
+/// Remember the names ending in `.lock` that a listing of the real directory `dir` made by the
+/// caller saw (a plan scans its sessions directory anyway), for [`lock_names_seen`].
+pub fn remember_lock_names(dir: &Path, names: std::collections::HashSet<std::ffi::OsString>) {
+    let mut seen = seen_locks().lock().unwrap_or_else(|e| e.into_inner());
+    seen.insert(dir.to_owned(), names);
+}
+
+/// [`lock_names`] as the last listing of the directory in this run saw them, or from a
+/// listing of its own when there was none: for a preview, which answers for the moment of
+/// its plan. An apply decides on a listing of its own ([`lock_names`]).
+pub fn lock_names_seen(
+    confined: &Confined,
+) -> Option<std::collections::HashSet<std::ffi::OsString>> {
+    let seen = seen_locks().lock().unwrap_or_else(|e| e.into_inner());
+    match seen.get(confined.root()) {
+        Some(names) => Some(names.clone()),
+        None => {
+            drop(seen);
+            lock_names(confined)
+        }
+    }
+}
+
 /// How often a wait for a lock held by a live process looks again.
 pub const RETRY: Duration = Duration::from_millis(100);
 
@@ -397,6 +431,37 @@ mod tests {
         let p = dir.join("s.jsonl.lock");
         fs::write(&p, body).unwrap();
         p
+    }
+
+    /// A plan's scan of the sessions directory remembers its lock files of every type, which
+    /// a preview then uses instead of listing again; an apply's listing sees the directory as
+    /// it is now.
+    #[test]
+    fn a_preview_sees_the_lock_files_its_plans_scan_listed() {
+        let guard = tempfile::tempdir().unwrap();
+        let d = fs::canonicalize(guard.path()).unwrap();
+        fs::write(d.join("a.jsonl"), "").unwrap();
+        fs::write(d.join("a.jsonl.lock"), "{}").unwrap();
+        std::os::unix::fs::symlink(d.join("gone"), d.join("b.jsonl.lock")).unwrap();
+        fs::create_dir(d.join("c.jsonl.lock")).unwrap();
+        let c = Confined::new(&d).unwrap();
+        let _ = crate::maintenance::files::scan(&d);
+        let seen = lock_names_seen(&c).unwrap();
+        assert_eq!(seen, lock_names(&c).unwrap());
+        let mut names: Vec<_> = seen
+            .iter()
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["a.jsonl.lock", "b.jsonl.lock", "c.jsonl.lock"]);
+
+        fs::write(d.join("d.jsonl.lock"), "{}").unwrap();
+        assert_eq!(lock_names_seen(&c).unwrap(), seen, "the plan's moment");
+        assert!(
+            lock_names(&c)
+                .unwrap()
+                .contains(std::ffi::OsStr::new("d.jsonl.lock"))
+        );
     }
 
     #[test]

@@ -38,17 +38,26 @@ pub fn scan(dir: &Path) -> Vec<FileInfo> {
     // The listing also tells `RealDir` which names are symlinks (unless an entry could not be
     // read), so that the directory is not listed twice.
     let mut special = Some(std::collections::HashSet::new());
+    // And the lock files there, of any type (see `lock::lock_names_seen`).
+    let mut locks = Some(std::collections::HashSet::new());
     for ent in rd {
         let Ok(ent) = ent else {
             special = None;
+            locks = None;
             continue;
         };
+        let name = ent.file_name();
+        if let Some(locks) = &mut locks
+            && name.as_encoded_bytes().ends_with(b".lock")
+        {
+            locks.insert(name.clone());
+        }
         match ent.file_type() {
-            Ok(ft) if ft.is_file() => names.push(ent.file_name()),
+            Ok(ft) if ft.is_file() => names.push(name),
             Ok(ft) if !ft.is_symlink() => {}
             _ => {
                 if let Some(special) = &mut special {
-                    special.insert(ent.file_name());
+                    special.insert(name);
                 }
             }
         }
@@ -57,6 +66,9 @@ pub fn scan(dir: &Path) -> Vec<FileInfo> {
         return Vec::new();
     };
     let real = paths::RealDir::with_listing(dir, special);
+    if let (Some(real), Some(locks)) = (&real, locks) {
+        crate::fsutil::lock::remember_lock_names(real.path(), locks);
+    }
     let stat_all = |names: &[std::ffi::OsString]| -> Vec<FileInfo> {
         names
             .iter()
