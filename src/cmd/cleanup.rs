@@ -27,6 +27,7 @@ use crate::fsutil::lock;
 use crate::jsjson::Sink as _;
 use crate::jsonout::IoSink;
 use crate::maintenance::before::Removal;
+use crate::maintenance::files;
 use crate::maintenance::log::{Level, LogLine};
 use crate::maintenance::predict::{self, Prediction};
 use crate::maintenance::run::{self, Options, Preview};
@@ -613,6 +614,7 @@ fn locked_transcript(
     keys.sort();
     keys.dedup();
     let listed_locks = listed(&confined);
+    let real = store::paths::RealDir::new(&dir);
     let unlocked = |file: &Path| {
         let (Some(locks), Some(name)) = (&listed_locks, file.file_name()) else {
             return false;
@@ -625,7 +627,7 @@ fn locked_transcript(
         let Some(file) = p
             .before
             .get(key)
-            .and_then(|e| store::entry_transcript(e, &dir))
+            .and_then(|e| files::entry_transcript(e, &dir, real.as_ref()))
         else {
             continue;
         };

@@ -409,8 +409,9 @@ pub fn inspect_store(
 /// at the end.
 fn session_rows(mut s: store::Store, dir: &Path, r: &mut StoreReport) -> Vec<SessionRow> {
     let mut rows = Vec::with_capacity(s.len());
+    let real = store::paths::RealDir::new(dir);
     while let Some((key, entry)) = s.pop() {
-        rows.push(session_row(key, entry, dir, r));
+        rows.push(session_row(key, entry, dir, real.as_ref(), r));
         if s.capacity() / 2 > s.len().max(1024) {
             s.shrink_to_fit();
             crate::memory::release_freed();
@@ -421,12 +422,18 @@ fn session_rows(mut s: store::Store, dir: &Path, r: &mut StoreReport) -> Vec<Ses
 }
 
 /// The row of one entry, counted in the per-kind figures.
-fn session_row(key: String, entry: Json, dir: &Path, r: &mut StoreReport) -> SessionRow {
+fn session_row(
+    key: String,
+    entry: Json,
+    dir: &Path,
+    real: Option<&store::paths::RealDir>,
+    r: &mut StoreReport,
+) -> SessionRow {
     let kind = keys::classify(&key, Some(&entry));
     let updated_at = store::updated_at(&entry);
     r.count_entry(kind, updated_at);
     // (Inside the canonical sessions directory, or not at all.)
-    let transcript = store::entry_transcript(&entry, dir)
+    let transcript = files::entry_transcript(&entry, dir, real)
         .and_then(|p| Some(p.strip_prefix(&r.transcripts_dir).ok()?.to_path_buf()))
         .map_or(TranscriptName::None, |name| {
             let id = store::session_id(&entry).unwrap_or_default();

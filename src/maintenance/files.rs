@@ -40,6 +40,23 @@ pub fn entry_artifacts(entry: &Json, sessions_dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
+/// `store::entry_transcript`: the entry's transcript, canonical, when it is inside the
+/// sessions directory. `real` is `paths::RealDir::new(sessions_dir)`, which answers the common
+/// entry without a lookup per path.
+pub fn entry_transcript(
+    entry: &Json,
+    sessions_dir: &Path,
+    real: Option<&paths::RealDir>,
+) -> Option<PathBuf> {
+    if let Some(r) = real
+        && store::session_file(entry).is_none()
+        && let Some(fast) = store::session_id(entry).and_then(|id| r.default_transcript(id))
+    {
+        return Some(fast);
+    }
+    store::entry_transcript(entry, sessions_dir)
+}
+
 /// [`entry_artifacts`], each canonical. `real` is `paths::RealDir::new(sessions_dir)`, which
 /// answers the common entry without a lookup per path.
 pub fn entry_artifacts_canonical(
@@ -548,6 +565,49 @@ mod tests {
     fn store_of(v: Value) -> Store {
         let Value::Object(s) = v else { panic!() };
         crate::store::from_map(s)
+    }
+
+    /// The fast answer for the common entry is `store::entry_transcript`'s, and every other
+    /// entry gets `store::entry_transcript`'s own: symlinked names, ids the runtime refuses,
+    /// empty ids, a `sessionFile`, a directory that is not its own real path.
+    #[test]
+    fn an_entrys_transcript_is_the_stores_answer_with_or_without_the_real_dir() {
+        use std::os::unix::fs::symlink;
+        let guard = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(guard.path()).unwrap();
+        let d = root.join("sessions");
+        std::fs::create_dir_all(d.join("sub")).unwrap();
+        std::fs::write(d.join("plain.jsonl"), "").unwrap();
+        std::fs::write(d.join("target.jsonl"), "").unwrap();
+        symlink(d.join("target.jsonl"), d.join("linked.jsonl")).unwrap();
+        symlink(&d, root.join("via-link")).unwrap();
+        let entries = [
+            json!({"sessionId": "plain"}),
+            json!({"sessionId": "absent"}),
+            json!({"sessionId": "linked"}),
+            json!({"sessionId": " spaced "}),
+            json!({"sessionId": ""}),
+            json!({"sessionId": "a:b"}),
+            json!({"sessionId": "../up"}),
+            json!({"sessionId": 7}),
+            json!({}),
+            json!({"sessionId": "plain", "sessionFile": "sub/x.jsonl"}),
+            json!({"sessionId": "plain", "sessionFile": "/elsewhere/x.jsonl"}),
+            json!({"sessionId": "plain", "sessionFile": ""}),
+        ];
+        for dir in [d.clone(), root.join("via-link"), root.join("missing")] {
+            let real = paths::RealDir::new(&dir);
+            assert_eq!(real.is_some(), dir == d, "{}", dir.display());
+            for e in &entries {
+                let e = Json::from_value(e.clone());
+                assert_eq!(
+                    entry_transcript(&e, &dir, real.as_ref()),
+                    store::entry_transcript(&e, &dir),
+                    "{e:?} in {}",
+                    dir.display()
+                );
+            }
+        }
     }
 
     #[test]

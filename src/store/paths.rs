@@ -362,6 +362,15 @@ impl RealDir {
         Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
     }
 
+    /// The canonical transcript of an entry with `session_id` and no `sessionFile` (what
+    /// `transcript_in_dir` gives for it), when its name is not a symlink here.
+    pub fn default_transcript(&self, session_id: &str) -> Option<PathBuf> {
+        if session_id.is_empty() {
+            return None;
+        }
+        self.child_with_suffix(validate_session_id(session_id)?, ".jsonl")
+    }
+
     /// The canonical transcript, trajectory pointer and trajectory runtime paths of an entry
     /// with `session_id` and no `sessionFile` (what `transcript_in_dir` and [`canonical`]
     /// give for them), when none of the three names is a symlink here.
