@@ -48,13 +48,20 @@ pub fn entry_transcript(
     sessions_dir: &Path,
     real: Option<&paths::RealDir>,
 ) -> Option<PathBuf> {
-    if let Some(r) = real
-        && store::session_file(entry).is_none()
-        && let Some(fast) = store::session_id(entry).and_then(|id| r.default_transcript(id))
-    {
+    let fast = real.zip(plain_session_id(entry));
+    if let Some(fast) = fast.and_then(|(r, id)| r.default_transcript(id)) {
         return Some(fast);
     }
     store::entry_transcript(entry, sessions_dir)
+}
+
+/// The session id of an entry that names no `sessionFile`: the common entry, whose files a
+/// `RealDir` answers for.
+fn plain_session_id(entry: &Json) -> Option<&str> {
+    store::session_file(entry)
+        .is_none()
+        .then(|| store::session_id(entry))
+        .flatten()
 }
 
 /// [`entry_artifacts`], each canonical. `real` is `paths::RealDir::new(sessions_dir)`, which
@@ -64,11 +71,8 @@ pub fn entry_artifacts_canonical(
     sessions_dir: &Path,
     real: Option<&paths::RealDir>,
 ) -> Vec<PathBuf> {
-    if let Some(r) = real
-        && store::session_file(entry).is_none()
-        && let Some(id) = store::session_id(entry)
-        && let Some(fast) = r.default_artifacts(id)
-    {
+    let fast = real.zip(plain_session_id(entry));
+    if let Some(fast) = fast.and_then(|(r, id)| r.default_artifacts(id)) {
         return fast.into();
     }
     entry_artifacts(entry, sessions_dir)
