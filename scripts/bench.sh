@@ -189,14 +189,20 @@ echo "|---|---|"
   export OPENCLAW_CONFIG_PATH="$W/entries/openclaw.json" OPENCLAW_STATE_DIR="$W/entries"
   echo "| inspect | $(peak_mb "$BIN" inspect --store "$ENTRY_STORE") MB |"
   echo "| inspect --json | $(peak_mb "$BIN" inspect --json --store "$ENTRY_STORE") MB |"
-  for sub in prune-noreply strip-images compact; do
+  for sub in prune-noreply strip-images compact prune-cache-ttl; do
     echo "| $sub --dry-run | $(peak_mb "$BIN" "$sub" --dry-run --store "$ENTRY_STORE") MB |"
     echo "| $sub --dry-run --json | $(peak_mb "$BIN" "$sub" --dry-run --json --store "$ENTRY_STORE") MB |"
   done
   echo "| cleanup --dry-run --json | $(peak_mb "$BIN" cleanup --dry-run --json --store "$ENTRY_STORE") MB |"
   echo "| maintain (every step, previews) | $(peak_mb "$BIN" maintain --store "$ENTRY_STORE") MB |"
-  rm -rf "$W/entrieswork"; cp -r "$W/entries" "$W/entrieswork"; sync
+  # Each writer on a fresh copy of the store.
+  WORK_ENTRY_STORE="$W/entrieswork/agents/main/sessions/sessions.json"
   export OPENCLAW_CONFIG_PATH="$W/entrieswork/openclaw.json" OPENCLAW_STATE_DIR="$W/entrieswork"
-  echo "| cleanup --enforce --json | $(peak_mb "$BIN" cleanup --enforce --json --store "$W/entrieswork/agents/main/sessions/sessions.json") MB |"
+  for cmd in "cleanup --enforce --json" "prune-noreply --enforce --json" "strip-images --enforce --json" \
+    "compact --enforce --json" "prune-cache-ttl --enforce --json" "maintain --enforce"; do
+    rm -rf "$W/entrieswork"; cp -r "$W/entries" "$W/entrieswork"; sync
+    # shellcheck disable=SC2086 # the command's words
+    echo "| $cmd | $(peak_mb "$BIN" $cmd --store "$WORK_ENTRY_STORE") MB |"
+  done
 )
 rm -rf "$W/work" "$W"/used-* "$W"/copy-* "$W/bigwork" "$W/replywork" "$W/entrieswork"
