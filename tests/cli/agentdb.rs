@@ -9,14 +9,20 @@ use std::sync::Mutex;
 use rusqlite::Connection;
 use serde_json::Value;
 
+use crate::demo;
 use crate::util::{
     Release, SQLITE_FIRST, SQLITE_LATEST, SQLITE_RELEASES, TestEnv, copy_dir, oracle_node,
     oracle_path_of, stderr, stdout,
 };
 
-/// The JSON-era demo state dir.
-pub fn demo_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo")
+/// Copy the JSON-era demo state dir to `dst`, its store temp dated as `mtimes.tsv` dates it.
+/// A checkout gives every file the checkout's time, and the sweep keeps a temp under five
+/// minutes old but removes an older one: no run may depend on how long ago that was.
+pub fn copy_demo(dst: &Path) {
+    copy_dir(&demo::demo_dir(), dst);
+    demo::restore_mtimes(&dst.join("agents/main/sessions"), |name| {
+        name.ends_with(".tmp")
+    });
 }
 
 /// The demo state dir imported into SQLite by `release`'s own doctor, once per test process
@@ -30,7 +36,7 @@ fn imported_template(release: Release) -> Option<PathBuf> {
     }
     let dir = tempfile::tempdir().unwrap().keep();
     let state = dir.join("state");
-    copy_dir(&demo_dir(), &state);
+    copy_demo(&state);
     sqlite_import(&oracle, &state, None);
     cache.push((release.version, state.clone()));
     Some(state)

@@ -16,7 +16,7 @@ use rusqlite::Connection;
 use serde_json::{Value, json};
 
 use crate::agentdb::{
-    damage_an_index_page, database, demo_dir, env_with_state, imported, read_only, sqlite_import,
+    copy_demo, damage_an_index_page, database, env_with_state, imported, read_only, sqlite_import,
 };
 use crate::storegen::{self, Rng};
 use crate::util::{
@@ -364,7 +364,7 @@ fn demo_edited(
     let oracle = oracle_path_of(release, "SQLite-era cleanup on an edited demo")?;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
-    copy_dir(&demo_dir(), &state);
+    copy_demo(&state);
     let sessions = state.join("agents/main/sessions");
     let store = sessions.join("sessions.json");
     let mut s: Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();

@@ -37,8 +37,8 @@ use rusqlite::Connection;
 use serde_json::Value;
 
 use crate::agentdb::{
-    contexts, copy_env, database, demo_dir, env_with_state, imported, integrity, loads_as_before,
-    read_only, sql_i64, sqlite_import,
+    contexts, copy_demo, copy_env, database, imported, integrity, loads_as_before, read_only,
+    sql_i64, sqlite_import,
 };
 use crate::agentdb_cleanup::{DEMO, add_historical_windows, dump, same_lines};
 use crate::agentdb_safety::{
@@ -83,21 +83,12 @@ fn demo_workload(release: Release) -> Option<TestEnv> {
 fn workload(release: Release) -> Option<TestEnv> {
     const DAY: i64 = 86_400_000;
     let oracle = oracle_path_of(release, "SQLite-era cleanup crash workload")?;
-    let env = env_with_state(&demo_dir());
+    let env = TestEnv::new();
+    std::fs::remove_dir_all(env.state()).unwrap();
+    copy_demo(&env.state());
     let state = env.state();
     let sessions = state.join("agents/main/sessions");
     let store_path = sessions.join("sessions.json");
-    // The demo's store temp gets the age its fixture gives it. A checkout gives every file the
-    // checkout's time, and the sweep keeps a temp under five minutes old but removes an older
-    // one: the runs this test compares must not fall on both sides of that.
-    for e in std::fs::read_dir(&sessions).unwrap() {
-        let p = e.unwrap().path();
-        if p.extension().is_some_and(|x| x == "tmp") {
-            let f = std::fs::File::options().write(true).open(&p).unwrap();
-            let fixture_time = std::time::UNIX_EPOCH + Duration::from_secs(1_457_341_200);
-            f.set_modified(fixture_time).unwrap();
-        }
-    }
     let mut store: serde_json::Map<String, Value> =
         serde_json::from_slice(&std::fs::read(&store_path).unwrap()).unwrap();
     let mut rng = Rng::new(SEED);

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -15,7 +15,7 @@ use crate::util::{
     same_loads, snapshot,
 };
 
-fn demo_dir() -> PathBuf {
+pub fn demo_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/demo")
 }
 
@@ -33,24 +33,36 @@ fn parse_utc(s: &str) -> i64 {
     ((days * 24 + n(11, 13)) * 60 + n(14, 16)) * 60_000 + n(17, 19) * 1000
 }
 
+/// The mtimes `mtimes.tsv` gives the files of the demo's sessions directory, by name.
+pub fn fixture_mtimes() -> Vec<(String, SystemTime)> {
+    let manifest = std::fs::read_to_string(demo_dir().join("mtimes.tsv")).unwrap();
+    manifest
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|line| {
+            let (name, when) = line.split_once('\t').expect("name<TAB>mtime");
+            let mtime = UNIX_EPOCH + Duration::from_millis(parse_utc(when) as u64);
+            (name.to_string(), mtime)
+        })
+        .collect()
+}
+
+/// Give each file of `sessions` that `keep` selects the mtime `mtimes.tsv` lists for it.
+pub fn restore_mtimes(sessions: &Path, keep: impl Fn(&str) -> bool) {
+    for (name, mtime) in fixture_mtimes().into_iter().filter(|(n, _)| keep(n)) {
+        let f = std::fs::File::options()
+            .write(true)
+            .open(sessions.join(&name))
+            .unwrap();
+        f.set_modified(mtime).unwrap();
+    }
+}
+
 /// Copy the demo into a temp dir and restore the mtimes listed in `mtimes.tsv`.
 pub fn demo_copy(env: &TestEnv) -> PathBuf {
     let dst = env.dir().join("demo");
     copy_dir(&demo_dir(), &dst);
-    let sessions = dst.join("agents/main/sessions");
-    let manifest = std::fs::read_to_string(demo_dir().join("mtimes.tsv")).unwrap();
-    for line in manifest
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-    {
-        let (name, when) = line.split_once('\t').expect("name<TAB>mtime");
-        let mtime = UNIX_EPOCH + Duration::from_millis(parse_utc(when) as u64);
-        let f = std::fs::File::options()
-            .write(true)
-            .open(sessions.join(name))
-            .unwrap();
-        f.set_modified(mtime).unwrap();
-    }
+    restore_mtimes(&dst.join("agents/main/sessions"), |_| true);
     dst
 }
 
@@ -87,18 +99,10 @@ fn counter(v: &Value, path: &[&str]) -> u64 {
 #[test]
 fn demo_mtimes_manifest_lists_every_file() {
     let sessions = demo_dir().join("agents/main/sessions");
-    let manifest = std::fs::read_to_string(demo_dir().join("mtimes.tsv")).unwrap();
-    let listed: Vec<&str> = manifest
-        .lines()
-        .filter(|l| !l.starts_with('#') && !l.is_empty())
-        .map(|l| l.split('\t').next().unwrap())
-        .collect();
+    let listed: Vec<String> = fixture_mtimes().into_iter().map(|(n, _)| n).collect();
     for entry in std::fs::read_dir(&sessions).unwrap() {
         let name = entry.unwrap().file_name().into_string().unwrap();
-        assert!(
-            listed.contains(&name.as_str()),
-            "{name} has no line in mtimes.tsv"
-        );
+        assert!(listed.contains(&name), "{name} has no line in mtimes.tsv");
     }
     assert_eq!(parse_utc("2026-03-02T09:00:05Z"), 1_772_442_005_000);
 }
