@@ -10,6 +10,7 @@
 //! `cmd::cleanup`); every database write here is one `BEGIN IMMEDIATE` transaction, and the
 //! database file is never replaced. Domain code: no terminal, no clap.
 
+mod batches;
 pub mod budget;
 pub mod disk;
 pub mod plan;

@@ -15,6 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use super::batches;
 use super::disk::{self, Layout};
 use super::plan::{self, ArchivePhase, Rules};
 use super::{Options, Preview, Summary, Target};
@@ -687,13 +688,61 @@ fn publish_round(conn: &Connection, l: &Layout, requested: &[Archive]) -> Result
 
 /// Delete the planned entries (in the caller's transaction): archive each transcript no
 /// survivor references into `session_transcript_archives` (unpublished), delete its index
-/// rows and window and the node. Returns the entries deleted and the archives written
-/// (without their bytes, which are in the rows).
+/// rows and window and the node. The transcripts go in the order of the entries that name
+/// them (an entry's own session ids, then its windows; the first entry naming one owns it).
+/// Returns the entries deleted and the archives written (without their bytes, which are in
+/// the rows).
 fn delete_entries(
     tx: &Connection,
     l: &Layout,
     before: &Store,
     deleted: &[&String],
+) -> Result<(usize, Vec<Archive>)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    for key in deleted {
+        let mut ids = before.get(*key).map(entry_session_ids).unwrap_or_default();
+        ids.extend(window_ids(tx, &[*key])?);
+        for id in ids {
+            if seen.insert(id.clone()) {
+                order.push(id);
+            }
+        }
+    }
+    delete_in_order(tx, l, deleted, &order)
+}
+
+/// The session ids of the windows of `keys` (`readSessionGenerationIdsForKeys`), in the
+/// order SQLite gives them for the release's own query.
+pub(super) fn window_ids(conn: &Connection, keys: &[&String]) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    // Within SQLite's limit on bound parameters.
+    for chunk in keys.chunks(30_000) {
+        let marks = vec!["?"; chunk.len()].join(", ");
+        let sql = format!(
+            "select \"session_id\" from \"session_windows\" where \"session_key\" in ({marks})"
+        );
+        let mut stmt = conn.prepare(&sql)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(chunk.iter()), |r| {
+            r.get::<_, String>(0)
+        })?;
+        for id in rows {
+            out.push(id?);
+        }
+    }
+    Ok(out)
+}
+
+/// Delete the entries `deleted` (in the caller's transaction) and the transcripts of
+/// `sessions` no survivor references, one session after the other in that order
+/// (`deleteMaterializedSessionStatePlans`: each transcript archived, then its rows deleted,
+/// so an archive takes pages freed by the sessions deleted before it, as the runtime's
+/// does), then the nodes.
+fn delete_in_order(
+    tx: &Connection,
+    l: &Layout,
+    deleted: &[&String],
+    sessions: &[String],
 ) -> Result<(usize, Vec<Archive>)> {
     if deleted.is_empty() {
         return Ok((0, Vec::new()));
@@ -701,30 +750,8 @@ fn delete_entries(
     let removed: HashSet<&String> = deleted.iter().copied().collect();
     let mut keep = referenced_ids(tx, &removed)?;
     keep.extend(cold_ids(tx)?);
-    // Session ids per removed key, each id once (the first key that names it owns it).
-    let mut plans: Vec<(String, String)> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    for key in deleted {
-        let mut ids = before.get(*key).map(entry_session_ids).unwrap_or_default();
-        let mut stmt =
-            tx.prepare("SELECT session_id FROM session_windows WHERE session_key = ?1")?;
-        for id in stmt.query_map([key.as_str()], |r| r.get::<_, String>(0))? {
-            let id = id?;
-            if !ids.contains(&id) {
-                ids.push(id);
-            }
-        }
-        for id in ids {
-            if !keep.contains(&id) && seen.insert(id.clone()) {
-                plans.push((id, (*key).clone()));
-            }
-        }
-    }
-    // Each transcript archived, then its rows deleted, one session after the other
-    // (`deleteMaterializedSessionStatePlans`): an archive takes pages freed by the sessions
-    // deleted before it, as the runtime's does.
     let mut archives = Vec::new();
-    for (sid, _) in &plans {
+    for sid in sessions.iter().filter(|s| !keep.contains(*s)) {
         let window_key: Option<String> = tx
             .query_row(
                 "SELECT session_key FROM session_windows WHERE session_id = ?1",
@@ -782,35 +809,46 @@ fn maintenance_order<'a>(
         .collect()
 }
 
-/// How many maintenance removals one finalization batch deletes
-/// (`MAX_SESSION_MAINTENANCE_BATCH_ENTRIES`).
-const MAINTENANCE_BATCH: usize = 64;
-
 /// The maintenance's removals after the lifecycle transaction committed
 /// (`finalizeSessionEntryMaintenancePlansAfterWriterReleaseBestEffort`): in batches of at most
-/// [`MAINTENANCE_BATCH`] entries, each deleted with its transcripts archived as rows in a write
-/// transaction of its own, then published in a publish round of its own. An
-/// entry another connection changed since the plan is left as it is, as the runtime skips a
-/// changed entry. Returns the entries deleted and the keys left, in deletion order.
+/// 64 entries, each deleted with its transcripts archived as rows in a write transaction of
+/// its own, then published in a publish round of its own. 2026.9.x takes the removals in
+/// order, 64 at a time, each entry's transcripts with it; 2026.8.x groups the removals that
+/// share transcripts and bounds a batch's transcript bytes too ([`batches`]). An entry another
+/// connection changed since the plan is left as it is, as the runtime skips a changed entry.
+/// Returns the entries deleted and the keys left, in deletion order.
 fn delete_maintenance_removals(
     conn: &Connection,
     l: &Layout,
     before: &Store,
     keys: &[&String],
 ) -> Result<(usize, Vec<String>)> {
+    let planned: Vec<(Vec<&String>, Option<Vec<String>>)> = match l.rules {
+        Rules::V8 => batches::of_removals(conn, before, keys)?
+            .into_iter()
+            .map(|b| (b.keys, Some(b.sessions)))
+            .collect(),
+        Rules::V9 => keys
+            .chunks(batches::MAX_ENTRIES as usize)
+            .map(|c| (c.to_vec(), None))
+            .collect(),
+    };
     let mut deleted = 0;
     let mut changed = Vec::new();
-    for batch in keys.chunks(MAINTENANCE_BATCH) {
+    for (batch, sessions) in planned {
         let tx = begin(conn)?;
         let mut current = Vec::with_capacity(batch.len());
         for key in batch {
-            if super::load_entry(&tx, key)?.as_ref() == before.get(*key) {
-                current.push(*key);
+            if super::load_entry(&tx, key)?.as_ref() == before.get(key) {
+                current.push(key);
             } else {
-                changed.push((*key).clone());
+                changed.push(key.clone());
             }
         }
-        let (n, archives) = delete_entries(&tx, l, before, &current)?;
+        let (n, archives) = match &sessions {
+            Some(order) => delete_in_order(&tx, l, &current, order)?,
+            None => delete_entries(&tx, l, before, &current)?,
+        };
         tx.commit()?;
         deleted += n;
         publish_round(conn, l, &archives)?;
