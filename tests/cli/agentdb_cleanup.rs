@@ -1002,14 +1002,16 @@ fn stale_entries_are_deleted_oldest_first_as_the_release_deletes_them() {
 }
 
 #[test]
-fn removals_sharing_a_transcript_are_deleted_together_as_2026_8_deletes_them() {
-    // Seeds 7607 and 7610 (2026.8.2): removed entries share transcripts (in 7607 a removed
-    // subagent names the transcript of a removed direct chat); 2026.8.2 deletes such entries
-    // in one group, where the first of them is in the removal order, so the archives written
-    // after them take other free pages than a deletion entry by entry would; the WAL it
-    // leaves, which `diskBudget.totalBytesBefore` counts, is one and four pages larger.
+fn removals_sharing_a_transcript_are_deleted_together_as_the_release_deletes_them() {
+    // Seeds 7607 and 7610 (2026.8.2) and 7711 (2026.9.6): removed entries share transcripts
+    // (in 7607 a removed subagent names the transcript of a removed direct chat); both
+    // releases delete such entries in one group, where the first of them is in the removal
+    // order, so the archives written after them take other free pages than a deletion entry by
+    // entry would; the WAL each leaves, which `diskBudget.totalBytesBefore` counts, differs
+    // by one, four and six pages.
     generated_case(7607);
     generated_case(7610);
+    generated_case(7711);
 }
 
 /// The demo imported by 2026.9.6 with the demo config (a plan that archives, deletes and

@@ -1,5 +1,6 @@
-//! The finalization batches of 2026.8.x (`buildSessionMaintenanceBatches`): which entries
-//! and transcripts each deletion transaction takes, and in what order.
+//! The finalization batches of the maintenance's removals (`buildSessionMaintenanceBatches`,
+//! the same in 2026.8.x and 2026.9.x): which entries and transcripts each deletion
+//! transaction takes, and in what order.
 //!
 //! The release plans the transcripts to delete once, in the order it met their ids
 //! (`removedSessionIds`: every removal's own session ids in removal order, then the windows
@@ -20,7 +21,7 @@ use super::write::{entry_session_ids, referenced_ids, window_ids};
 use crate::store::Store;
 
 /// `MAX_SESSION_MAINTENANCE_BATCH_ENTRIES`.
-pub const MAX_ENTRIES: u64 = 64;
+const MAX_ENTRIES: u64 = 64;
 /// `MAX_SESSION_MAINTENANCE_BATCH_ARCHIVE_BYTES`.
 const MAX_ARCHIVE_BYTES: u64 = 64 << 20;
 
@@ -40,7 +41,7 @@ struct Planned {
     bytes: u64,
 }
 
-/// The batches 2026.8.x deletes the maintenance's removals `keys` (in removal order) in.
+/// The batches the release deletes the maintenance's removals `keys` (in removal order) in.
 pub fn of_removals<'a>(
     conn: &Connection,
     before: &Store,

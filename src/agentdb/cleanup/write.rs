@@ -810,11 +810,10 @@ fn maintenance_order<'a>(
 }
 
 /// The maintenance's removals after the lifecycle transaction committed
-/// (`finalizeSessionEntryMaintenancePlansAfterWriterReleaseBestEffort`): in batches of at most
-/// 64 entries, each deleted with its transcripts archived as rows in a write transaction of
-/// its own, then published in a publish round of its own. 2026.9.x takes the removals in
-/// order, 64 at a time, each entry's transcripts with it; 2026.8.x groups the removals that
-/// share transcripts and bounds a batch's transcript bytes too ([`batches`]). An entry another
+/// (`finalizeSessionEntryMaintenancePlansAfterWriterReleaseBestEffort`): in the release's
+/// batches ([`batches`]: removals sharing a transcript together, at most 64 work items and
+/// 64 MiB of transcripts each), each deleted with its transcripts archived as rows in a write
+/// transaction of its own, then published in a publish round of its own. An entry another
 /// connection changed since the plan is left as it is, as the runtime skips a changed entry.
 /// Returns the entries deleted and the keys left, in deletion order.
 fn delete_maintenance_removals(
@@ -823,32 +822,19 @@ fn delete_maintenance_removals(
     before: &Store,
     keys: &[&String],
 ) -> Result<(usize, Vec<String>)> {
-    let planned: Vec<(Vec<&String>, Option<Vec<String>>)> = match l.rules {
-        Rules::V8 => batches::of_removals(conn, before, keys)?
-            .into_iter()
-            .map(|b| (b.keys, Some(b.sessions)))
-            .collect(),
-        Rules::V9 => keys
-            .chunks(batches::MAX_ENTRIES as usize)
-            .map(|c| (c.to_vec(), None))
-            .collect(),
-    };
     let mut deleted = 0;
     let mut changed = Vec::new();
-    for (batch, sessions) in planned {
+    for batch in batches::of_removals(conn, before, keys)? {
         let tx = begin(conn)?;
-        let mut current = Vec::with_capacity(batch.len());
-        for key in batch {
+        let mut current = Vec::with_capacity(batch.keys.len());
+        for key in batch.keys {
             if super::load_entry(&tx, key)?.as_ref() == before.get(key) {
                 current.push(key);
             } else {
                 changed.push(key.clone());
             }
         }
-        let (n, archives) = match &sessions {
-            Some(order) => delete_in_order(&tx, l, &current, order)?,
-            None => delete_entries(&tx, l, before, &current)?,
-        };
+        let (n, archives) = delete_in_order(&tx, l, &current, &batch.sessions)?;
         tx.commit()?;
         deleted += n;
         publish_round(conn, l, &archives)?;
