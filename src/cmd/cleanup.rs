@@ -627,7 +627,7 @@ fn locked_transcript(
         let Some(file) = p
             .before
             .get(key)
-            .and_then(|e| files::entry_transcript(e, &dir, real.as_ref()))
+            .and_then(|e| files::entry_transcript_canonical(e, &dir, real.as_ref()))
         else {
             continue;
         };

@@ -433,7 +433,7 @@ fn session_row(
     let updated_at = store::updated_at(&entry);
     r.count_entry(kind, updated_at);
     // (Inside the canonical sessions directory, or not at all.)
-    let transcript = files::entry_transcript(&entry, dir, real)
+    let transcript = files::entry_transcript_canonical(&entry, dir, real)
         .and_then(|p| Some(p.strip_prefix(&r.transcripts_dir).ok()?.to_path_buf()))
         .map_or(TranscriptName::None, |name| {
             let id = store::session_id(&entry).unwrap_or_default();

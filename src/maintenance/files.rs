@@ -40,10 +40,10 @@ pub fn entry_artifacts(entry: &Json, sessions_dir: &Path) -> Vec<PathBuf> {
     ]
 }
 
-/// `store::entry_transcript`: the entry's transcript, canonical, when it is inside the
-/// sessions directory. `real` is `paths::RealDir::new(sessions_dir)`, which answers the common
-/// entry without a lookup per path.
-pub fn entry_transcript(
+/// The entry's transcript as `store::entry_transcript` gives it (canonical, when it is inside
+/// the sessions directory). `real` is `paths::RealDir::new(sessions_dir)`, which answers the
+/// common entry without a lookup per path.
+pub fn entry_transcript_canonical(
     entry: &Json,
     sessions_dir: &Path,
     real: Option<&paths::RealDir>,
@@ -605,7 +605,7 @@ mod tests {
             for e in &entries {
                 let e = Json::from_value(e.clone());
                 assert_eq!(
-                    entry_transcript(&e, &dir, real.as_ref()),
+                    entry_transcript_canonical(&e, &dir, real.as_ref()),
                     store::entry_transcript(&e, &dir),
                     "{e:?} in {}",
                     dir.display()
