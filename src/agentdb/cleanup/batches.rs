@@ -47,6 +47,10 @@ pub fn of_removals<'a>(
     before: &Store,
     keys: &[&'a String],
 ) -> Result<Vec<Batch<'a>>> {
+    // Most runs remove nothing: no reading of every entry for them.
+    if keys.is_empty() {
+        return Ok(Vec::new());
+    }
     let named: Vec<Vec<String>> = keys
         .iter()
         .map(|k| before.get(*k).map(entry_session_ids).unwrap_or_default())
@@ -223,6 +227,14 @@ mod tests {
             owner,
             bytes,
         }
+    }
+
+    /// No removals: no batch, and nothing read (this database has no tables at all).
+    #[test]
+    fn no_removals_read_nothing() {
+        let conn = Connection::open_in_memory().unwrap();
+        let store = crate::store::from_map(serde_json::Map::new());
+        assert_eq!(of_removals(&conn, &store, &[]).unwrap(), []);
     }
 
     /// Removal 0 names `c`, removal 2 names `d` and `c`: the two are one group at 0, so `d`
