@@ -260,7 +260,7 @@ fn every_planned_removal_passes_the_validator() {
         let new_tree = Tree::build(&applied.index);
         for (j, e) in applied.index.entries.iter().enumerate() {
             let Some(id) = e.id.as_deref() else { continue };
-            let Some(&i) = tree.by_id.get(id) else {
+            let Some(i) = tree.find(&index, id) else {
                 continue;
             };
             if e.kind == EntryType::Session {

@@ -136,7 +136,7 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
     let path = tree.active_path();
     if let Some(&root) = path.first()
         && let Some(pid) = index.entries[root].parent.id()
-        && !tree.by_id.contains_key(pid)
+        && tree.find(index, pid).is_none()
         && index.mentioned_by_unparsable(pid)
     {
         // The runtime may parse that line and see a longer path, with other turns.
@@ -164,7 +164,7 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
         ..StripPlan::default()
     };
     let Some(boundary) = prune_before(&roles, keep_turns) else {
-        out.protected = index.entries.iter().map(|e| e.image_blocks.len()).sum();
+        out.protected = index.entries.iter().map(|e| e.image_blocks().len()).sum();
         out.media_protected = index
             .entries
             .iter()
@@ -182,12 +182,12 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
         }
         let (media, unsettled) = e.media_refs();
         if protected.contains(&i) {
-            out.protected += e.image_blocks.len();
+            out.protected += e.image_blocks().len();
             out.media_protected += (media + unsettled) as usize;
             continue;
         }
-        if !e.image_blocks.is_empty() {
-            out.replace.insert(i, e.image_blocks.to_vec());
+        if !e.image_blocks().is_empty() {
+            out.replace.insert(i, e.image_blocks().to_vec());
         }
         if media > 0 {
             out.media.insert(i, media);

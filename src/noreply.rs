@@ -423,7 +423,7 @@ fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
         }
         let open = previous.is_some_and(|p| {
             let e = &index.entries[p];
-            !e.tool_calls.is_empty() && !e.error_or_aborted
+            !e.tool_calls().is_empty() && !e.error_or_aborted
         });
         let result_follows = context[pos + 1..]
             .iter()

@@ -110,9 +110,9 @@ fn database() -> (tempfile::TempDir, Connection) {
     (dir, conn)
 }
 
-fn remove_b(_: &dyn Transcript, _: &Index, tree: &Tree) -> Result<Planned, PlanError> {
+fn remove_b(_: &dyn Transcript, index: &Index, tree: &Tree) -> Result<Planned, PlanError> {
     let mut p = Planned::default();
-    p.edits.remove.insert(tree.by_id["b"]);
+    p.edits.remove.insert(tree.find(index, "b").unwrap());
     Ok(p)
 }
 

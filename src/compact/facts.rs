@@ -91,12 +91,12 @@ impl CallIds for IndexCalls<'_> {
         if !e.is_role(&Role::Assistant) || e.error_or_aborted {
             return Vec::new();
         }
-        e.tool_calls.iter().filter_map(|c| c.as_deref()).collect()
+        e.tool_calls().iter().filter_map(|c| c.as_deref()).collect()
     }
     fn result_call(&self, p: usize) -> Option<&str> {
         let e = &self.index.entries[self.active[p]];
         e.is_role(&Role::ToolResult)
-            .then_some(e.tool_result_id.as_deref())
+            .then_some(e.tool_result_id())
             .flatten()
     }
 }

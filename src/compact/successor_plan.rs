@@ -192,6 +192,7 @@ pub fn build(
 /// What the runtime's rotation reader (`readableSessionState`) makes of the file: the entries
 /// it reads, the lines it sets aside, and the parents and `firstKeptEntryId`s it repairs.
 struct Reader<'a> {
+    index: &'a Index,
     entries: &'a [Entry],
     tree: &'a Tree,
     /// The entries it reads (see [`Reader::accepted_entries`]); every other tree node is a
@@ -206,6 +207,7 @@ struct Reader<'a> {
 impl<'a> Reader<'a> {
     fn new(index: &'a Index, tree: &'a Tree) -> Reader<'a> {
         let mut reader = Reader {
+            index,
             entries: &index.entries,
             tree,
             accepted: Reader::accepted_entries(index, tree),
@@ -226,13 +228,14 @@ impl<'a> Reader<'a> {
             let Some(id) = e.id.as_deref() else {
                 continue;
             };
-            if !tree::is_node(e) || !e.kind.is_runtime_indexed() || tree.by_id.get(id) != Some(&i) {
+            if !tree::is_node(e) || !e.kind.is_runtime_indexed() || tree.find(index, id) != Some(i)
+            {
                 continue;
             }
             accepted[i] = e.kind != EntryType::Label
                 || e.target()
-                    .and_then(|t| tree.by_id.get(t))
-                    .is_some_and(|&t| t < i && accepted[t]);
+                    .and_then(|t| tree.find(index, t))
+                    .is_some_and(|t| t < i && accepted[t]);
         }
         accepted
     }
@@ -244,9 +247,8 @@ impl<'a> Reader<'a> {
         let set_aside = |j: usize| !self.accepted[j];
         let nodes: Vec<usize> = self
             .tree
-            .by_id
-            .values()
-            .copied()
+            .ids(self.index)
+            .map(|(_, j)| j)
             .filter(|&j| set_aside(j))
             .collect();
         if nodes.is_empty() {
@@ -274,7 +276,7 @@ impl<'a> Reader<'a> {
     }
 
     fn node_of(&self, id: &str) -> Option<usize> {
-        self.tree.by_id.get(id).copied()
+        self.tree.find(self.index, id)
     }
 
     /// The tree node entry `i`'s `parentId` names as written.

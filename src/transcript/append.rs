@@ -70,7 +70,7 @@ pub fn lines_of(
             .and_then(Value::as_str)
             .filter(|id| !id.is_empty())
             .ok_or_else(|| anyhow::anyhow!("an appended entry has no string id"))?;
-        if tree.by_id.contains_key(id) || ids.iter().any(|a| a == id) {
+        if tree.find(index, id).is_some() || ids.iter().any(|a| a == id) {
             bail!("an appended entry reuses the id {id}");
         }
         ids.push(id.to_owned());

@@ -24,8 +24,7 @@ fn appending_planner(
         let mut f = OpenOptions::new().append(true).open(&path).unwrap();
         f.write_all(APPENDED.as_bytes()).unwrap();
         let mut p = Planned::default();
-        p.edits.remove.insert(tree.by_id["b"]);
-        let _ = index;
+        p.edits.remove.insert(tree.find(index, "b").unwrap());
         Ok(p)
     }
 }
@@ -189,9 +188,9 @@ fn preview_validates_and_writes_nothing() {
     let path = dir.path().join("t.jsonl");
     fs::write(&path, TEXT).unwrap();
     let c = Confined::new(dir.path()).unwrap();
-    let planner = |_: &Index, tree: &Tree| {
+    let planner = |index: &Index, tree: &Tree| {
         let mut p = Planned::default();
-        p.edits.remove.insert(tree.by_id["b"]);
+        p.edits.remove.insert(tree.find(index, "b").unwrap());
         Ok(p)
     };
     let opts = Options {
@@ -213,9 +212,9 @@ fn removing_the_leaf_is_refused() {
     let path = dir.path().join("t.jsonl");
     fs::write(&path, TEXT).unwrap();
     let c = Confined::new(dir.path()).unwrap();
-    let planner = |_: &Index, tree: &Tree| {
+    let planner = |index: &Index, tree: &Tree| {
         let mut p = Planned::default();
-        p.edits.remove.insert(tree.by_id["c"]);
+        p.edits.remove.insert(tree.find(index, "c").unwrap());
         Ok(p)
     };
     let opts = Options {

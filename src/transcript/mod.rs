@@ -47,6 +47,7 @@
 
 pub mod append;
 pub mod estimate;
+mod idtable;
 pub mod job;
 pub mod light;
 #[cfg(test)]
@@ -92,17 +93,23 @@ pub struct Line {
     /// Whether the line ends with `\n` (only the last line may not).
     pub terminated: bool,
     pub kind: LineKind,
-    /// Index into [`Index::entries`] when `kind` is `Entry` (see [`Line::entry`]); `u32`
-    /// keeps a big transcript's line table small.
-    entry: Option<u32>,
+    /// Index into [`Index::entries`] when `kind` is `Entry`, else [`NO_ENTRY`] (see
+    /// [`Line::entry`]): a bare `u32` keeps a big transcript's line table at 24 bytes a line.
+    entry: u32,
 }
+
+/// [`Line::entry`] of a line that is not an entry.
+const NO_ENTRY: u32 = u32::MAX;
 
 impl Line {
     /// Index into [`Index::entries`] when `kind` is `Entry`.
     pub fn entry(&self) -> Option<usize> {
-        self.entry.map(|e| e as usize)
+        (self.entry != NO_ENTRY).then_some(self.entry as usize)
     }
 }
+
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Line>() == 24);
 
 /// The `type` of an entry.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -165,7 +172,10 @@ pub enum Parent {
     /// Field absent.
     Absent,
     Null,
-    Id(Box<str>),
+    /// Shared with the id of the entry it names when that entry is the line before (see
+    /// [`IndexBuilder`]): in a long chain every entry names the one before it, and an index
+    /// then holds each id once.
+    Id(std::sync::Arc<str>),
     /// Present but neither a string nor null.
     Invalid,
 }
@@ -181,10 +191,11 @@ impl Parent {
 
 /// What the index keeps of one JSON-object line.
 ///
-/// Kept small on purpose (about 112 bytes plus its strings): a big transcript has hundreds of
+/// Kept small on purpose (72 bytes plus its strings): a big transcript has hundreds of
 /// thousands of entries and a rewrite holds two indexes at once. Strings are boxed to their
-/// exact length, the id is shared with the [`tree::Tree`] built on the index, and fields that
-/// few entries have live in [`Rare`].
+/// exact length; the id, a `parentId` naming the entry before, and what the content blocks
+/// say ([`Blocks`]) are shared with the copy a rewrite's index makes of an unchanged line;
+/// fields that few entries have live in [`Rare`].
 #[derive(Debug, Clone)]
 pub struct Entry {
     /// Index into [`Index::lines`].
@@ -206,15 +217,22 @@ pub struct Entry {
     pub context: bool,
     /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
     pub side_append: bool,
-    /// Positions of `{"type":"image"}` blocks in an array `content` of a user or toolResult
-    /// message.
-    pub image_blocks: Box<[u32]>,
-    /// Ids of tool-call blocks of an assistant message (blocks without a string id count as
-    /// `None`).
-    pub tool_calls: Box<[Option<Box<str>>]>,
-    /// The tool call a toolResult answers.
-    pub tool_result_id: Option<Box<str>>,
+    /// For a message with image blocks, tool calls or a tool call it answers.
+    blocks: Option<std::sync::Arc<Blocks>>,
     rare: Option<Box<Rare>>,
+}
+
+// The size the comment above gives, checked.
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<Entry>() == 72);
+
+/// What the content of a message says about its images and tool calls (see
+/// [`Entry::image_blocks`], [`Entry::tool_calls`], [`Entry::tool_result_id`]).
+#[derive(Debug, Default)]
+struct Blocks {
+    image_blocks: Box<[u32]>,
+    tool_calls: Box<[Option<Box<str>>]>,
+    tool_result_id: Option<Box<str>>,
 }
 
 /// Fields only a few entries have.
@@ -310,9 +328,7 @@ impl Entry {
             role: None,
             error_or_aborted: false,
             silent: false,
-            image_blocks: Box::default(),
-            tool_calls: Box::default(),
-            tool_result_id: None,
+            blocks: None,
             has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
             context: p.is_context_entry(),
             side_append: p.append_mode.as_str() == Some("side"),
@@ -329,6 +345,7 @@ impl Entry {
                 _ => Role::Other,
             };
             e.error_or_aborted = matches!(m.stop_reason.as_str(), Some("error" | "aborted"));
+            let mut found = Blocks::default();
             if let Content::Blocks(blocks) = &m.content {
                 let mut images = Vec::new();
                 let mut calls = Vec::new();
@@ -343,14 +360,20 @@ impl Entry {
                         _ => {}
                     }
                 }
-                e.image_blocks = images.into();
-                e.tool_calls = calls.into();
+                found.image_blocks = images.into();
+                found.tool_calls = calls.into();
             }
             if role == Role::Assistant {
                 e.silent = !e.error_or_aborted && noreply::is_silent_content(&m.content);
             }
             if role == Role::ToolResult {
-                e.tool_result_id = m.tool_result_id.as_deref().map(Box::from);
+                found.tool_result_id = m.tool_result_id.as_deref().map(Box::from);
+            }
+            if !found.image_blocks.is_empty()
+                || !found.tool_calls.is_empty()
+                || found.tool_result_id.is_some()
+            {
+                e.blocks = Some(std::sync::Arc::new(found));
             }
             if matches!(role, Role::User | Role::ToolResult) && m.media != (0, 0) {
                 e.rare.get_or_insert_default().media = m.media;
@@ -358,6 +381,23 @@ impl Entry {
             e.role = Some(role);
         }
         e
+    }
+
+    /// Positions of `{"type":"image"}` blocks in an array `content` of a user or toolResult
+    /// message.
+    pub fn image_blocks(&self) -> &[u32] {
+        self.blocks.as_ref().map_or(&[], |b| &b.image_blocks)
+    }
+
+    /// Ids of tool-call blocks of an assistant message (blocks without a string id count as
+    /// `None`).
+    pub fn tool_calls(&self) -> &[Option<Box<str>>] {
+        self.blocks.as_ref().map_or(&[], |b| &b.tool_calls)
+    }
+
+    /// The tool call a toolResult answers.
+    pub fn tool_result_id(&self) -> Option<&str> {
+        self.blocks.as_ref()?.tool_result_id.as_deref()
     }
 
     /// `compaction.firstKeptEntryId`.
@@ -397,6 +437,17 @@ impl Entry {
     /// A `message` entry with this role.
     pub fn is_role(&self, role: &Role) -> bool {
         self.kind == EntryType::Message && self.role.as_ref() == Some(role)
+    }
+}
+
+/// Make `e`'s `parentId` the same allocation as the id of `before` (the entry on the line
+/// before it) when it names that entry, as it does all along a chain.
+fn share_parent_id(e: &mut Entry, before: Option<&Entry>) {
+    if let Parent::Id(p) = &e.parent
+        && let Some(id) = before.and_then(|b| b.id.as_ref())
+        && id == p
+    {
+        e.parent = Parent::Id(id.clone());
     }
 }
 
@@ -734,7 +785,7 @@ impl IndexBuilder {
             len: raw.len() as u64,
             terminated,
             kind: LineKind::Blank,
-            entry: None,
+            entry: NO_ENTRY,
         };
         self.index.size += raw.len() as u64;
         self.light_cut = false;
@@ -754,10 +805,11 @@ impl IndexBuilder {
             probed = self.probe(line_no, body, &cuts);
         }
         match probed {
-            Some(e) => {
+            Some(mut e) => {
+                share_parent_id(&mut e, self.index.entries.last());
                 line.kind = LineKind::Entry;
                 let at = self.index.entries.len() as u32;
-                line.entry = Some(at);
+                line.entry = at;
                 if e.kind == EntryType::Custom {
                     match crate::cachettl::probe(body) {
                         crate::cachettl::Probe::Marker(key) => self.push_cache_ttl(at, key),
@@ -823,7 +875,7 @@ impl IndexBuilder {
         self.index.size += raw.len() as u64;
         match (src.kind, src.entry()) {
             (LineKind::Entry, Some(i)) => {
-                line.entry = Some(self.index.entries.len() as u32);
+                line.entry = self.index.entries.len() as u32;
                 let mut e = from.entries[i].clone();
                 e.line = line_no;
                 self.index.entries.push(e);
@@ -1006,7 +1058,10 @@ mod tests {
                 b.index.unparsable.push((n, body.to_vec()));
                 LineKind::Unparsable
             };
-            let entry = (kind == LineKind::Entry).then(|| b.index.entries.len() as u32 - 1);
+            let entry = match kind {
+                LineKind::Entry => b.index.entries.len() as u32 - 1,
+                _ => NO_ENTRY,
+            };
             b.index.lines.push(Line {
                 start: b.index.size,
                 len: raw.len() as u64,
@@ -1116,7 +1171,7 @@ mod tests {
         assert_eq!(idx.unparsable_line_numbers(), vec![5]);
         assert!(!idx.lines[4].terminated);
         let a = idx.entry_of_line(1).unwrap();
-        assert_eq!(&*a.image_blocks, &[1]);
+        assert_eq!(a.image_blocks(), &[1]);
         assert_eq!(a.parent, Parent::Null);
         let b = idx.entry_of_line(3).unwrap();
         assert!(b.silent);

@@ -82,7 +82,7 @@ pub fn pin_parents(
             } else if let Parent::Id(pid) = &parent {
                 // What a written id resolves to: the indexed entry it names, or the one the
                 // chain of kept links it names ends at.
-                tree.by_id.get(&**pid).and_then(|&j| {
+                tree.find(index, pid).and_then(|j| {
                     follow(&mut resolved, j, None, |j| {
                         if !kept(j) {
                             Step::Answer(None)
@@ -96,8 +96,8 @@ pub fn pin_parents(
                             }
                         } else {
                             match written(index, actions, j) {
-                                Parent::Id(next) => match tree.by_id.get(&*next) {
-                                    Some(&k) => Step::Next(k),
+                                Parent::Id(next) => match tree.find(index, &next) {
+                                    Some(k) => Step::Next(k),
                                     None => Step::Answer(None),
                                 },
                                 _ => Step::Answer(None),
@@ -132,7 +132,7 @@ fn written(index: &Index, actions: &[LineAction], i: usize) -> Parent {
 /// Where a walk up the original tree ends at entry `j`, which has no parent in the tree.
 fn end_of(index: &Index, tree: &Tree, j: usize) -> Above {
     match index.entries[j].parent.id() {
-        Some(pid) if !tree.by_id.contains_key(pid) => Above::Unknown,
+        Some(pid) if tree.find(index, pid).is_none() => Above::Unknown,
         _ => Above::Entry(None),
     }
 }

@@ -225,10 +225,10 @@ fn links_patch(index: &Index, tree: &Tree, removed: &BTreeSet<usize>, i: usize) 
         patch.parent = Some(nearest_kept(index, tree, removed, p));
     }
     if e.kind == EntryType::Compaction {
-        let literal = e.first_kept().and_then(|fk| tree.by_id.get(fk));
+        let literal = e.first_kept().and_then(|fk| tree.find(index, fk));
         let effective = tree::effective_first_kept(index, tree, i);
         let target = match (literal, effective) {
-            (Some(l), _) if removed.contains(l) => Some(*l),
+            (Some(l), _) if removed.contains(&l) => Some(l),
             (_, Some(eff)) if removed.contains(&eff) => Some(eff),
             _ => None,
         };
@@ -261,7 +261,7 @@ fn nearest_kept(
                 return entries[i]
                     .parent
                     .id()
-                    .filter(|pid| !tree.by_id.contains_key(*pid))
+                    .filter(|pid| tree.find(index, pid).is_none())
                     .map(str::to_owned);
             }
         }
@@ -623,7 +623,10 @@ mod tests {
         let index = Index::from_reader(text.as_bytes()).unwrap();
         let tree = Tree::build(&index);
         let edits = Edits {
-            remove: remove.iter().map(|id| tree.by_id[*id]).collect(),
+            remove: remove
+                .iter()
+                .map(|id| tree.find(&index, id).unwrap())
+                .collect(),
             ..Edits::default()
         };
         let resolved = resolve(&index, &tree, &edits).unwrap();
@@ -693,8 +696,8 @@ mod tests {
         let tree = Tree::build(&index);
         let placeholder = serde_json::json!({"type": "text", "text": "[image data removed]"});
         let edits = Edits {
-            remove: [tree.by_id["b"]].into(),
-            replace_blocks: [(tree.by_id["a"], vec![(0, placeholder)])].into(),
+            remove: [tree.find(&index, "b").unwrap()].into(),
+            replace_blocks: [(tree.find(&index, "a").unwrap(), vec![(0, placeholder)])].into(),
             ..Edits::default()
         };
         let resolved = resolve(&index, &tree, &edits).unwrap();
@@ -726,8 +729,8 @@ mod tests {
         let tree = Tree::build(&index);
         let placeholder = serde_json::json!({"type": "text", "text": "[image data removed]"});
         let edits = Edits {
-            remove: [tree.by_id["b"]].into(),
-            replace_blocks: [(tree.by_id["a"], vec![(2, placeholder)])].into(),
+            remove: [tree.find(&index, "b").unwrap()].into(),
+            replace_blocks: [(tree.find(&index, "a").unwrap(), vec![(2, placeholder)])].into(),
             ..Edits::default()
         };
         let resolved = resolve(&index, &tree, &edits).unwrap();

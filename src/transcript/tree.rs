@@ -26,15 +26,15 @@
 //! non-empty summary.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 
+use super::idtable::IdTable;
 use super::{Entry, EntryType, Index, LeafRecord, Parent, Role};
 
 /// Parent links over the entries of an [`Index`] (all positions are entry indices).
 #[derive(Debug, Clone)]
 pub struct Tree {
-    /// Entry index by id (first occurrence).
-    pub by_id: HashMap<Arc<str>, usize>,
+    /// Entry index by id (first occurrence); see [`Tree::find`].
+    by_id: IdTable,
     /// Ids that occur more than once.
     pub duplicate_ids: Vec<String>,
     /// Resolved parent of each entry ([`NONE`]: root, missing parent, or not a tree node);
@@ -102,20 +102,16 @@ impl Pairing {
 impl Tree {
     pub fn build(index: &Index) -> Tree {
         let n = index.entries.len();
-        let mut by_id: HashMap<Arc<str>, usize> = HashMap::with_capacity(n);
+        let mut by_id = IdTable::with_capacity(n);
         let mut duplicate_ids = Vec::new();
         for (i, e) in index.entries.iter().enumerate() {
-            if !is_node(e) {
-                continue;
-            }
-            let id = e.id.as_ref().expect("nodes have ids");
-            if by_id.contains_key(id) {
-                duplicate_ids.push(id.to_string());
-            } else {
-                by_id.insert(id.clone(), i);
+            if is_node(e) && !by_id.insert_first(&index.entries, i) {
+                duplicate_ids.push(e.id.as_deref().expect("nodes have ids").to_string());
             }
         }
-        let mut parent: Vec<Option<usize>> = vec![None; n];
+        // Resolved parents as the tree keeps them ([`NONE`]: none), filled in file order.
+        let mut parents: Vec<u32> = vec![NONE; n];
+        let pack = |p: Option<usize>| p.map_or(NONE, |p| p as u32);
         let mut dangling = Vec::new();
         let mut loader = Loader::default();
         let mut leaf_effects = HashMap::new();
@@ -134,30 +130,30 @@ impl Tree {
                 let seen = SoFar {
                     index,
                     by_id: &by_id,
-                    parent: &parent,
+                    parents: &parents,
                     rejected: &rejected_leaf_records,
                     before: i,
                 };
                 match seen.leaf_effect(record) {
                     Some(effect) => {
-                        parent[i] = effect.leaf;
+                        parents[i] = pack(effect.leaf);
                         loader.take_leaf_record(effect);
                         leaf_effects.insert(i, effect);
                     }
                     None => {
-                        parent[i] = e.parent.id().and_then(|p| {
+                        parents[i] = pack(e.parent.id().and_then(|p| {
                             seen.lookup(p).filter(|&j| seen.known(j) != Known::Unknown)
-                        });
+                        }));
                         rejected_leaf_records.insert(i);
                     }
                 }
                 continue;
             }
             if let Some(leaf) = loader.hangs_below(index, i, &e.parent) {
-                parent[i] = leaf;
+                parents[i] = pack(leaf);
             } else if let Parent::Id(pid) = &e.parent {
-                match by_id.get(&**pid) {
-                    Some(&p) => parent[i] = Some(p),
+                match by_id.get(&index.entries, pid) {
+                    Some(p) => parents[i] = pack(Some(p)),
                     None => dangling.push(i),
                 }
             }
@@ -166,24 +162,22 @@ impl Tree {
         let leaf = loader.leaf;
         // Children in compressed rows: count per parent, then fill in file order.
         let mut child_start = vec![0u32; n + 1];
-        for p in parent.iter().flatten() {
-            child_start[p + 1] += 1;
+        for &p in parents.iter().filter(|&&p| p != NONE) {
+            child_start[p as usize + 1] += 1;
         }
         for i in 0..n {
             child_start[i + 1] += child_start[i];
         }
         let mut fill: Vec<u32> = child_start[..n].to_vec();
         let mut child_list = vec![0u32; child_start[n] as usize];
-        for (i, p) in parent.iter().enumerate() {
-            if let Some(p) = *p {
+        for (i, &p) in parents.iter().enumerate() {
+            if p != NONE {
+                let p = p as usize;
                 child_list[fill[p] as usize] = i as u32;
                 fill[p] += 1;
             }
         }
-        let parents = parent
-            .iter()
-            .map(|p| p.map_or(NONE, |p| p as u32))
-            .collect();
+        drop(fill);
         let named_by_leaf_records = named_by_leaf_records(index, &by_id, &leaf_effects);
         Tree {
             by_id,
@@ -222,8 +216,18 @@ impl Tree {
     /// re-linking (`None`: absent, null, or not in the file). The runtime walks these when it
     /// looks for a stand-in for a compaction's unindexed `firstKeptEntryId`.
     pub fn written_parent(&self, index: &Index, i: usize) -> Option<usize> {
-        let id = index.entries[i].parent.id()?;
-        self.by_id.get(id).copied()
+        self.find(index, index.entries[i].parent.id()?)
+    }
+
+    /// The entry with this id (the first, when several have it). `index` is the index the
+    /// tree was built on.
+    pub fn find(&self, index: &Index, id: &str) -> Option<usize> {
+        self.by_id.get(&index.entries, id)
+    }
+
+    /// Every id of the tree with its entry (the first with it), in no particular order.
+    pub fn ids<'a>(&'a self, index: &'a Index) -> impl Iterator<Item = (&'a str, usize)> {
+        self.by_id.iter(&index.entries)
     }
 
     /// The children of entry `i`, in file order.
@@ -296,7 +300,7 @@ impl Tree {
 /// `appendParentId`, by `by_id`) or resolve to (`effects`): see [`Tree::named_by_leaf_record`].
 fn named_by_leaf_records(
     index: &Index,
-    by_id: &HashMap<Arc<str>, usize>,
+    by_id: &IdTable,
     effects: &HashMap<usize, LeafEffect>,
 ) -> HashSet<usize> {
     let mut named = HashSet::new();
@@ -309,7 +313,11 @@ fn named_by_leaf_records(
             record.target.as_deref(),
             record.append_parent.as_ref().and_then(|a| a.as_deref()),
         ];
-        named.extend(ids.into_iter().flatten().filter_map(|id| by_id.get(id)));
+        named.extend(
+            ids.into_iter()
+                .flatten()
+                .filter_map(|id| by_id.get(&index.entries, id)),
+        );
         if let Some(effect) = effects.get(&i) {
             named.extend(effect.leaf.into_iter().chain(effect.append));
         }
@@ -398,15 +406,15 @@ enum Known {
 /// there (`resolveOpaqueLeafControl`, `resolveCanonicalParentId`).
 struct SoFar<'a> {
     index: &'a Index,
-    by_id: &'a HashMap<Arc<str>, usize>,
-    parent: &'a [Option<usize>],
+    by_id: &'a IdTable,
+    parents: &'a [u32],
     rejected: &'a HashSet<usize>,
     before: usize,
 }
 
 impl SoFar<'_> {
     fn lookup(&self, id: &str) -> Option<usize> {
-        self.by_id.get(id).copied()
+        self.by_id.get(&self.index.entries, id)
     }
 
     fn known(&self, j: usize) -> Known {
@@ -439,7 +447,9 @@ impl SoFar<'_> {
         while let Some(c) = cur {
             match self.known(c) {
                 Known::Indexed => return Some(c),
-                Known::Opaque | Known::Rejected if seen.insert(c) => cur = self.parent[c],
+                Known::Opaque | Known::Rejected if seen.insert(c) => {
+                    cur = (self.parents[c] != NONE).then_some(self.parents[c] as usize)
+                }
                 _ => return None,
             }
         }
@@ -498,7 +508,7 @@ pub fn contributes(e: &Entry) -> bool {
 /// leaves it as it is, naming nothing on the path), or nothing qualifies.
 pub fn effective_first_kept(index: &Index, tree: &Tree, compaction: usize) -> Option<usize> {
     let id = index.entries[compaction].first_kept()?;
-    let start = tree.by_id.get(id).copied()?;
+    let start = tree.find(index, id)?;
     let indexed = |i: usize| index.entries[i].kind.is_runtime_indexed();
     let ancestor = nearest_indexed(index, tree, Some(start));
     let s = &index.entries[start];
@@ -565,10 +575,9 @@ fn nearest_indexed(index: &Index, tree: &Tree, from: Option<usize>) -> Option<us
 /// too, unless the id names a line only the runtime can parse, in which case it sees more.
 pub fn is_truncated(index: &Index, tree: &Tree, path: &[usize]) -> bool {
     path.first().is_some_and(|&root| {
-        index.entries[root]
-            .parent
-            .id()
-            .is_some_and(|pid| !tree.by_id.contains_key(pid) && index.mentioned_by_unparsable(pid))
+        index.entries[root].parent.id().is_some_and(|pid| {
+            tree.find(index, pid).is_none() && index.mentioned_by_unparsable(pid)
+        })
     })
 }
 
@@ -586,7 +595,7 @@ pub fn kept_across_unparsable(index: &Index, tree: &Tree) -> HashSet<usize> {
         if !is_truncated(index, tree, &path) {
             continue;
         }
-        let literal = e.first_kept().and_then(|id| tree.by_id.get(id).copied());
+        let literal = e.first_kept().and_then(|id| tree.find(index, id));
         let effective = effective_first_kept(index, tree, c);
         for k in literal.into_iter().chain(effective) {
             if !path.contains(&k) {
@@ -691,11 +700,11 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
         if e.is_role(&Role::Assistant) {
             close(&mut open, &answered, &mut p);
             answered.clear();
-            if !e.tool_calls.is_empty() && !e.error_or_aborted {
-                open = Some(&e.tool_calls);
+            if !e.tool_calls().is_empty() && !e.error_or_aborted {
+                open = Some(e.tool_calls());
             }
         } else if e.is_role(&Role::ToolResult) {
-            let Some(id) = e.tool_result_id.as_deref() else {
+            let Some(id) = e.tool_result_id() else {
                 p.orphans += 1;
                 continue;
             };

@@ -41,7 +41,12 @@ fn extending_a_tree_matches_building_it_whole() {
                 (tree.children(i).collect(), want.children(i).collect());
             assert_eq!(got, exp, "split {split}");
         }
-        assert_eq!(tree.by_id, want.by_id, "split {split}");
+        let ids = |t: &Tree, idx: &Index| {
+            t.ids(idx)
+                .map(|(id, i)| (id.to_owned(), i))
+                .collect::<std::collections::HashMap<_, _>>()
+        };
+        assert_eq!(ids(&tree, &grown), ids(&want, &whole), "split {split}");
         assert_eq!(tree.dangling, want.dangling, "split {split}");
         assert_eq!(tree.duplicate_ids, want.duplicate_ids, "split {split}");
         assert_eq!(tree.leaf, want.leaf, "split {split}");
@@ -89,7 +94,7 @@ fn first_kept_on_an_unknown_entry_stands_for_its_indexed_parent() {
     ]);
     let tree = Tree::build(&idx);
     let (ctx, _) = active_context(&idx, &tree);
-    let b = tree.by_id["b"];
+    let b = tree.find(&idx, "b").unwrap();
     assert_eq!(ctx[1], ContextItem::Entry(b));
     assert_eq!(ctx.len(), 3);
 }

@@ -71,7 +71,7 @@ pub fn validate(old: &Index, new: &Index, expect: &Expectation) -> Result<(), In
     let new = (new, &Tree::build(new));
     links_kept(old, new)?;
     leaf_kept(old, new, expect)?;
-    ids_as_expected(old.1, new.1, expect)?;
+    ids_as_expected(old, new, expect)?;
     if expect.check_context {
         context_kept(old, new, expect)?;
         cache_ttl_kept(old.0, new.0)?;
@@ -146,22 +146,25 @@ fn leaf_kept(
 }
 
 /// New ids = old ids - removed + appended (old and new ids are each unique by now).
-fn ids_as_expected(old_tree: &Tree, new_tree: &Tree, expect: &Expectation) -> Result<(), Invalid> {
+fn ids_as_expected(
+    (old, old_tree): Built<'_>,
+    (new, new_tree): Built<'_>,
+    expect: &Expectation,
+) -> Result<(), Invalid> {
     let appended: HashSet<&str> = expect.appended_ids.iter().map(|k| &**k).collect();
     let lost = old_tree
-        .by_id
-        .keys()
-        .map(|k| &**k)
-        .find(|id| !expect.removed_ids.contains(*id) && !new_tree.by_id.contains_key(*id))
+        .ids(old)
+        .map(|(id, _)| id)
+        .find(|id| !expect.removed_ids.contains(*id) && new_tree.find(new, id).is_none())
         .or_else(|| {
             appended
                 .iter()
                 .copied()
-                .find(|id| !new_tree.by_id.contains_key(*id))
+                .find(|id| new_tree.find(new, id).is_none())
         });
-    let extra = new_tree.by_id.keys().map(|k| &**k).find(|id| {
+    let extra = new_tree.ids(new).map(|(id, _)| id).find(|id| {
         !appended.contains(id)
-            && (expect.removed_ids.contains(*id) || !old_tree.by_id.contains_key(*id))
+            && (expect.removed_ids.contains(*id) || old_tree.find(old, id).is_none())
     });
     if lost.is_some() || extra.is_some() {
         return fail(format!(
@@ -187,33 +190,29 @@ fn context_kept(
             ContextItem::Entry(i) => (false, id_of(idx, i)),
         }
     }
-    let mut expected_ctx: Vec<(bool, &str)> = old_ctx
-        .iter()
-        .map(|c| key(old, c))
-        .filter(|(_, id)| !expect.removed_ids.contains(*id))
-        .collect();
-    if let (Some(first_kept), Some(id)) =
-        (&expect.compaction_keeps_from, expect.appended_ids.last())
-    {
-        let Some(at) = expected_ctx
+    // The expected context is walked, never collected: it is as long as the old one.
+    let kept = || {
+        old_ctx
             .iter()
-            .position(|(summary, e)| !summary && e == first_kept)
-        else {
-            return fail(format!(
-                "the appended compaction keeps from {first_kept}, which is not in the context"
-            ));
-        };
-        expected_ctx.drain(..at);
-        expected_ctx.insert(0, (true, id.as_str()));
-    }
-    if !new_ctx
-        .iter()
-        .map(|c| key(new, c))
-        .eq(expected_ctx.iter().copied())
-    {
+            .map(|c| key(old, c))
+            .filter(|(_, id)| !expect.removed_ids.contains(*id))
+    };
+    let (summary, from) = match (&expect.compaction_keeps_from, expect.appended_ids.last()) {
+        (Some(first_kept), Some(id)) => {
+            let Some(at) = kept().position(|(summary, e)| !summary && e == first_kept) else {
+                return fail(format!(
+                    "the appended compaction keeps from {first_kept}, which is not in the context"
+                ));
+            };
+            (Some((true, id.as_str())), at)
+        }
+        _ => (None, 0),
+    };
+    let expected = || summary.into_iter().chain(kept().skip(from));
+    if !new_ctx.iter().map(|c| key(new, c)).eq(expected()) {
         return fail(format!(
             "the rebuilt context differs: expected {} messages, got {}",
-            expected_ctx.len(),
+            expected().count(),
             new_ctx.len()
         ));
     }
