@@ -82,7 +82,7 @@ pub fn compaction(
         .active
         .last()
         .and_then(|&i| index.entries[i].id.as_deref());
-    let taken = |id: &str| tree.find(&index, id).is_some();
+    let taken = |id: &str| tree.find(index, id).is_some();
     Ok(Ok(plan::finish(
         decision,
         summary,
