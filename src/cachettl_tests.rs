@@ -213,7 +213,7 @@ fn every_planned_removal_passes_the_validator() {
             remove: p.remove.clone(),
             ..Default::default()
         };
-        let resolved = rewrite::resolve(&index, &tree, &edits).unwrap();
+        let resolved = rewrite::resolve(&index, &tree, edits.clone()).unwrap();
         let mut out = Vec::new();
         let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         let expect = validate::Expectation::removals(resolved.removed_ids.clone());

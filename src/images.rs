@@ -317,7 +317,7 @@ mod tests {
         let index = Index::from_reader(text.as_bytes()).unwrap();
         let tree = Tree::build(&index);
         let planned = planned(&index, &tree, keep).unwrap();
-        let resolved = rewrite::resolve(&index, &tree, &planned.edits).unwrap();
+        let resolved = rewrite::resolve(&index, &tree, planned.edits.clone()).unwrap();
         let mut out = Vec::new();
         let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         validate(

@@ -697,7 +697,7 @@ mod tests {
                 remove: p.remove.clone(),
                 ..Default::default()
             };
-            let resolved = rewrite::resolve(&index, &tree, &edits).unwrap();
+            let resolved = rewrite::resolve(&index, &tree, edits.clone()).unwrap();
             let mut out = Vec::new();
             let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
             let expect = validate::Expectation::removals(resolved.removed_ids.clone());
@@ -707,7 +707,7 @@ mod tests {
             for &(h, _) in &p.held_back {
                 let mut more = edits.clone();
                 more.remove.insert(h);
-                let resolved = rewrite::resolve(&index, &tree, &more).unwrap();
+                let resolved = rewrite::resolve(&index, &tree, more.clone()).unwrap();
                 let mut out = Vec::new();
                 let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
                 let expect = validate::Expectation::removals(resolved.removed_ids.clone());

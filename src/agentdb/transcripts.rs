@@ -354,7 +354,7 @@ fn plan_inner(
     let Some(edits) = job::ask(planner, &rows_read, &index, &tree, out)? else {
         return Ok(None);
     };
-    let resolved = job::resolve_counted(&index, &tree, &edits, out)?;
+    let resolved = job::resolve_counted(&index, &tree, edits, out)?;
     // Kept rows keep their stored bytes; a changed row is stored as text.
     let mut stored_after = 0u64;
     let (applied, again) = with_hashed_rows(conn, session_id, |r| {

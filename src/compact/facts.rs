@@ -160,33 +160,47 @@ pub fn scan(index: &Index, tree: &Tree, estimator: &Estimator) -> Result<Scan> {
     // The context as the runtime rebuilds it; entries that turn out to hold no message are
     // left out, as the runtime's context has none for them. Its estimate: the last usable
     // usage plus the messages after it, else the sum of all (`estimate::combine`).
-    let per = context_figures(index, tree, &active, estimator)?;
+    let (estimate, context_len) = context_figures(index, tree, &active, estimator)?;
     Ok(Scan {
-        context_tokens: combine(&per).tokens,
-        context_len: per.len(),
+        context_tokens: estimate.tokens,
+        context_len,
         active,
         facts,
     })
 }
 
-/// Each context message's estimate and usage, in context order.
+/// The estimate of the context's messages (each one's estimate and usage, in context order,
+/// combined as they come), and how many there are.
 fn context_figures(
     index: &Index,
     tree: &Tree,
     active: &[usize],
     estimator: &Estimator,
-) -> Result<Vec<(u64, Option<u64>)>> {
-    let mut per = Vec::new();
-    for item in tree::context_of(index, tree, active) {
-        let i = match item {
-            ContextItem::CompactionSummary(i) => i,
-            ContextItem::Entry(i) if index.entries[i].context => i,
-            ContextItem::Entry(_) => continue,
-        };
-        let t = tokens(index, estimator, i)?;
-        per.push((t.tokens, t.usage));
+) -> Result<(ContextEstimate, usize)> {
+    let mut failed = None;
+    let mut count = 0;
+    let figures = tree::context_of(index, tree, active)
+        .into_iter()
+        .filter_map(|item| match item {
+            ContextItem::CompactionSummary(i) => Some(i),
+            ContextItem::Entry(i) if index.entries[i].context => Some(i),
+            ContextItem::Entry(_) => None,
+        })
+        .map_while(|i| match tokens(index, estimator, i) {
+            Ok(t) => {
+                count += 1;
+                Some((t.tokens, t.usage))
+            }
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
+        });
+    let estimate = combine(figures);
+    match failed {
+        Some(e) => Err(e),
+        None => Ok((estimate, count)),
     }
-    Ok(per)
 }
 
 /// The runtime's context-token estimate of a transcript (as `Estimator::context_tokens` of
@@ -199,7 +213,7 @@ pub fn context_estimate(
 ) -> Result<ContextEstimate> {
     let active = tree.active_path();
     super::ensure_rooted(index, &active)?;
-    Ok(combine(&context_figures(index, tree, &active, estimator)?))
+    Ok(context_figures(index, tree, &active, estimator)?.0)
 }
 
 #[cfg(test)]

@@ -199,7 +199,7 @@ pub fn plan(
         .collect();
     let id = |p: usize| str_field(&path[p], "id").unwrap_or_default();
     let size = ContextSize {
-        tokens: estimate::combine(&per).tokens,
+        tokens: estimate::combine(per.iter().copied()).tokens,
         messages: per.len(),
     };
     let decision = decide(&facts, &ValueCalls(path), size, &id, settings)?;

@@ -248,11 +248,11 @@ impl Estimator {
 
     /// Estimated tokens of a whole context, using the last usable provider `usage`.
     pub fn context_tokens(&self, messages: &[Value]) -> ContextEstimate {
-        let per: Vec<(u64, Option<u64>)> = messages
-            .iter()
-            .map(|m| (self.message_tokens(m), message_usage(m)))
-            .collect();
-        combine(&per)
+        combine(
+            messages
+                .iter()
+                .map(|m| (self.message_tokens(m), message_usage(m))),
+        )
     }
 }
 
@@ -315,32 +315,32 @@ pub fn usage_of(
 }
 
 /// [`Estimator::context_tokens`] from per-message figures in context order: each message's
-/// estimate and [`message_usage`].
-pub fn combine(per_message: &[(u64, Option<u64>)]) -> ContextEstimate {
-    let last = per_message
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, (_, u))| u.map(|u| (i, u)));
+/// estimate and [`message_usage`]. Taken one at a time: a context can be as long as the file.
+pub fn combine(per_message: impl IntoIterator<Item = (u64, Option<u64>)>) -> ContextEstimate {
+    let (mut all, mut trailing, mut last) = (0u64, 0u64, None);
+    for (i, (tokens, usage)) in per_message.into_iter().enumerate() {
+        all += tokens;
+        match usage {
+            Some(u) => {
+                last = Some((i, u));
+                trailing = 0;
+            }
+            None => trailing += tokens,
+        }
+    }
     match last {
-        None => {
-            let sum = per_message.iter().map(|(t, _)| t).sum();
-            ContextEstimate {
-                tokens: sum,
-                usage_tokens: 0,
-                trailing_tokens: sum,
-                last_usage_index: None,
-            }
-        }
-        Some((i, usage_tokens)) => {
-            let trailing: u64 = per_message[i + 1..].iter().map(|(t, _)| t).sum();
-            ContextEstimate {
-                tokens: usage_tokens + trailing,
-                usage_tokens,
-                trailing_tokens: trailing,
-                last_usage_index: Some(i),
-            }
-        }
+        None => ContextEstimate {
+            tokens: all,
+            usage_tokens: 0,
+            trailing_tokens: all,
+            last_usage_index: None,
+        },
+        Some((i, usage_tokens)) => ContextEstimate {
+            tokens: usage_tokens + trailing,
+            usage_tokens,
+            trailing_tokens: trailing,
+            last_usage_index: Some(i),
+        },
     }
 }
 

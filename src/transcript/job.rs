@@ -288,7 +288,7 @@ fn prepare(
             .map_err(|e| Status::Refused(e.to_string().into()))?;
         return Ok(Some(Prepared::Append(index, appended)));
     }
-    let resolved = resolve_counted(&index, &tree, &edits, out)?;
+    let resolved = resolve_counted(&index, &tree, edits, out)?;
     Ok(Some(Prepared::Rewrite(index, resolved)))
 }
 
@@ -312,7 +312,7 @@ pub fn ask(
 pub fn resolve_counted(
     index: &Index,
     tree: &Tree,
-    edits: &Edits,
+    edits: Edits,
     out: &mut Outcome,
 ) -> Result<Resolved, Status> {
     let resolved = rewrite::resolve(index, tree, edits)
@@ -465,7 +465,7 @@ pub fn predict_sized(
     let Some(edits) = ask(planner, transcript, index, tree, out)? else {
         return Ok(());
     };
-    let resolved = resolve_counted(index, tree, &edits, out)?;
+    let resolved = resolve_counted(index, tree, edits, out)?;
     out.bytes_after = size_after(&resolved)?;
     out.status = Status::WouldChange;
     Ok(())

@@ -99,8 +99,9 @@ pub struct Resolved {
     pub appended_ids: Vec<String>,
 }
 
-/// Resolve `edits` into per-line actions.
-pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
+/// Resolve `edits` into per-line actions (taking its replacement blocks rather than copying
+/// them: a big transcript has thousands).
+pub fn resolve(index: &Index, tree: &Tree, mut edits: Edits) -> Result<Resolved> {
     let (removed, removed_ids) = removals(index, tree, &edits.remove)?;
     let mut actions = vec![LineAction::Keep; index.lines.len()];
     let mut blocks_replaced = 0;
@@ -111,9 +112,9 @@ pub fn resolve(index: &Index, tree: &Tree, edits: &Edits) -> Result<Resolved> {
             continue;
         }
         let mut patch = links_patch(index, tree, &removed, i)?;
-        if let Some(blocks) = edits.replace_blocks.get(&i) {
+        if let Some(blocks) = edits.replace_blocks.remove(&i) {
             blocks_replaced += blocks.len();
-            patch.blocks = blocks.clone();
+            patch.blocks = blocks;
         }
         if let Some(&n) = edits.scrub_media.get(&i) {
             media_refs_replaced += n as usize;
@@ -629,7 +630,7 @@ mod tests {
                 .collect(),
             ..Edits::default()
         };
-        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let resolved = resolve(&index, &tree, edits.clone()).unwrap();
         let mut out = Vec::new();
         let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         let expect = Expectation::removals(resolved.removed_ids.clone());
@@ -663,7 +664,7 @@ mod tests {
                 remove,
                 ..Edits::default()
             };
-            let Ok(resolved) = resolve(&index, &tree, &edits) else {
+            let Ok(resolved) = resolve(&index, &tree, edits.clone()) else {
                 continue;
             };
             let mut out = Vec::new();
@@ -700,7 +701,7 @@ mod tests {
             replace_blocks: [(tree.find(&index, "a").unwrap(), vec![(0, placeholder)])].into(),
             ..Edits::default()
         };
-        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let resolved = resolve(&index, &tree, edits.clone()).unwrap();
         let mut out = Vec::new();
         apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         assert_ne!(out.len(), text.len());
@@ -733,7 +734,7 @@ mod tests {
             replace_blocks: [(tree.find(&index, "a").unwrap(), vec![(2, placeholder)])].into(),
             ..Edits::default()
         };
-        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let resolved = resolve(&index, &tree, edits.clone()).unwrap();
         let mut out = Vec::new();
         apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         assert_eq!(predicted(&text, &index, &resolved), out.len() as u64);
@@ -879,7 +880,7 @@ mod append_tests {
             append: vec![c.clone()],
             ..Edits::default()
         };
-        let resolved = resolve(&index, &tree, &edits).unwrap();
+        let resolved = resolve(&index, &tree, edits.clone()).unwrap();
         let mut out = Vec::new();
         let applied = apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
         assert_eq!(
@@ -906,9 +907,9 @@ mod append_tests {
             append: vec![serde_json::json!({"type":"custom","id":"a"})],
             ..Edits::default()
         };
-        assert!(resolve(&index, &tree, &dup).is_err());
+        assert!(resolve(&index, &tree, dup.clone()).is_err());
         let torn = format!("{text}{{\"type\"");
         let ti = Index::from_reader(torn.as_bytes()).unwrap();
-        assert!(resolve(&ti, &Tree::build(&ti), &edits).is_err());
+        assert!(resolve(&ti, &Tree::build(&ti), edits.clone()).is_err());
     }
 }

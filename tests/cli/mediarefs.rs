@@ -261,7 +261,7 @@ fn stripped(text: &str) -> (String, Vec<Value>) {
     let index = Index::from_reader(text.as_bytes()).unwrap();
     let tree = Tree::build(&index);
     let planned = images::planned(&index, &tree, 3).unwrap();
-    let resolved = rewrite::resolve(&index, &tree, &planned.edits).unwrap();
+    let resolved = rewrite::resolve(&index, &tree, planned.edits.clone()).unwrap();
     let mut out = Vec::new();
     rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
     let out = String::from_utf8(out).unwrap();

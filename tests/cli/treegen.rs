@@ -271,7 +271,7 @@ pub fn check_edits(text: &[u8], index: &Index, tree: &Tree, edits: &Edits) -> Ve
     if !editable(index, tree) {
         return Verdict::NotEditable;
     }
-    let Ok(resolved) = rewrite::resolve(index, tree, edits) else {
+    let Ok(resolved) = rewrite::resolve(index, tree, edits.clone()) else {
         return Verdict::Refused;
     };
     let mut out = Vec::new();
