@@ -17,7 +17,8 @@ use super::estimate::{ContextEstimate, Estimator, combine};
 use crate::transcript::tree::{self, ContextItem, Tree};
 use crate::transcript::{Entry, EntryTokens, EntryType, Index, Role};
 
-/// The figures of one path entry (the pass keeps one per path entry).
+/// The figures of one path entry (the pass keeps one per path entry: 40 bytes, the rare
+/// `first_kept` boxed behind a thin pointer).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EntryFacts {
     /// Estimated tokens of its context message (for a compaction: of its summary message);
@@ -26,7 +27,7 @@ pub struct EntryFacts {
     /// The provider's context size when it is an assistant message with usable `usage`.
     pub usage: Option<u64>,
     /// A compaction's `firstKeptEntryId`, when it is a string.
-    pub first_kept: Option<Box<str>>,
+    pub first_kept: Option<Box<String>>,
     /// It puts a message in context (`message`, `custom_message`, `branch_summary` with a
     /// summary).
     pub context: bool,
@@ -36,6 +37,9 @@ pub struct EntryFacts {
     pub user_turn: bool,
 }
 
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<EntryFacts>() == 40);
+
 impl EntryFacts {
     /// The figures of an indexed entry and its token figures.
     pub fn from_index(e: &Entry, t: EntryTokens) -> EntryFacts {
@@ -43,7 +47,9 @@ impl EntryFacts {
         EntryFacts {
             tokens: t.tokens,
             usage: t.usage,
-            first_kept: compaction.then(|| e.first_kept().map(Box::from)).flatten(),
+            first_kept: compaction
+                .then(|| e.first_kept().map(|k| Box::new(k.to_owned())))
+                .flatten(),
             context: e.context,
             compaction,
             user_turn: e.is_role(&Role::User) && e.id.is_some(),
@@ -152,7 +158,7 @@ pub fn scan(index: &Index, tree: &Tree, estimator: &Estimator) -> Result<Scan> {
             if f.compaction {
                 f.first_kept = tree::effective_first_kept(index, tree, i)
                     .and_then(|k| index.entries[k].id.as_deref())
-                    .map(Box::from);
+                    .map(|k| Box::new(k.to_owned()));
             }
             Ok(f)
         })
