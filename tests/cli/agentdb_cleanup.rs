@@ -1014,6 +1014,19 @@ fn removals_sharing_a_transcript_are_deleted_together_as_the_release_deletes_the
     generated_case(7711);
 }
 
+#[test]
+fn an_entry_archived_in_place_rewrites_its_sessions_window_as_the_release_does() {
+    // Seeds 7620, 7801 and 7804 (2026.9.6): an entry archived in place (by the cap, or as a
+    // stale dashboard) shares its session id with another entry, from which the window was
+    // last written. The release writes the archived entry with its entry write, whose upsert
+    // gives the window the archived entry's projection (its update time, display name,
+    // parent, spawner, model and provenance) and keeps the window's owner; the window row,
+    // and so the WAL, differed when only the update time of a window the entry owns was set.
+    generated_case(7620);
+    generated_case(7801);
+    generated_case(7804);
+}
+
 /// The demo imported by 2026.9.6 with the demo config (a plan that archives, deletes and
 /// evicts).
 fn demo_env() -> Option<TestEnv> {

@@ -16,6 +16,7 @@ pub mod disk;
 pub mod plan;
 pub mod predict;
 pub mod removals;
+mod window;
 pub mod write;
 
 use std::collections::HashSet;

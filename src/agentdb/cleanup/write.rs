@@ -122,6 +122,7 @@ fn archive_in_place(
         return Ok(());
     }
     let present = columns(tx, "session_nodes")?;
+    let window_columns = columns(tx, "session_windows")?;
     let again: String = NODE_WRITE_COLUMNS
         .iter()
         .chain(&ENTRY_PROJECTIONS)
@@ -145,15 +146,8 @@ fn archive_in_place(
             "UPDATE session_nodes SET entry_valid = 1 WHERE session_key = ?1",
             [key],
         )?;
-        if let Some(sid) = e.get("sessionId").and_then(Value::as_str)
-            && let Some(updated) = e.get("updatedAt").and_then(Value::as_f64)
-        {
-            tx.execute(
-                "UPDATE session_windows SET updated_at = ?1, \
-                 transcript_observed_at = coalesce(transcript_updated_at, ?1) \
-                 WHERE session_id = ?2 AND session_key = ?3",
-                params![updated as i64, sid, key],
-            )?;
+        if let Some(updated) = e.get("updatedAt").and_then(Value::as_f64) {
+            super::window::write(tx, &window_columns, key, &e, updated)?;
         }
         clear_validation_pending(tx, key)?;
     }
@@ -401,7 +395,7 @@ pub(super) fn is_cold(conn: &Connection, sid: &str) -> Result<bool> {
         .is_some())
 }
 
-fn columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
+pub(super) fn columns(conn: &Connection, table: &str) -> Result<Vec<String>> {
     let mut stmt = conn.prepare("SELECT name FROM pragma_table_info(?1)")?;
     let cols = stmt
         .query_map([table], |r| r.get::<_, String>(0))?

@@ -1,0 +1,350 @@
+//! The session window an entry write leaves, as 2026.9.6's `writeSessionEntry` writes it for
+//! an entry archived in place: the window of the entry's `sessionId` (whichever key owns it)
+//! gets the entry's projection (`bindSessionRoot`, `bindSessionWindowEntryProjection`), its
+//! provenance merged with the stored one (`resolveSessionEntryProvenanceRow`), through the
+//! `retainWindow` upsert, which keeps the window's owner and creation time.
+//!
+//! Not reproduced: the conversation an entry with an external delivery names
+//! (`prepareSessionConversationForWrite`, which upserts `conversations` and
+//! `session_conversations`). For such an entry the window keeps its `primary_conversation_id`.
+
+use anyhow::Result;
+use rusqlite::types::Value as Sql;
+use rusqlite::{Connection, OptionalExtension, params_from_iter};
+use serde_json::Value;
+
+use crate::js::js_trim;
+
+/// `normalizeText`: a string that is not blank, trimmed.
+fn text(v: Option<&Value>) -> Option<String> {
+    let t = js_trim(v?.as_str()?);
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
+/// `finiteSqliteNumber`; numbers are bound as the runtime's SQLite binding binds them, as
+/// doubles (an integer column stores an integral one as an integer).
+fn finite(v: Option<&Value>) -> Sql {
+    v.and_then(Value::as_f64)
+        .filter(|f| f.is_finite())
+        .map_or(Sql::Null, Sql::Real)
+}
+
+fn opt(s: Option<String>) -> Sql {
+    s.map_or(Sql::Null, Sql::Text)
+}
+
+fn opt_str(s: Option<&str>) -> Sql {
+    opt(s.map(str::to_owned))
+}
+
+/// JavaScript truthiness.
+fn truthy(v: Option<&Value>) -> bool {
+    match v {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
+        Some(Value::String(s)) => !s.is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// `normalizeSessionRowChatType`.
+fn chat_type(e: &Value) -> Option<&str> {
+    e.get("chatType")
+        .and_then(Value::as_str)
+        .filter(|c| matches!(*c, "direct" | "group" | "channel"))
+}
+
+/// `resolveSqliteSessionScope`.
+fn scope(e: &Value, key: &str) -> &'static str {
+    let key = js_trim(key).to_lowercase();
+    match chat_type(e) {
+        Some("direct") if key == "main" || key.ends_with(":main") => "shared-main",
+        Some("group") => "group",
+        Some("channel") => "channel",
+        _ => "conversation",
+    }
+}
+
+/// `normalizeStatus`.
+fn status(e: &Value) -> Option<&str> {
+    match e.get("status").and_then(Value::as_str)? {
+        "interrupted" => Some("failed"),
+        s @ ("running" | "done" | "failed" | "killed" | "timeout") => Some(s),
+        _ => None,
+    }
+}
+
+/// The entry's `delivery` when it is external (`deliveryContextFromSession` and its kin).
+fn external(e: &Value) -> Option<&Value> {
+    e.get("delivery")
+        .filter(|d| d.get("kind").and_then(Value::as_str) == Some("external"))
+}
+
+/// `resolveSqliteSessionChannel`: the delivery context's channel, else its origin's provider.
+fn channel(e: &Value) -> Option<String> {
+    let d = external(e)?;
+    let from_context = d.get("context").and_then(|c| c.get("channel"));
+    match from_context.filter(|c| !c.is_null()) {
+        Some(c) => text(Some(c)),
+        None => text(d.get("origin").and_then(|o| o.get("provider"))),
+    }
+}
+
+/// `bindSessionEntryProvenance`'s hook source.
+fn hook_source(e: &Value) -> Option<&'static str> {
+    match e.get("hookExternalContentSource").and_then(Value::as_str)? {
+        "email" | "webhook" => Some("webhook"),
+        "gmail" => Some("gmail"),
+        _ => None,
+    }
+}
+
+/// The columns the `retainWindow` upsert sets on a conflict, in its order.
+const RETAINED: [&str; 23] = [
+    "previous_session_id",
+    "reason",
+    "session_scope",
+    "transcript_observed_at",
+    "session_entry_provenance",
+    "acp_owned",
+    "plugin_owner_id",
+    "hook_external_content_source",
+    "updated_at",
+    "started_at",
+    "ended_at",
+    "status",
+    "chat_type",
+    "channel",
+    "account_id",
+    "primary_conversation_id",
+    "model_provider",
+    "model",
+    "agent_harness_id",
+    "parent_session_key",
+    "spawned_by",
+    "display_name",
+    "session_key",
+];
+
+/// Write the window of `e` (written under `key`, its `updatedAt` being `updated_at`) as the
+/// runtime's entry write does, in the caller's transaction. `present` are the columns of
+/// `session_windows`; the row sets those of them it knows.
+pub(super) fn write(
+    tx: &Connection,
+    present: &[String],
+    key: &str,
+    e: &Value,
+    updated_at: f64,
+) -> Result<()> {
+    let Some(sid) = e.get("sessionId").and_then(Value::as_str) else {
+        return Ok(());
+    };
+    let stored: Option<(
+        Option<i64>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    )> = tx
+        .query_row(
+            "SELECT session_entry_provenance, acp_owned, plugin_owner_id, \
+             hook_external_content_source, primary_conversation_id \
+             FROM session_windows WHERE session_id = ?1",
+            [sid],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .optional()?;
+    // `bindSessionEntryProvenance`, then merged with the stored provenance: a window the
+    // runtime did not create from an entry stays so (the entry keeps its session id).
+    let mut provenance = 1i64;
+    let mut acp = i64::from(truthy(e.get("acp")));
+    let mut plugin = text(e.get("pluginOwnerId"));
+    let mut hook = hook_source(e).map(str::to_owned);
+    match &stored {
+        Some((Some(0), ..)) => {
+            provenance = 0;
+            acp = 0;
+            plugin = None;
+            hook = None;
+        }
+        Some((Some(1), stored_acp, stored_plugin, stored_hook, _)) => {
+            if *stored_acp == Some(1) {
+                acp = 1;
+            }
+            plugin = plugin.or_else(|| stored_plugin.clone());
+            hook = hook.or_else(|| stored_hook.clone());
+        }
+        _ => {}
+    }
+    let conversation = match (external(e), &stored) {
+        (Some(_), Some((.., kept))) => opt(kept.clone()),
+        _ => Sql::Null,
+    };
+    let display_name = ["displayName", "label", "subject", "groupId"]
+        .iter()
+        .find_map(|k| text(e.get(*k)));
+    let created_at = ["sessionStartedAt", "startedAt", "updatedAt"]
+        .iter()
+        .filter_map(|k| e.get(*k).and_then(Value::as_f64))
+        .find(|f| f.is_finite() && *f >= 0.0)
+        .unwrap_or(updated_at);
+    let row: Vec<(&str, Sql)> = vec![
+        ("session_id", Sql::Text(sid.to_owned())),
+        ("session_key", Sql::Text(key.to_owned())),
+        ("reason", Sql::Null),
+        ("created_at", Sql::Real(created_at)),
+        ("updated_at", Sql::Real(updated_at)),
+        ("session_entry_provenance", Sql::Integer(provenance)),
+        ("acp_owned", Sql::Integer(acp)),
+        ("plugin_owner_id", opt(plugin)),
+        ("hook_external_content_source", opt(hook)),
+        ("previous_session_id", opt(text(e.get("previousSessionId")))),
+        ("session_scope", Sql::Text(scope(e, key).to_owned())),
+        ("started_at", finite(e.get("startedAt"))),
+        ("ended_at", finite(e.get("endedAt"))),
+        ("status", opt_str(status(e))),
+        ("chat_type", opt_str(chat_type(e))),
+        ("channel", opt(channel(e))),
+        (
+            "account_id",
+            opt(text(
+                external(e).and_then(|d| d.get("context")?.get("accountId")),
+            )),
+        ),
+        ("model_provider", opt(text(e.get("modelProvider")))),
+        ("model", opt(text(e.get("model")))),
+        ("agent_harness_id", opt(text(e.get("agentHarnessId")))),
+        ("parent_session_key", opt(text(e.get("parentSessionKey")))),
+        ("spawned_by", opt(text(e.get("spawnedBy")))),
+        ("display_name", opt(display_name)),
+        ("primary_conversation_id", conversation),
+    ];
+    // The observed transcript time is the stored transcript's, else the entry's.
+    let has = |c: &str| present.iter().any(|p| p == c);
+    let row: Vec<(&str, Sql)> = row.into_iter().filter(|(c, _)| has(c)).collect();
+    let observed = has("transcript_observed_at");
+    let mut columns: Vec<&str> = row.iter().map(|(c, _)| *c).collect();
+    let mut values: Vec<String> = (1..=row.len()).map(|n| format!("?{n}")).collect();
+    if observed {
+        columns.push("transcript_observed_at");
+        values.push(format!(
+            "coalesce((SELECT transcript_updated_at FROM session_windows WHERE session_id = ?1), ?{})",
+            row.iter().position(|(c, _)| *c == "updated_at").unwrap_or(0) + 1
+        ));
+    }
+    // Retained: the owner stays (the `session_key` of the conflict row is not set).
+    let set: Vec<String> = RETAINED
+        .iter()
+        .filter(|c| **c != "session_key" && columns.contains(c))
+        .map(|c| format!("{c} = excluded.{c}"))
+        .collect();
+    let sql = format!(
+        "INSERT INTO session_windows ({}) VALUES ({}) ON CONFLICT(session_id) DO UPDATE SET {}",
+        columns.join(", "),
+        values.join(", "),
+        set.join(", ")
+    );
+    tx.execute(&sql, params_from_iter(row.into_iter().map(|(_, v)| v)))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_projection_normalizes_as_the_release_does() {
+        let e = json!({"chatType": "direct"});
+        assert_eq!(scope(&e, " Agent:Main:MAIN "), "shared-main");
+        assert_eq!(scope(&e, "agent:main:telegram:direct:1"), "conversation");
+        assert_eq!(scope(&json!({"chatType": "group"}), "main"), "group");
+        assert_eq!(scope(&json!({"chatType": "Group"}), "main"), "conversation");
+        assert_eq!(status(&json!({"status": "interrupted"})), Some("failed"));
+        assert_eq!(status(&json!({"status": "paused"})), None);
+        assert_eq!(text(Some(&json!("\u{feff} x \n"))), Some("x".into()));
+        assert_eq!(text(Some(&json!("  "))), None);
+        assert_eq!(text(Some(&json!(7))), None);
+        assert!(!truthy(Some(&json!(0))) && !truthy(Some(&json!(""))) && !truthy(None));
+        assert!(truthy(Some(&json!({}))) && truthy(Some(&json!("0"))));
+        assert!(matches!(finite(Some(&json!(1.5))), Sql::Real(f) if f == 1.5));
+        assert!(matches!(finite(Some(&json!("1"))), Sql::Null));
+    }
+
+    #[test]
+    fn the_channel_is_the_contexts_else_the_origins_of_an_external_delivery() {
+        let ext = |d: Value| json!({"delivery": d});
+        let both = ext(
+            json!({"kind": "external", "context": {"channel": " slack "},
+            "origin": {"provider": "telegram"}}),
+        );
+        assert_eq!(channel(&both).as_deref(), Some("slack"));
+        let null = ext(json!({"kind": "external", "context": {"channel": null},
+            "origin": {"provider": "telegram"}}));
+        assert_eq!(channel(&null).as_deref(), Some("telegram"));
+        // An empty channel is not absent: it is read, and normalizes to none.
+        let empty = ext(json!({"kind": "external", "context": {"channel": ""},
+            "origin": {"provider": "telegram"}}));
+        assert_eq!(channel(&empty), None);
+        let none = ext(json!({"kind": "none", "context": {"channel": "slack"}}));
+        assert_eq!(channel(&none), None);
+    }
+
+    /// The row the window `s1` gets when `e` is archived in place under the key `archived`,
+    /// over a stored window owned by `owner` with `stored_provenance`.
+    fn written(stored_provenance: i64, e: Value) -> (String, String, i64, i64, Option<String>) {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE session_windows (session_id TEXT PRIMARY KEY, session_key TEXT,
+               reason TEXT, created_at INTEGER, updated_at INTEGER,
+               session_entry_provenance INTEGER, acp_owned INTEGER, plugin_owner_id TEXT,
+               hook_external_content_source TEXT, previous_session_id TEXT, session_scope TEXT,
+               started_at INTEGER, ended_at INTEGER, status TEXT, chat_type TEXT, channel TEXT,
+               account_id TEXT, model_provider TEXT, model TEXT, agent_harness_id TEXT,
+               parent_session_key TEXT, spawned_by TEXT, display_name TEXT,
+               primary_conversation_id TEXT, transcript_observed_at INTEGER,
+               transcript_updated_at INTEGER);",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO session_windows (session_id, session_key, created_at, updated_at,
+               session_entry_provenance, acp_owned, plugin_owner_id, display_name,
+               transcript_updated_at)
+             VALUES ('s1', 'owner', 5, 10, ?1, 1, 'stored-plugin', 'old', 7)",
+            [stored_provenance],
+        )
+        .unwrap();
+        let present = crate::agentdb::cleanup::write::columns(&conn, "session_windows").unwrap();
+        write(&conn, &present, "archived", &e, 99.0).unwrap();
+        conn.query_row(
+            "SELECT session_key, display_name, updated_at, acp_owned, plugin_owner_id
+             FROM session_windows WHERE session_id = 's1'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_window_takes_the_entrys_projection_and_keeps_its_owner_and_provenance() {
+        let e = json!({"sessionId": "s1", "label": " Archived ", "acp": false});
+        // An entry-made window: the stored ACP ownership and plugin owner stay.
+        assert_eq!(
+            written(1, e.clone()),
+            (
+                "owner".into(),
+                "Archived".into(),
+                99,
+                1,
+                Some("stored-plugin".into())
+            )
+        );
+        // A window the runtime made otherwise keeps no provenance of the entry.
+        assert_eq!(
+            written(0, e),
+            ("owner".into(), "Archived".into(), 99, 0, None)
+        );
+    }
+}
