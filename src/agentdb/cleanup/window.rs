@@ -100,8 +100,18 @@ fn hook_source(e: &Value) -> Option<&'static str> {
     }
 }
 
-/// The columns the `retainWindow` upsert sets on a conflict, in its order.
-const RETAINED: [&str; 23] = [
+/// What an entry write reads of the window it writes.
+struct Stored {
+    provenance: Option<i64>,
+    acp: Option<i64>,
+    plugin: Option<String>,
+    hook: Option<String>,
+    conversation: Option<String>,
+}
+
+/// The columns the `retainWindow` upsert sets on a conflict, in its order: all it inserts
+/// but the owner (`session_key`), `session_id` and `created_at`.
+const RETAINED: [&str; 22] = [
     "previous_session_id",
     "reason",
     "session_scope",
@@ -124,7 +134,6 @@ const RETAINED: [&str; 23] = [
     "parent_session_key",
     "spawned_by",
     "display_name",
-    "session_key",
 ];
 
 /// Write the window of `e` (written under `key`, its `updatedAt` being `updated_at`) as the
@@ -140,19 +149,21 @@ pub(super) fn write(
     let Some(sid) = e.get("sessionId").and_then(Value::as_str) else {
         return Ok(());
     };
-    let stored: Option<(
-        Option<i64>,
-        Option<i64>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    )> = tx
+    let stored = tx
         .query_row(
             "SELECT session_entry_provenance, acp_owned, plugin_owner_id, \
              hook_external_content_source, primary_conversation_id \
              FROM session_windows WHERE session_id = ?1",
             [sid],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| {
+                Ok(Stored {
+                    provenance: r.get(0)?,
+                    acp: r.get(1)?,
+                    plugin: r.get(2)?,
+                    hook: r.get(3)?,
+                    conversation: r.get(4)?,
+                })
+            },
         )
         .optional()?;
     // `bindSessionEntryProvenance`, then merged with the stored provenance: a window the
@@ -162,23 +173,23 @@ pub(super) fn write(
     let mut plugin = text(e.get("pluginOwnerId"));
     let mut hook = hook_source(e).map(str::to_owned);
     match &stored {
-        Some((Some(0), ..)) => {
+        Some(w) if w.provenance == Some(0) => {
             provenance = 0;
             acp = 0;
             plugin = None;
             hook = None;
         }
-        Some((Some(1), stored_acp, stored_plugin, stored_hook, _)) => {
-            if *stored_acp == Some(1) {
+        Some(w) if w.provenance == Some(1) => {
+            if w.acp == Some(1) {
                 acp = 1;
             }
-            plugin = plugin.or_else(|| stored_plugin.clone());
-            hook = hook.or_else(|| stored_hook.clone());
+            plugin = plugin.or_else(|| w.plugin.clone());
+            hook = hook.or_else(|| w.hook.clone());
         }
         _ => {}
     }
     let conversation = match (external(e), &stored) {
-        (Some(_), Some((.., kept))) => opt(kept.clone()),
+        (Some(_), Some(w)) => opt(w.conversation.clone()),
         _ => Sql::Null,
     };
     let display_name = ["displayName", "label", "subject", "groupId"]
@@ -233,10 +244,9 @@ pub(super) fn write(
             row.iter().position(|(c, _)| *c == "updated_at").unwrap_or(0) + 1
         ));
     }
-    // Retained: the owner stays (the `session_key` of the conflict row is not set).
     let set: Vec<String> = RETAINED
         .iter()
-        .filter(|c| **c != "session_key" && columns.contains(c))
+        .filter(|c| columns.contains(c))
         .map(|c| format!("{c} = excluded.{c}"))
         .collect();
     let sql = format!(
