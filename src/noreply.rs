@@ -397,7 +397,7 @@ fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
     let context: Vec<usize> = tree::context_of(index, tree, &tree.active_path())
         .into_iter()
         .filter_map(|c| match c {
-            ContextItem::Entry(i) => Some(i),
+            ContextItem::Entry(i) => Some(i as usize),
             ContextItem::CompactionSummary(_) => None,
         })
         .collect();
@@ -406,7 +406,7 @@ fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
             .iter()
             .zip(removed)
             .filter(|(_, r)| !**r)
-            .map(|(&i, _)| ContextItem::Entry(i))
+            .map(|(&i, _)| ContextItem::Entry(i as u32))
             .collect()
     };
     let mut removed = vec![false; context.len()];

@@ -188,8 +188,8 @@ fn context_figures(
     let figures = tree::context_of(index, tree, active)
         .into_iter()
         .filter_map(|item| match item {
-            ContextItem::CompactionSummary(i) => Some(i),
-            ContextItem::Entry(i) if index.entries[i].context => Some(i),
+            ContextItem::CompactionSummary(_) => Some(item.at()),
+            ContextItem::Entry(_) if index.entries[item.at()].context => Some(item.at()),
             ContextItem::Entry(_) => None,
         })
         .map_while(|i| match tokens(index, estimator, i) {

@@ -50,7 +50,7 @@ use anyhow::Result;
 use serde_json::{Value, json};
 
 use crate::transcript::Index;
-use crate::transcript::tree::{self, ContextItem, Tree};
+use crate::transcript::tree::{self, Tree};
 
 /// The active path must start at a root: a first entry with a `parentId` names a line this
 /// tool could not read (or one that is missing).
@@ -76,12 +76,7 @@ pub fn context_of(
     let pos: HashMap<usize, usize> = active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
     tree::context_of(index, tree, active)
         .into_iter()
-        .filter_map(|item| {
-            let i = match item {
-                ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i,
-            };
-            context_message(&path_values[pos[&i]]).map(|c| c.into_owned())
-        })
+        .filter_map(|item| context_message(&path_values[pos[&item.at()]]).map(|c| c.into_owned()))
         .collect()
 }
 

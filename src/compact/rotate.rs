@@ -130,7 +130,7 @@ fn verify(index: &Index, compaction_id: &str, kept_tail: &[String]) -> Result<()
     let ids: Vec<&str> = ctx
         .iter()
         .filter_map(|c| match *c {
-            ContextItem::Entry(i) => index.entries[i].id.as_deref(),
+            ContextItem::Entry(i) => index.entries[i as usize].id.as_deref(),
             ContextItem::CompactionSummary(_) => None,
         })
         .collect();

@@ -144,15 +144,16 @@ pub fn prepare(
     }
     if let Some(first_kept) = keeps_from {
         let Some(at) = old_ctx.iter().position(|c| {
-            matches!(c, ContextItem::Entry(i) if index.entries[*i].id.as_deref() == Some(first_kept))
+            matches!(c, ContextItem::Entry(_) if index.entries[c.at()].id.as_deref() == Some(first_kept))
         }) else {
             return fail(format!(
                 "the appended compaction keeps from {first_kept}, which is not in the context"
             ));
         };
-        let expected: Vec<ContextItem> = std::iter::once(ContextItem::CompactionSummary(last))
-            .chain(old_ctx[at..].iter().copied())
-            .collect();
+        let expected: Vec<ContextItem> =
+            std::iter::once(ContextItem::CompactionSummary(last as u32))
+                .chain(old_ctx[at..].iter().copied())
+                .collect();
         let got = tree::context_of(&index, tree, &tree.active_path());
         if got != expected {
             return fail(format!(

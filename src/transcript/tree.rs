@@ -70,13 +70,23 @@ pub struct LeafEffect {
 /// No parent, in [`Tree`]'s compact parent table.
 const NONE: u32 = u32::MAX;
 
-/// One element of the rebuilt context.
+/// One element of the rebuilt context (entry positions are `u32`, as in [`Tree`]: a context
+/// is as long as the file; see [`ContextItem::at`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ContextItem {
     /// The summary message of the compaction entry at this index.
-    CompactionSummary(usize),
+    CompactionSummary(u32),
     /// The message of the entry at this index.
-    Entry(usize),
+    Entry(u32),
+}
+
+impl ContextItem {
+    /// The entry this item comes from.
+    pub fn at(self) -> usize {
+        match self {
+            ContextItem::CompactionSummary(i) | ContextItem::Entry(i) => i as usize,
+        }
+    }
 }
 
 /// Tool call / result pairing problems the runtime would repair at replay time.
@@ -652,12 +662,12 @@ pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem
         out.extend(
             path.iter()
                 .filter(|&&i| contributes(&entries[i]))
-                .map(|&i| ContextItem::Entry(i)),
+                .map(|&i| ContextItem::Entry(i as u32)),
         );
         return out;
     };
     let c = path[cpos];
-    out.push(ContextItem::CompactionSummary(c));
+    out.push(ContextItem::CompactionSummary(c as u32));
     let first_kept = effective_first_kept(index, tree, c);
     let mut found = false;
     for &i in &path[..cpos] {
@@ -665,14 +675,14 @@ pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem
             found = true;
         }
         if found && contributes(&entries[i]) {
-            out.push(ContextItem::Entry(i));
+            out.push(ContextItem::Entry(i as u32));
         }
     }
     out.extend(
         path[cpos + 1..]
             .iter()
             .filter(|&&i| contributes(&entries[i]))
-            .map(|&i| ContextItem::Entry(i)),
+            .map(|&i| ContextItem::Entry(i as u32)),
     );
     out
 }
@@ -696,7 +706,7 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
         let ContextItem::Entry(i) = *item else {
             continue;
         };
-        let e = &index.entries[i];
+        let e = &index.entries[i as usize];
         if e.is_role(&Role::Assistant) {
             close(&mut open, &answered, &mut p);
             answered.clear();

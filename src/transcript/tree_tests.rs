@@ -73,10 +73,10 @@ fn context_honours_the_last_compaction_and_first_kept() {
     let ids: Vec<_> = ctx
         .iter()
         .map(|c| match c {
-            ContextItem::CompactionSummary(i) => {
-                format!("C{}", idx.entries[*i].id.as_ref().unwrap())
+            ContextItem::CompactionSummary(_) => {
+                format!("C{}", idx.entries[c.at()].id.as_ref().unwrap())
             }
-            ContextItem::Entry(i) => idx.entries[*i].id.as_deref().unwrap().to_owned(),
+            ContextItem::Entry(_) => idx.entries[c.at()].id.as_deref().unwrap().to_owned(),
         })
         .collect();
     assert_eq!(ids, ["Cc", "b", "e"]);
@@ -95,7 +95,7 @@ fn first_kept_on_an_unknown_entry_stands_for_its_indexed_parent() {
     let tree = Tree::build(&idx);
     let (ctx, _) = active_context(&idx, &tree);
     let b = tree.find(&idx, "b").unwrap();
-    assert_eq!(ctx[1], ContextItem::Entry(b));
+    assert_eq!(ctx[1], ContextItem::Entry(b as u32));
     assert_eq!(ctx.len(), 3);
 }
 
@@ -127,10 +127,10 @@ fn context_ids(lines: &[&str]) -> Vec<String> {
     let (ctx, _) = active_context(&idx, &tree);
     ctx.iter()
         .map(|c| match c {
-            ContextItem::CompactionSummary(i) => {
-                format!("C{}", idx.entries[*i].id.as_ref().unwrap())
+            ContextItem::CompactionSummary(_) => {
+                format!("C{}", idx.entries[c.at()].id.as_ref().unwrap())
             }
-            ContextItem::Entry(i) => idx.entries[*i].id.as_deref().unwrap().to_owned(),
+            ContextItem::Entry(_) => idx.entries[c.at()].id.as_deref().unwrap().to_owned(),
         })
         .collect()
 }

@@ -186,8 +186,8 @@ fn context_kept(
     let (new_ctx, new_pairing) = tree::active_context(new, new_tree);
     fn key<'a>(idx: &'a Index, c: &ContextItem) -> (bool, &'a str) {
         match *c {
-            ContextItem::CompactionSummary(i) => (true, id_of(idx, i)),
-            ContextItem::Entry(i) => (false, id_of(idx, i)),
+            ContextItem::CompactionSummary(_) => (true, id_of(idx, c.at())),
+            ContextItem::Entry(_) => (false, id_of(idx, c.at())),
         }
     }
     // The expected context is walked, never collected: it is as long as the old one.

@@ -745,10 +745,10 @@ fn an_appended_compaction_row_is_loaded_as_the_summary_and_the_kept_tail() {
                 e.kind == EntryType::Message && e.role == Some(Role::User)
             };
             // Keep from the last user message but one of the context (or its only one).
-            let users: Vec<&usize> = context
+            let users: Vec<usize> = context
                 .iter()
                 .filter_map(|c| match c {
-                    ContextItem::Entry(i) => Some(i),
+                    ContextItem::Entry(_) => Some(c.at()),
                     ContextItem::CompactionSummary(_) => None,
                 })
                 .filter(|i| user(i))
@@ -760,7 +760,7 @@ fn an_appended_compaction_row_is_loaded_as_the_summary_and_the_kept_tail() {
                 "parentId": index.entries[leaf].id.as_deref(),
                 "timestamp": "2026-03-05T00:00:00.000Z",
                 "summary": "clawkeeper test summary",
-                "firstKeptEntryId": index.entries[*kept].id.as_deref(),
+                "firstKeptEntryId": index.entries[kept].id.as_deref(),
                 "tokensBefore": 1234,
             });
             let mut planned = Planned::default();

@@ -163,8 +163,8 @@ fn ours(bytes: &[u8]) -> View {
     let context = tree::context_of(&index, &tree, &path)
         .into_iter()
         .map(|c| match c {
-            ContextItem::Entry(i) => id(i),
-            ContextItem::CompactionSummary(i) => format!("summary:{}", id(i)),
+            ContextItem::Entry(_) => id(c.at()),
+            ContextItem::CompactionSummary(_) => format!("summary:{}", id(c.at())),
         })
         .collect();
     View {

@@ -444,7 +444,7 @@ fn write_successor(
     let kept_tail: Vec<String> = tree::context_of(&index, &tree, &scan.active)
         .into_iter()
         .filter_map(|item| match item {
-            ContextItem::Entry(i) => index.entries[i].id.as_deref().map(str::to_owned),
+            ContextItem::Entry(i) => index.entries[i as usize].id.as_deref().map(str::to_owned),
             ContextItem::CompactionSummary(_) => None,
         })
         .skip_while(|id| *id != c.cut.first_kept_id)
