@@ -381,10 +381,10 @@ impl Entry {
             if role == Role::Assistant {
                 e.silent = !e.error_or_aborted && noreply::is_silent_content(&m.content);
             }
-            if role == Role::ToolResult {
-                if let Some(id) = m.tool_result_id.as_deref() {
-                    found.calls = Calls::Answers(Box::from(id));
-                }
+            if role == Role::ToolResult
+                && let Some(id) = m.tool_result_id.as_deref()
+            {
+                found.calls = Calls::Answers(Box::from(id));
             }
             if !found.image_blocks.is_empty() || !matches!(found.calls, Calls::None) {
                 e.blocks = Some(std::sync::Arc::new(found));
