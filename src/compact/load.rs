@@ -68,7 +68,7 @@ pub fn compaction(
     let mut builder = SummaryBuilder::default();
     for &p in &decision.summarized {
         let parse = |b: &[u8]| pruned::parse(b, &pruned::SUMMARY);
-        builder.push(&reader.read_with(index, scan.active[p], parse)?);
+        builder.push(&reader.read_with(index, scan.active[p as usize], parse)?);
     }
     let generator = format!("{TOOL} {}", settings.version);
     let summary = summary::finish(
@@ -115,7 +115,7 @@ pub fn write_request(
     let mut first = true;
     for &p in &c.summarized {
         let v: Value = reader
-            .read(index, active[p])
+            .read(index, active[p as usize])
             .map_err(|e| io::Error::other(format!("{e:#}")))?;
         let Some(m) = context_message(&v) else {
             continue;

@@ -40,8 +40,9 @@ pub struct Compaction {
     pub tokens_before: u64,
     pub summary: Summary,
     pub entry: CompactionEntry,
-    /// Path positions of the summarised context entries (what `--summarizer` is sent).
-    pub summarized: Vec<usize>,
+    /// Path positions of the summarised context entries (what `--summarizer` is sent); `u32`,
+    /// as they can be most of a long path.
+    pub summarized: Vec<u32>,
     /// The previous compaction's summary, if one is folded in.
     pub previous_summary: Option<String>,
 }
@@ -92,8 +93,9 @@ impl std::fmt::Display for Leave {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
     pub cut: Cut,
-    /// Path positions of the context entries to summarise, in order.
-    pub summarized: Vec<usize>,
+    /// Path positions of the context entries to summarise, in order (see
+    /// [`Compaction::summarized`]).
+    pub summarized: Vec<u32>,
     pub tokens_before: u64,
 }
 
@@ -133,7 +135,7 @@ pub fn decide<'a>(
     let cut =
         cut::find_cut_in(facts, calls, id, settings.keep_recent_tokens).map_err(Leave::Skip)?;
     Ok(Decision {
-        summarized: cut.summarized_positions(facts).collect(),
+        summarized: cut.summarized_positions(facts).map(|p| p as u32).collect(),
         cut,
         tokens_before,
     })
@@ -210,7 +212,11 @@ pub fn plan(
     .unwrap_or_default();
     let generator = format!("{TOOL} {}", settings.version);
     let summary = summary::build(&SummaryInput {
-        entries: decision.summarized.iter().map(|&i| &path[i]).collect(),
+        entries: decision
+            .summarized
+            .iter()
+            .map(|&i| &path[i as usize])
+            .collect(),
         previous,
         framing_before: framing_before.and_then(|p| path[p].get("message")),
         generator: &generator,

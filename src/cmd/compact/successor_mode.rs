@@ -441,7 +441,10 @@ fn write_successor(
     scan: facts::Scan,
     c: &Compaction,
 ) -> Result<rotate::Rotated, Status> {
-    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &scan.active)
+    // The path's figures are done with: gone before the context is rebuilt.
+    let mut branch = scan.active;
+    drop(scan.facts);
+    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &branch)
         .into_iter()
         .filter_map(|item| match item {
             ContextItem::Entry(i) => index.entries[i as usize].id.as_deref().map(str::to_owned),
@@ -449,8 +452,6 @@ fn write_successor(
         })
         .skip_while(|id| *id != c.cut.first_kept_id)
         .collect();
-    let mut branch = scan.active;
-    drop(scan.facts);
     // The new compaction joins the index and the tree as the file's last entry would.
     let entry = c.entry.to_value();
     let mut builder = IndexBuilder::resume(index);
