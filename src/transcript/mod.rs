@@ -172,9 +172,9 @@ pub enum Parent {
     /// Field absent.
     Absent,
     Null,
-    /// Shared with the id of the entry it names when that entry is the line before (see
-    /// [`IndexBuilder`]): in a long chain every entry names the one before it, and an index
-    /// then holds each id once.
+    /// Shared with the id of the entry it names when that is the entry before it in the file
+    /// (see `share_parent_id`): in a long chain every entry names the one before it, and an
+    /// index then holds each id once.
     Id(std::sync::Arc<str>),
     /// Present but neither a string nor null.
     Invalid,

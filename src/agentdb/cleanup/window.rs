@@ -231,18 +231,26 @@ pub(super) fn write(
         ("display_name", opt(display_name)),
         ("primary_conversation_id", conversation),
     ];
-    // The observed transcript time is the stored transcript's, else the entry's.
     let has = |c: &str| present.iter().any(|p| p == c);
     let row: Vec<(&str, Sql)> = row.into_iter().filter(|(c, _)| has(c)).collect();
-    let observed = has("transcript_observed_at");
     let mut columns: Vec<&str> = row.iter().map(|(c, _)| *c).collect();
     let mut values: Vec<String> = (1..=row.len()).map(|n| format!("?{n}")).collect();
-    if observed {
+    // The observed transcript time is the stored transcript's, else the entry's (`?1` is the
+    // session id, first in the row).
+    if has("transcript_observed_at") {
+        let updated = row
+            .iter()
+            .position(|(c, _)| *c == "updated_at")
+            .map_or("NULL".to_owned(), |n| format!("?{}", n + 1));
         columns.push("transcript_observed_at");
-        values.push(format!(
-            "coalesce((SELECT transcript_updated_at FROM session_windows WHERE session_id = ?1), ?{})",
-            row.iter().position(|(c, _)| *c == "updated_at").unwrap_or(0) + 1
-        ));
+        values.push(if has("transcript_updated_at") {
+            format!(
+                "coalesce((SELECT transcript_updated_at FROM session_windows \
+                 WHERE session_id = ?1), {updated})"
+            )
+        } else {
+            updated
+        });
     }
     let set: Vec<String> = RETAINED
         .iter()
