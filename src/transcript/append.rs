@@ -207,7 +207,7 @@ pub fn copy_verified(
             LineKind::Entry => {
                 let want = &index.entries[line.entry().expect("entry lines have entries")];
                 probe::probe_line(body, None).is_ok_and(|p| {
-                    let got = Entry::from_probe(n, &p);
+                    let got = Entry::from_probe(n, &p, None);
                     got.kind == want.kind && got.id == want.id && got.parent == want.parent
                 })
             }

@@ -65,6 +65,7 @@ pub mod walk;
 use std::fs::File;
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 
@@ -173,7 +174,7 @@ pub enum Parent {
     Absent,
     Null,
     /// Shared with the id of the entry it names when that is the entry before it in the file
-    /// (see `share_parent_id`): in a long chain every entry names the one before it, and an
+    /// (see `Entry::from_probe`): in a long chain every entry names the one before it, and an
     /// index then holds each id once.
     Id(std::sync::Arc<str>),
     /// Present but neither a string nor null.
@@ -308,12 +309,17 @@ pub const TOOL_CALL_TYPES: [&str; 6] = [
 ];
 
 impl Entry {
-    fn from_probe(line: usize, p: &LineProbe<'_>) -> Entry {
+    /// The entry of a probed line; `before` is the id of the entry before it in the file, which
+    /// its `parentId` shares when it names it (see [`Parent::Id`]).
+    fn from_probe(line: usize, p: &LineProbe<'_>, before: Option<&Arc<str>>) -> Entry {
         let kind = EntryType::from_probe(&p.kind);
         let parent = match &p.parent_id {
             Lenient::Absent => Parent::Absent,
             Lenient::Null => Parent::Null,
-            Lenient::Str(s) => Parent::Id(s.as_ref().into()),
+            Lenient::Str(s) => Parent::Id(match before {
+                Some(id) if **id == **s => id.clone(),
+                _ => Arc::from(s.as_ref()),
+            }),
             Lenient::Other => Parent::Invalid,
         };
         let first_kept = p.first_kept_entry_id.as_str().map(Box::from);
@@ -466,17 +472,6 @@ impl Entry {
     }
 }
 
-/// Make `e`'s `parentId` the same allocation as the id of `before` (the entry on the line
-/// before it) when it names that entry, as it does all along a chain.
-fn share_parent_id(e: &mut Entry, before: Option<&Entry>) {
-    if let Parent::Id(p) = &e.parent
-        && let Some(id) = before.and_then(|b| b.id.as_ref())
-        && id == p
-    {
-        e.parent = Parent::Id(id.clone());
-    }
-}
-
 /// What the index records of an entry held as a value, with its token figures measured with
 /// `counter` (`None` for a value that is not an object).
 pub fn entry_of_value(
@@ -486,7 +481,10 @@ pub fn entry_of_value(
     let measure = Measure::of(counter);
     let p = probe::probe_value(v, measure)?;
     let (tokens, usage) = p.tokens(measure);
-    Some((Entry::from_probe(0, &p), EntryTokens { tokens, usage }))
+    Some((
+        Entry::from_probe(0, &p, None),
+        EntryTokens { tokens, usage },
+    ))
 }
 
 /// Where the base64 `data` of one image block lies in its line: readers that do not need
@@ -835,8 +833,7 @@ impl IndexBuilder {
             probed = self.probe(line_no, body, &cuts);
         }
         match probed {
-            Some(mut e) => {
-                share_parent_id(&mut e, self.index.entries.last());
+            Some(e) => {
                 line.kind = LineKind::Entry;
                 let at = self.index.entries.len() as u32;
                 line.entry = at;
@@ -992,7 +989,8 @@ impl IndexBuilder {
             p.message.as_ref().and_then(|m| m.content_key_end),
             p.content_key_end,
         ];
-        let mut e = Entry::from_probe(line_no, &p);
+        let before = self.index.entries.last().and_then(|b| b.id.as_ref());
+        let mut e = Entry::from_probe(line_no, &p, before);
         if e.kind == EntryType::Session {
             e.set_version(header_version(bytes));
         }
@@ -1184,6 +1182,32 @@ mod tests {
             let want: Vec<&[u8]> = text.as_bytes().split_inclusive(|&b| b == b'\n').collect();
             assert_eq!(got, want, "reads of {n}");
         }
+    }
+
+    #[test]
+    fn a_parent_id_naming_the_entry_before_shares_its_id() {
+        let text = concat!(
+            r#"{"type":"session","version":3,"id":"s"}"#,
+            "\n",
+            r#"{"type":"message","id":"a","parentId":null,"message":{"role":"user","content":"x"}}"#,
+            "\n",
+            "\n",
+            r#"{"type":"message","id":"b","parentId":"a","message":{"role":"user","content":"y"}}"#,
+            "\n",
+            r#"{"type":"message","id":"c","parentId":"a","message":{"role":"user","content":"z"}}"#,
+            "\n",
+        );
+        let idx = Index::from_reader(text.as_bytes()).unwrap();
+        let id = |i: usize| idx.entries[i].id.clone().unwrap();
+        let parent = |i: usize| match &idx.entries[i].parent {
+            Parent::Id(p) => p.clone(),
+            other => panic!("{other:?}"),
+        };
+        // Across a blank line, the entry before is still `a`.
+        assert!(Arc::ptr_eq(&parent(2), &id(1)));
+        // `c` names `a`, not the entry before it: an id of its own, equal in value.
+        assert!(!Arc::ptr_eq(&parent(3), &id(1)));
+        assert_eq!(parent(3), id(1));
     }
 
     #[test]

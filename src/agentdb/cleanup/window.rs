@@ -310,11 +310,12 @@ mod tests {
         assert_eq!(channel(&none), None);
     }
 
-    /// The row the window `s1` gets when `e` is archived in place under the key `archived`,
-    /// over a stored window owned by `owner` with `stored_provenance`.
-    fn written(stored_provenance: i64, e: Value) -> (String, String, i64, i64, Option<String>) {
+    /// The database after `e` is archived in place under the key `archived`, over a stored
+    /// window `s1` owned by `owner` with `stored_provenance`, a conversation `conv-1`, and,
+    /// when `transcript_time`, a stored transcript time 7.
+    fn written(stored_provenance: i64, transcript_time: bool, e: Value) -> Connection {
         let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(
+        conn.execute_batch(&format!(
             "CREATE TABLE session_windows (session_id TEXT PRIMARY KEY, session_key TEXT,
                reason TEXT, created_at INTEGER, updated_at INTEGER,
                session_entry_provenance INTEGER, acp_owned INTEGER, plugin_owner_id TEXT,
@@ -322,25 +323,36 @@ mod tests {
                started_at INTEGER, ended_at INTEGER, status TEXT, chat_type TEXT, channel TEXT,
                account_id TEXT, model_provider TEXT, model TEXT, agent_harness_id TEXT,
                parent_session_key TEXT, spawned_by TEXT, display_name TEXT,
-               primary_conversation_id TEXT, transcript_observed_at INTEGER,
-               transcript_updated_at INTEGER);",
-        )
+               primary_conversation_id TEXT, transcript_observed_at INTEGER{});",
+            if transcript_time {
+                ", transcript_updated_at INTEGER"
+            } else {
+                ""
+            }
+        ))
         .unwrap();
         conn.execute(
             "INSERT INTO session_windows (session_id, session_key, created_at, updated_at,
                session_entry_provenance, acp_owned, plugin_owner_id, display_name,
-               transcript_updated_at)
-             VALUES ('s1', 'owner', 5, 10, ?1, 1, 'stored-plugin', 'old', 7)",
+               primary_conversation_id)
+             VALUES ('s1', 'owner', 5, 10, ?1, 1, 'stored-plugin', 'old', 'conv-1')",
             [stored_provenance],
         )
         .unwrap();
+        if transcript_time {
+            conn.execute("UPDATE session_windows SET transcript_updated_at = 7", [])
+                .unwrap();
+        }
         let present = crate::agentdb::cleanup::write::columns(&conn, "session_windows").unwrap();
         write(&conn, &present, "archived", &e, 99.0).unwrap();
+        conn
+    }
+
+    fn column<T: rusqlite::types::FromSql>(conn: &Connection, c: &str) -> T {
         conn.query_row(
-            "SELECT session_key, display_name, updated_at, acp_owned, plugin_owner_id
-             FROM session_windows WHERE session_id = 's1'",
+            &format!("SELECT {c} FROM session_windows WHERE session_id = 's1'"),
             [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+            |r| r.get(0),
         )
         .unwrap()
     }
@@ -349,20 +361,53 @@ mod tests {
     fn the_window_takes_the_entrys_projection_and_keeps_its_owner_and_provenance() {
         let e = json!({"sessionId": "s1", "label": " Archived ", "acp": false});
         // An entry-made window: the stored ACP ownership and plugin owner stay.
+        let db = written(1, true, e.clone());
+        assert_eq!(column::<String>(&db, "session_key"), "owner");
+        assert_eq!(column::<i64>(&db, "created_at"), 5);
+        assert_eq!(column::<String>(&db, "display_name"), "Archived");
+        assert_eq!(column::<i64>(&db, "updated_at"), 99);
+        assert_eq!(column::<i64>(&db, "acp_owned"), 1);
         assert_eq!(
-            written(1, e.clone()),
-            (
-                "owner".into(),
-                "Archived".into(),
-                99,
-                1,
-                Some("stored-plugin".into())
-            )
+            column::<Option<String>>(&db, "plugin_owner_id").as_deref(),
+            Some("stored-plugin")
         );
         // A window the runtime made otherwise keeps no provenance of the entry.
+        let db = written(0, true, e);
+        assert_eq!(column::<i64>(&db, "acp_owned"), 0);
+        assert_eq!(column::<Option<String>>(&db, "plugin_owner_id"), None);
+    }
+
+    #[test]
+    fn the_observed_transcript_time_is_the_stored_transcripts_else_the_entrys() {
+        let e = json!({"sessionId": "s1"});
         assert_eq!(
-            written(0, e),
-            ("owner".into(), "Archived".into(), 99, 0, None)
+            column::<i64>(&written(1, true, e.clone()), "transcript_observed_at"),
+            7
         );
+        assert_eq!(
+            column::<i64>(&written(1, false, e), "transcript_observed_at"),
+            99
+        );
+    }
+
+    #[test]
+    fn only_an_external_delivery_keeps_the_windows_conversation() {
+        // Without one the entry addresses no conversation, and the upsert clears it.
+        let none = json!({"sessionId": "s1", "delivery": {"kind": "none"}});
+        let db = written(1, true, none);
+        assert_eq!(
+            column::<Option<String>>(&db, "primary_conversation_id"),
+            None
+        );
+        // With one, the conversation is not derived here: the stored one stays.
+        let external = json!({"sessionId": "s1", "delivery": {"kind": "external",
+            "context": {"channel": "telegram", "accountId": " a1 "}}});
+        let db = written(1, true, external);
+        assert_eq!(
+            column::<Option<String>>(&db, "primary_conversation_id").as_deref(),
+            Some("conv-1")
+        );
+        assert_eq!(column::<String>(&db, "channel"), "telegram");
+        assert_eq!(column::<String>(&db, "account_id"), "a1");
     }
 }
