@@ -43,7 +43,9 @@ pub const FIELDS: &[&str] = &[
 
 const INTERNAL_NON_DELIVERY: &[&str] = &["heartbeat", "cron", "webhook", "voice", "sessions_send"];
 
-fn opt_str(v: Option<&Value>) -> Option<String> {
+/// `normalizeOptionalString` (the SQLite era's `normalizeText` too): a string that is not
+/// blank, trimmed.
+pub(crate) fn opt_str(v: Option<&Value>) -> Option<String> {
     match v {
         Some(Value::String(s)) => {
             let t = js_trim(s);

@@ -13,13 +13,10 @@ use rusqlite::types::Value as Sql;
 use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use serde_json::Value;
 
+use crate::config::js_truthy;
 use crate::js::js_trim;
-
-/// `normalizeText`: a string that is not blank, trimmed.
-fn text(v: Option<&Value>) -> Option<String> {
-    let t = js_trim(v?.as_str()?);
-    (!t.is_empty()).then(|| t.to_owned())
-}
+// `normalizeText` is `normalizeOptionalString`.
+use crate::store::delivery::opt_str as text;
 
 /// `finiteSqliteNumber`; numbers are bound as the runtime's SQLite binding binds them, as
 /// doubles (an integer column stores an integral one as an integer).
@@ -35,17 +32,6 @@ fn opt(s: Option<String>) -> Sql {
 
 fn opt_str(s: Option<&str>) -> Sql {
     opt(s.map(str::to_owned))
-}
-
-/// JavaScript truthiness.
-fn truthy(v: Option<&Value>) -> bool {
-    match v {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_f64().is_some_and(|f| f != 0.0 && !f.is_nan()),
-        Some(Value::String(s)) => !s.is_empty(),
-        Some(_) => true,
-    }
 }
 
 /// `normalizeSessionRowChatType`.
@@ -169,7 +155,7 @@ pub(super) fn write(
     // `bindSessionEntryProvenance`, then merged with the stored provenance: a window the
     // runtime did not create from an entry stays so (the entry keeps its session id).
     let mut provenance = 1i64;
-    let mut acp = i64::from(truthy(e.get("acp")));
+    let mut acp = i64::from(e.get("acp").is_some_and(js_truthy));
     let mut plugin = text(e.get("pluginOwnerId"));
     let mut hook = hook_source(e).map(str::to_owned);
     match &stored {
@@ -285,8 +271,6 @@ mod tests {
         assert_eq!(text(Some(&json!("\u{feff} x \n"))), Some("x".into()));
         assert_eq!(text(Some(&json!("  "))), None);
         assert_eq!(text(Some(&json!(7))), None);
-        assert!(!truthy(Some(&json!(0))) && !truthy(Some(&json!(""))) && !truthy(None));
-        assert!(truthy(Some(&json!({}))) && truthy(Some(&json!("0"))));
         assert!(matches!(finite(Some(&json!(1.5))), Sql::Real(f) if f == 1.5));
         assert!(matches!(finite(Some(&json!("1"))), Sql::Null));
     }
