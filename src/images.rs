@@ -22,6 +22,7 @@
 //! `inspect` can call [`plan`] on an index to predict exactly what `strip-images` frees.
 
 use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, LazyLock};
 
 use serde_json::{Map, Value};
 
@@ -32,12 +33,16 @@ use crate::transcript::{EntryType, Index, Role};
 /// The runtime's own marker, so the replayed prefix matches what it would build anyway.
 pub const PLACEHOLDER_TEXT: &str = "[image data removed - already processed by model]";
 
-/// `{"type":"text","text":"[image data removed - already processed by model]"}`.
-pub fn placeholder_block() -> Value {
-    let mut m = Map::new();
-    m.insert("type".into(), Value::String("text".into()));
-    m.insert("text".into(), Value::String(PLACEHOLDER_TEXT.into()));
-    Value::Object(m)
+/// `{"type":"text","text":"[image data removed - already processed by model]"}`, one value
+/// shared by every replaced block (a big transcript has thousands).
+pub fn placeholder_block() -> Arc<Value> {
+    static BLOCK: LazyLock<Arc<Value>> = LazyLock::new(|| {
+        let mut m = Map::new();
+        m.insert("type".into(), Value::String("text".into()));
+        m.insert("text".into(), Value::String(PLACEHOLDER_TEXT.into()));
+        Arc::new(Value::Object(m))
+    });
+    Arc::clone(&BLOCK)
 }
 
 /// The outcome of planning a strip.

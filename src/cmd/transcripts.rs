@@ -58,11 +58,12 @@ fn done(o: &Outcome) -> bool {
     matches!(o.status, Status::Changed | Status::WouldChange)
 }
 
-/// The threads that rewrite files: four per core, at most 16 (each holds one file's index).
-pub(crate) fn writer_pool() -> Result<rayon::ThreadPool> {
+/// The threads that rewrite `files` files: four per core, at most 16 (each holds one file's
+/// index), and no more than there are files (each thread's allocator state is memory too).
+pub(crate) fn writer_pool(files: usize) -> Result<rayon::ThreadPool> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     Ok(rayon::ThreadPoolBuilder::new()
-        .num_threads((4 * cores).min(16))
+        .num_threads((4 * cores).min(16).min(files.max(1)))
         .build()?)
 }
 
@@ -215,7 +216,7 @@ fn run_files(
         // A rewrite waits on the disk as much as it computes: with more files in flight than
         // cores, one file's writes overlap another's work.
         Mode::Enforce => {
-            let pool = writer_pool()?;
+            let pool = writer_pool(targets.len())?;
             let stage_batch = |range: std::ops::Range<usize>| -> Vec<Staging> {
                 pool.install(|| {
                     targets[range.clone()]

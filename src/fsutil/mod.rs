@@ -703,9 +703,11 @@ enum Attrs<'a> {
     Like(&'a Path),
 }
 
-/// A buffered writer to a file whose 1 MiB buffer is the thread's own, reused from file to
-/// file: a fresh megabyte per file would be mapped, faulted in and unmapped again for every
-/// transcript of a run. Nothing is written on drop: callers flush.
+/// A buffered writer to a file whose 256 KiB buffer is the thread's own, reused from file to
+/// file: a fresh buffer per file would be allocated, faulted in and freed again for every
+/// transcript of a run. (As large as the read buffer of `crate::transcript`: larger writes
+/// are no faster, and every writer thread holds one.) Nothing is written on drop: callers
+/// flush.
 struct Buffered<'f> {
     file: &'f File,
     buf: Vec<u8>,
@@ -716,7 +718,7 @@ thread_local! {
 }
 
 impl<'f> Buffered<'f> {
-    const CAPACITY: usize = 1 << 20;
+    const CAPACITY: usize = 256 << 10;
 
     fn new(file: &'f File) -> Buffered<'f> {
         let mut buf = WRITE_BUF.take();

@@ -667,7 +667,7 @@ fn stage_inner(
         return Ok(None);
     };
     if opts.mode == Mode::Preview {
-        preview(confined, path, &prepared, out)?;
+        preview(confined, path, prepared, out)?;
         return Ok(None);
     }
     let lock = match lock::acquire(confined, path, opts.wait_lock).map_err(failed)? {
@@ -695,7 +695,7 @@ fn stage_inner(
         }
     }
     let old = confined.open_read(path).map_err(failed)?;
-    let (staged, written) = write(confined, path, &prepared)?;
+    let (staged, written) = write(confined, path, prepared)?;
     out.bytes_after = written;
     Ok(Some(Held {
         staged,
@@ -710,7 +710,7 @@ fn stage_inner(
 fn preview(
     confined: &Confined,
     path: &Path,
-    prepared: &Prepared,
+    prepared: Prepared,
     out: &mut Outcome,
 ) -> Result<(), Status> {
     if let Ok(stale) = temps::stale_temps(confined, path)
@@ -726,10 +726,12 @@ fn preview(
         // Validated in `prepare`; the result is the file plus the new lines.
         Prepared::Append(_, appended) => appended.bytes_after(),
         Prepared::Rewrite(index, resolved) => {
+            let expect = expectation(&resolved);
             let file = confined.open_read(path).map_err(failed)?;
             let mut sink = io::sink();
-            let applied = rewrite::apply(file, index, resolved, &mut sink).map_err(failed)?;
-            check(index, &applied.index, resolved)?;
+            let applied = rewrite::apply(file, &index, &resolved, &mut sink).map_err(failed)?;
+            drop(resolved);
+            check_expected(&index, &applied.index, &expect)?;
             applied.bytes_written
         }
     };
@@ -744,22 +746,29 @@ fn preview(
 
 /// Write the prepared rewrite into a temp file beside the original and validate it; the temp
 /// and the bytes written.
-fn write(confined: &Confined, path: &Path, prepared: &Prepared) -> Result<(Staged, u64), Status> {
+fn write(confined: &Confined, path: &Path, prepared: Prepared) -> Result<(Staged, u64), Status> {
     match prepared {
         Prepared::Append(index, appended) => confined
             .stage_verified(path, 0o600, |w: &mut dyn Write| {
                 let file = confined.open_read(path)?;
-                append::copy_verified(BufReader::with_capacity(1 << 20, file), index, appended, w)
+                append::copy_verified(
+                    BufReader::with_capacity(1 << 20, file),
+                    &index,
+                    &appended,
+                    w,
+                )
             })
             .map_err(write_failed),
         Prepared::Rewrite(index, resolved) => {
+            let expect = expectation(&resolved);
             let (staged, applied) = confined
                 .stage_verified(path, 0o600, |w: &mut dyn Write| {
                     let file = confined.open_read(path)?;
-                    rewrite::apply(file, index, resolved, w)
+                    rewrite::apply(file, &index, &resolved, w)
                 })
                 .map_err(write_failed)?;
-            check(index, &applied.index, resolved)?;
+            drop(resolved);
+            check_expected(&index, &applied.index, &expect)?;
             Ok((staged, applied.bytes_written))
         }
     }
@@ -837,6 +846,13 @@ fn names(temps: &[temps::StaleTemp]) -> String {
 /// Validate a rewrite: `new` (the index of what was written) against `old` under `resolved`,
 /// with the same expectations for a file and for the rows of an agent database.
 pub fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status> {
+    check_expected(old, new, &expectation(resolved))
+}
+
+/// What the validator expects of a rewrite resolved as `resolved`. Taken before the rewrite
+/// is written, so that the per-line actions can be freed before the validator indexes both
+/// versions (a big transcript has one action per line).
+fn expectation(resolved: &Resolved) -> Expectation {
     // An appended compaction (as the last line) changes the context in a known way: its
     // summary, then the old context from its `firstKeptEntryId` on.
     let compaction_keeps_from = resolved
@@ -845,13 +861,17 @@ pub fn check(old: &Index, new: &Index, resolved: &Resolved) -> Result<(), Status
         .and_then(|l| crate::jsjson::parse(l.as_bytes()).ok())
         .filter(|v| v.get("type").and_then(|t| t.as_str()) == Some("compaction"))
         .and_then(|v| v.get("firstKeptEntryId")?.as_str().map(str::to_owned));
-    let expect = Expectation {
+    Expectation {
         appended_ids: resolved.appended_ids.clone(),
         check_context: resolved.appended_ids.is_empty() || compaction_keeps_from.is_some(),
         compaction_keeps_from,
         ..Expectation::removals(resolved.removed_ids.clone())
-    };
-    validate::validate(old, new, &expect).map_err(|e| Status::Refused(e.to_string().into()))
+    }
+}
+
+/// [`check`] with the expectation already taken.
+fn check_expected(old: &Index, new: &Index, expect: &Expectation) -> Result<(), Status> {
+    validate::validate(old, new, expect).map_err(|e| Status::Refused(e.to_string().into()))
 }
 
 #[cfg(test)]

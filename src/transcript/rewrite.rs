@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::io::{self, Write};
+use std::sync::Arc;
 
 use anyhow::{Result, bail};
 use serde_json::Value;
@@ -33,8 +34,9 @@ use super::{EntryType, Index, IndexBuilder, Line, LineKind};
 #[derive(Debug, Clone, Default)]
 pub struct Edits {
     pub remove: BTreeSet<usize>,
-    /// Entry → (content block position → replacement block).
-    pub replace_blocks: BTreeMap<usize, Vec<(u32, Value)>>,
+    /// Entry → (content block position → replacement block; shared, as one placeholder
+    /// replaces many blocks).
+    pub replace_blocks: BTreeMap<usize, Vec<(u32, Arc<Value>)>>,
     /// Entry → how many media references to replace in the text of its `message.content`
     /// (`crate::mediarefs::scrub` on a string content and on the `text` of text blocks; the
     /// patch checks that it replaces exactly that many).
@@ -66,7 +68,7 @@ pub struct Patch {
     /// New `firstKeptEntryId`.
     pub first_kept: Option<String>,
     /// Content blocks of `message.content` to replace.
-    pub blocks: Vec<(u32, Value)>,
+    pub blocks: Vec<(u32, Arc<Value>)>,
     /// Media references to replace in the text of `message.content` (0: none).
     pub media: u32,
 }
@@ -569,7 +571,7 @@ fn patch_value(v: &mut Value, patch: &Patch) -> io::Result<()> {
             let slot = content
                 .get_mut(*pos as usize)
                 .ok_or_else(|| io::Error::other("content block out of range"))?;
-            *slot = block.clone();
+            *slot = Value::clone(block);
         }
     }
     if patch.media > 0 {
@@ -695,7 +697,8 @@ mod tests {
         .join("\n");
         let index = Index::from_reader(text.as_bytes()).unwrap();
         let tree = Tree::build(&index);
-        let placeholder = serde_json::json!({"type": "text", "text": "[image data removed]"});
+        let placeholder =
+            Arc::new(serde_json::json!({"type": "text", "text": "[image data removed]"}));
         let edits = Edits {
             remove: [tree.find(&index, "b").unwrap()].into(),
             replace_blocks: [(tree.find(&index, "a").unwrap(), vec![(0, placeholder)])].into(),
@@ -728,7 +731,8 @@ mod tests {
         let index = Index::from_reader(text.as_bytes()).unwrap();
         assert_eq!(index.payloads.len(), 3);
         let tree = Tree::build(&index);
-        let placeholder = serde_json::json!({"type": "text", "text": "[image data removed]"});
+        let placeholder =
+            Arc::new(serde_json::json!({"type": "text", "text": "[image data removed]"}));
         let edits = Edits {
             remove: [tree.find(&index, "b").unwrap()].into(),
             replace_blocks: [(tree.find(&index, "a").unwrap(), vec![(2, placeholder)])].into(),

@@ -26,6 +26,7 @@
 //! non-empty summary.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::OnceLock;
 
 use super::idtable::IdTable;
 use super::{Entry, EntryType, Index, LeafRecord, Parent, Role};
@@ -40,10 +41,9 @@ pub struct Tree {
     /// Resolved parent of each entry ([`NONE`]: root, missing parent, or not a tree node);
     /// see [`Tree::parent`]. Positions are `u32` to keep a big transcript's tree small.
     parents: Vec<u32>,
-    /// Children of entry `i` are `child_list[child_start[i]..child_start[i + 1]]`, in file
-    /// order; see [`Tree::children`].
-    child_start: Vec<u32>,
-    child_list: Vec<u32>,
+    /// The children of every entry, built the first time they are asked for (see
+    /// [`Tree::children`]): the validator of a rewrite builds two trees and asks for none.
+    children: OnceLock<Children>,
     /// Tree nodes whose `parentId` names an id that is not in the file.
     pub dangling: Vec<usize>,
     /// The leaf entry.
@@ -170,31 +170,12 @@ impl Tree {
             loader.read(index, i, &e.parent);
         }
         let leaf = loader.leaf;
-        // Children in compressed rows: count per parent, then fill in file order.
-        let mut child_start = vec![0u32; n + 1];
-        for &p in parents.iter().filter(|&&p| p != NONE) {
-            child_start[p as usize + 1] += 1;
-        }
-        for i in 0..n {
-            child_start[i + 1] += child_start[i];
-        }
-        let mut fill: Vec<u32> = child_start[..n].to_vec();
-        let mut child_list = vec![0u32; child_start[n] as usize];
-        for (i, &p) in parents.iter().enumerate() {
-            if p != NONE {
-                let p = p as usize;
-                child_list[fill[p] as usize] = i as u32;
-                fill[p] += 1;
-            }
-        }
-        drop(fill);
         let named_by_leaf_records = named_by_leaf_records(index, &by_id, &leaf_effects);
         Tree {
             by_id,
             duplicate_ids,
             parents,
-            child_start,
-            child_list,
+            children: OnceLock::new(),
             dangling,
             leaf,
             leaf_effects,
@@ -242,11 +223,9 @@ impl Tree {
 
     /// The children of entry `i`, in file order.
     pub fn children(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
-        let (a, b) = (
-            self.child_start[i] as usize,
-            self.child_start[i + 1] as usize,
-        );
-        self.child_list[a..b].iter().map(|&c| c as usize)
+        let c = self.children.get_or_init(|| Children::of(&self.parents));
+        let (a, b) = (c.start[i] as usize, c.start[i + 1] as usize);
+        c.list[a..b].iter().map(|&c| c as usize)
     }
 
     /// Take in the entries of `index` beyond those this tree was built from (lines appended
@@ -290,19 +269,76 @@ impl Tree {
             .collect()
     }
 
-    /// Nodes that no root reaches: members of a cycle or hanging below one.
+    /// Nodes that no root reaches: members of a cycle or hanging below one. Found by walking
+    /// up the parent links (a node is reached when its walk ends at a root), so that the
+    /// children need not be built.
     pub fn unreachable(&self, index: &Index) -> Vec<usize> {
-        let mut reached = vec![false; index.entries.len()];
-        let mut stack = self.roots(index);
-        while let Some(i) = stack.pop() {
-            if std::mem::replace(&mut reached[i], true) {
-                continue;
-            }
-            stack.extend(self.children(i));
+        #[derive(Clone, Copy, PartialEq)]
+        enum State {
+            Unknown,
+            OnWalk,
+            Reached,
+            Unreached,
         }
-        (0..index.entries.len())
-            .filter(|&i| is_node(&index.entries[i]) && !reached[i])
+        let n = index.entries.len();
+        let mut state = vec![State::Unknown; n];
+        let mut walk = Vec::new();
+        for i in (0..n).filter(|&i| is_node(&index.entries[i])) {
+            let mut cur = i;
+            let verdict = loop {
+                match state[cur] {
+                    State::Reached => break State::Reached,
+                    // A walk that comes back to itself is a cycle.
+                    State::Unreached | State::OnWalk => break State::Unreached,
+                    State::Unknown if !is_node(&index.entries[cur]) => break State::Unreached,
+                    State::Unknown => {}
+                }
+                state[cur] = State::OnWalk;
+                walk.push(cur);
+                match self.parent(cur) {
+                    Some(p) => cur = p,
+                    None => break State::Reached,
+                }
+            };
+            for j in walk.drain(..) {
+                state[j] = verdict;
+            }
+        }
+        (0..n)
+            .filter(|&i| is_node(&index.entries[i]) && state[i] == State::Unreached)
             .collect()
+    }
+}
+
+/// The children of every entry in compressed rows: the children of entry `i` are
+/// `list[start[i]..start[i + 1]]`, in file order.
+#[derive(Debug, Clone)]
+struct Children {
+    start: Vec<u32>,
+    list: Vec<u32>,
+}
+
+impl Children {
+    /// From the resolved parents: count per parent, then fill in file order.
+    fn of(parents: &[u32]) -> Children {
+        let n = parents.len();
+        let mut start = vec![0u32; n + 1];
+        for &p in parents.iter().filter(|&&p| p != NONE) {
+            start[p as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill: Vec<u32> = start[..n].to_vec();
+        let mut list = vec![0u32; start[n] as usize];
+        for (i, &p) in parents.iter().enumerate() {
+            if p != NONE {
+                let p = p as usize;
+                list[fill[p] as usize] = i as u32;
+                fill[p] += 1;
+            }
+        }
+        Children { start, list }
     }
 }
 

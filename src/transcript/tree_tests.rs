@@ -248,3 +248,66 @@ fn first_kept_on_an_unknown_entry_follows_written_parents() {
         &[&relinked, &unresolved],
     );
 }
+
+/// The nodes no root reaches, found from the roots down through the children.
+fn unreachable_from_roots(index: &Index, tree: &Tree) -> Vec<usize> {
+    let mut reached = vec![false; index.entries.len()];
+    let mut stack = tree.roots(index);
+    while let Some(i) = stack.pop() {
+        if !std::mem::replace(&mut reached[i], true) {
+            stack.extend(tree.children(i));
+        }
+    }
+    (0..index.entries.len())
+        .filter(|&i| is_node(&index.entries[i]) && !reached[i])
+        .collect()
+}
+
+#[test]
+fn unreachable_nodes_walked_up_are_those_no_root_reaches_down() {
+    // Parent links drawn at random: before or after the entry (so cycles, long ones and
+    // self-loops), null, absent, missing, or on a line that is no node.
+    let mut seed = 0x2545_f491_u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut found_some = 0;
+    for case in 0..300 {
+        let n = 1 + next(40);
+        let mut lines = vec![
+            r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#.to_string(),
+        ];
+        for i in 0..n {
+            let parent = match next(8) {
+                0 => r#","parentId":null"#.to_string(),
+                1 => String::new(),
+                2 => r#","parentId":"missing""#.to_string(),
+                _ => format!(r#","parentId":"e{}""#, next(n)),
+            };
+            lines.push(match next(10) {
+                0 => format!(r#"{{"type":"custom","customType":"x","id":"e{i}"{parent}}}"#),
+                _ => format!(
+                    r#"{{"type":"message","id":"e{i}"{parent},"message":{{"role":"user","content":"x"}}}}"#
+                ),
+            });
+        }
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let idx = index(&refs);
+        let tree = Tree::build(&idx);
+        let want = unreachable_from_roots(&idx, &tree);
+        found_some += usize::from(!want.is_empty());
+        assert_eq!(
+            tree.unreachable(&idx),
+            want,
+            "case {case}:\n{}",
+            lines.join("\n")
+        );
+    }
+    assert!(
+        found_some > 50,
+        "the cases must have unreachable nodes: {found_some}"
+    );
+}

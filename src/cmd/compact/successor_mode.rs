@@ -142,7 +142,7 @@ pub(super) fn run(
             .collect()
     };
     let prepared = if run.enforce {
-        crate::cmd::transcripts::writer_pool()?.install(plan_all)
+        crate::cmd::transcripts::writer_pool(resolved.targets.len())?.install(plan_all)
     } else {
         plan_all()
     };
