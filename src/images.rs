@@ -85,7 +85,7 @@ impl StripPlan {
             .collect();
         lines
             .into_iter()
-            .map(|i| index.lines[index.entries[i].line].len)
+            .map(|i| index.lines[index.entries[i].line()].len)
             .sum()
     }
 }
@@ -148,7 +148,7 @@ pub fn plan(index: &Index, tree: &Tree, keep_turns: usize) -> StripPlan {
         return StripPlan {
             refused: Some(format!(
                 "the active path continues through a line this tool cannot parse (parent {pid} of entry on line {})",
-                index.entries[root].line + 1
+                index.entries[root].line() + 1
             )),
             ..StripPlan::default()
         };

@@ -340,9 +340,9 @@ enum Effect {
 fn effect(index: &Index, i: usize) -> Effect {
     let e = &index.entries[i];
     match e.kind {
-        EntryType::Message if e.silent && e.is_role(&Role::Assistant) => Effect::Count,
+        EntryType::Message if e.silent() && e.is_role(&Role::Assistant) => Effect::Count,
         EntryType::Message | EntryType::CustomMessage | EntryType::Compaction => Effect::Break,
-        EntryType::BranchSummary if e.has_summary => Effect::Break,
+        EntryType::BranchSummary if e.has_summary() => Effect::Break,
         _ => Effect::Transparent,
     }
 }
@@ -410,7 +410,7 @@ fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
             .collect()
     };
     let mut removed = vec![false; context.len()];
-    let base = tree::pairing(index, &items(&removed));
+    let base = tree::pairing(index, items(&removed));
     let assistant = |i: usize| index.entries[i].is_role(&Role::Assistant);
     // The nearest kept assistant before the position being decided.
     let mut previous: Option<usize> = None;
@@ -423,14 +423,14 @@ fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
         }
         let open = previous.is_some_and(|p| {
             let e = &index.entries[p];
-            !e.tool_calls().is_empty() && !e.error_or_aborted
+            !e.tool_calls().is_empty() && !e.error_or_aborted()
         });
         let result_follows = context[pos + 1..]
             .iter()
             .take_while(|&&j| !assistant(j))
             .any(|&j| index.entries[j].is_role(&Role::ToolResult));
         removed[pos] = true;
-        if open && result_follows && !tree::pairing(index, &items(&removed)).no_worse_than(&base) {
+        if open && result_follows && !tree::pairing(index, items(&removed)).no_worse_than(&base) {
             removed[pos] = false;
             plan.remove.remove(&i);
             plan.held_back.push((
@@ -540,7 +540,7 @@ mod tests {
         let line = format!(
             r#"{{"type":"message","id":"a","parentId":null,"message":{{"role":"assistant","content":{content},"stopReason":"stop"}}}}"#
         );
-        Index::from_reader(line.as_bytes()).unwrap().entries[0].silent
+        Index::from_reader(line.as_bytes()).unwrap().entries[0].silent()
     }
 
     #[test]
@@ -578,7 +578,7 @@ mod tests {
         assert!(!entry_silent(r#""`NO_REPLY`""#));
         assert!(!entry_silent(r#"[{"type":"text","text":"NO_REPLY"},"x"]"#));
         let aborted = r#"{"type":"message","id":"a","parentId":null,"message":{"role":"assistant","content":"NO_REPLY","stopReason":"aborted"}}"#;
-        assert!(!Index::from_reader(aborted.as_bytes()).unwrap().entries[0].silent);
+        assert!(!Index::from_reader(aborted.as_bytes()).unwrap().entries[0].silent());
     }
 
     fn ids_of(index: &Index, set: impl IntoIterator<Item = usize>) -> Vec<&str> {
@@ -690,7 +690,7 @@ mod tests {
             let index = Index::from_reader(text.as_bytes()).unwrap();
             let tree = Tree::build(&index);
             let p = plan(&index, &tree, 0);
-            let silent = index.entries.iter().filter(|e| e.silent).count();
+            let silent = index.entries.iter().filter(|e| e.silent()).count();
             held += p.held_back.len();
             assert_eq!(p.remove.len() + p.held_back.len(), silent, "seed {seed}");
             let edits = rewrite::Edits {

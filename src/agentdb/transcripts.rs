@@ -234,7 +234,7 @@ fn refuse_navigation_records(index: &Index) -> Result<(), Status> {
     let has = index
         .entries
         .iter()
-        .any(|e| e.kind == crate::transcript::EntryType::Leaf || e.side_append);
+        .any(|e| e.kind == crate::transcript::EntryType::Leaf || e.side_append());
     if has {
         return Err(Status::Skipped(
             "the session has `leaf` control records or side-appended entries, which this tool \

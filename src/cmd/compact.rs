@@ -160,7 +160,7 @@ fn describe(index: &Index, c: &Compaction) -> Vec<String> {
         .entries
         .iter()
         .find(|e| e.id.as_deref() == Some(c.cut.first_kept_id.as_str()))
-        .map_or(0, |e| e.line + 1);
+        .map_or(0, |e| e.line() + 1);
     let mut notes = vec![format!(
         "summarises {} messages (~{} tokens); keeps ~{} tokens from line {line} (entry {}); context ~{} tokens before",
         c.summary.messages,

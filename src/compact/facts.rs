@@ -50,7 +50,7 @@ impl EntryFacts {
             first_kept: compaction
                 .then(|| e.first_kept().map(|k| Box::new(k.to_owned())))
                 .flatten(),
-            context: e.context,
+            context: e.context(),
             compaction,
             user_turn: e.is_role(&Role::User) && e.id.is_some(),
         }
@@ -94,7 +94,7 @@ pub struct IndexCalls<'a> {
 impl CallIds for IndexCalls<'_> {
     fn open_calls(&self, p: usize) -> Vec<&str> {
         let e = &self.index.entries[self.active[p]];
-        if !e.is_role(&Role::Assistant) || e.error_or_aborted {
+        if !e.is_role(&Role::Assistant) || e.error_or_aborted() {
             return Vec::new();
         }
         e.tool_calls().iter().filter_map(|c| c.as_deref()).collect()
@@ -189,7 +189,7 @@ fn context_figures(
         .into_iter()
         .filter_map(|item| match item {
             ContextItem::CompactionSummary(_) => Some(item.at()),
-            ContextItem::Entry(_) if index.entries[item.at()].context => Some(item.at()),
+            ContextItem::Entry(_) if index.entries[item.at()].context() => Some(item.at()),
             ContextItem::Entry(_) => None,
         })
         .map_while(|i| match tokens(index, estimator, i) {

@@ -127,7 +127,7 @@ fn finish_counts(index: &Index, c: &mut Counts) {
         .iter()
         .filter(|e| e.kind == EntryType::Message)
         .count() as u64;
-    c.silent_replies = index.entries.iter().filter(|e| e.silent).count() as u64;
+    c.silent_replies = index.entries.iter().filter(|e| e.silent()).count() as u64;
     c.media_references = index
         .entries
         .iter()

@@ -97,7 +97,7 @@ pub fn prepare(
         return fail("the original has no session header on its first line");
     }
     let old_ctx = tree::context_of(&index, tree, &tree.active_path());
-    let old_pairing = tree::pairing(&index, &old_ctx);
+    let old_pairing = tree::pairing(&index, old_ctx.iter().copied());
     let (original_lines, original_size) = (index.lines.len(), index.size);
     let first_new = index.entries.len();
     let mut builder = IndexBuilder::resume(index);
@@ -162,7 +162,7 @@ pub fn prepare(
                 got.len()
             ));
         }
-        let new_pairing = tree::pairing(&index, &got);
+        let new_pairing = tree::pairing(&index, got);
         if !new_pairing.no_worse_than(&old_pairing) {
             return fail(format!(
                 "tool call pairing got worse ({old_pairing:?} before, {new_pairing:?} after)"

@@ -192,32 +192,23 @@ impl Parent {
 
 /// What the index keeps of one JSON-object line.
 ///
-/// Kept small on purpose (72 bytes plus its strings): a big transcript has hundreds of
+/// Kept small on purpose (64 bytes plus its strings): a big transcript has hundreds of
 /// thousands of entries and a rewrite holds two indexes at once. Strings are boxed to their
 /// exact length; the id, a `parentId` naming the entry before, and what the content blocks
 /// say ([`Blocks`]) are shared with the copy a rewrite's index makes of an unchanged line;
 /// fields that few entries have live in [`Rare`].
 #[derive(Debug, Clone)]
 pub struct Entry {
-    /// Index into [`Index::lines`].
-    pub line: usize,
+    /// Index into [`Index::lines`] (see [`Entry::line`]).
+    line: u32,
     pub kind: EntryType,
+    /// For messages.
+    pub role: Option<Role>,
+    /// The flags below (see [`Entry::silent`] and the others), one bit each.
+    flags: u8,
     /// The `id`, when it is a non-empty string.
     pub id: Option<std::sync::Arc<str>>,
     pub parent: Parent,
-    /// For messages.
-    pub role: Option<Role>,
-    /// Assistant `stopReason` is `error` or `aborted`.
-    pub error_or_aborted: bool,
-    /// A silent `NO_REPLY` assistant reply (see `crate::noreply::is_silent_content`).
-    pub silent: bool,
-    /// `branch_summary` / `compaction` with a non-empty string summary.
-    pub has_summary: bool,
-    /// The runtime puts a message in context for it (a `message` with a `message` member, a
-    /// `custom_message`, a `branch_summary` with a truthy summary; compaction windows aside).
-    pub context: bool,
-    /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
-    pub side_append: bool,
     /// For a message with image blocks, tool calls or a tool call it answers.
     blocks: Option<std::sync::Arc<Blocks>>,
     rare: Option<Box<Rare>>,
@@ -225,7 +216,18 @@ pub struct Entry {
 
 // The size the comment above gives, checked.
 #[cfg(target_pointer_width = "64")]
-const _: () = assert!(std::mem::size_of::<Entry>() == 72);
+const _: () = assert!(std::mem::size_of::<Entry>() == 64);
+
+/// [`Entry::error_or_aborted`].
+const ERROR_OR_ABORTED: u8 = 1;
+/// [`Entry::silent`].
+const SILENT: u8 = 1 << 1;
+/// [`Entry::has_summary`].
+const HAS_SUMMARY: u8 = 1 << 2;
+/// [`Entry::context`].
+const CONTEXT: u8 = 1 << 3;
+/// [`Entry::side_append`].
+const SIDE_APPEND: u8 = 1 << 4;
 
 /// What the content of a message says about its images and tool calls (see
 /// [`Entry::image_blocks`], [`Entry::tool_calls`], [`Entry::tool_result_id`]): 40 bytes, so
@@ -309,6 +311,37 @@ pub const TOOL_CALL_TYPES: [&str; 6] = [
 ];
 
 impl Entry {
+    /// Index into [`Index::lines`].
+    pub fn line(&self) -> usize {
+        self.line as usize
+    }
+
+    /// Assistant `stopReason` is `error` or `aborted`.
+    pub fn error_or_aborted(&self) -> bool {
+        self.flags & ERROR_OR_ABORTED != 0
+    }
+
+    /// A silent `NO_REPLY` assistant reply (see `crate::noreply::is_silent_content`).
+    pub fn silent(&self) -> bool {
+        self.flags & SILENT != 0
+    }
+
+    /// `branch_summary` / `compaction` with a non-empty string summary.
+    pub fn has_summary(&self) -> bool {
+        self.flags & HAS_SUMMARY != 0
+    }
+
+    /// The runtime puts a message in context for it (a `message` with a `message` member, a
+    /// `custom_message`, a `branch_summary` with a truthy summary; compaction windows aside).
+    pub fn context(&self) -> bool {
+        self.flags & CONTEXT != 0
+    }
+
+    /// `appendMode: "side"` (newer runtimes: appended beside the leaf without moving it).
+    pub fn side_append(&self) -> bool {
+        self.flags & SIDE_APPEND != 0
+    }
+
     /// The entry of a probed line; `before` is the id of the entry before it in the file, which
     /// its `parentId` shares when it names it (see [`Parent::Id`]).
     fn from_probe(line: usize, p: &LineProbe<'_>, before: Option<&Arc<str>>) -> Entry {
@@ -336,8 +369,20 @@ impl Entry {
                 leaf,
             })
         });
+        let flags = [
+            (
+                p.summary.as_str().is_some_and(|s| !s.is_empty()),
+                HAS_SUMMARY,
+            ),
+            (p.is_context_entry(), CONTEXT),
+            (p.append_mode.as_str() == Some("side"), SIDE_APPEND),
+        ]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .fold(0, |all, (_, flag)| all | flag);
         let mut e = Entry {
-            line,
+            line: u32::try_from(line).expect("a line position fits in 32 bits"),
+            flags,
             id: p
                 .id
                 .as_str()
@@ -345,12 +390,7 @@ impl Entry {
                 .map(std::sync::Arc::from),
             parent,
             role: None,
-            error_or_aborted: false,
-            silent: false,
             blocks: None,
-            has_summary: p.summary.as_str().is_some_and(|s| !s.is_empty()),
-            context: p.is_context_entry(),
-            side_append: p.append_mode.as_str() == Some("side"),
             rare,
             kind,
         };
@@ -363,7 +403,9 @@ impl Entry {
                 Some("toolResult") => Role::ToolResult,
                 _ => Role::Other,
             };
-            e.error_or_aborted = matches!(m.stop_reason.as_str(), Some("error" | "aborted"));
+            if matches!(m.stop_reason.as_str(), Some("error" | "aborted")) {
+                e.flags |= ERROR_OR_ABORTED;
+            }
             let mut found = Blocks::default();
             if let Content::Blocks(blocks) = &m.content {
                 let mut images = Vec::new();
@@ -384,8 +426,11 @@ impl Entry {
                     found.calls = Calls::Made(calls.into());
                 }
             }
-            if role == Role::Assistant {
-                e.silent = !e.error_or_aborted && noreply::is_silent_content(&m.content);
+            if role == Role::Assistant
+                && !e.error_or_aborted()
+                && noreply::is_silent_content(&m.content)
+            {
+                e.flags |= SILENT;
             }
             if role == Role::ToolResult
                 && let Some(id) = m.tool_result_id.as_deref()
@@ -904,7 +949,7 @@ impl IndexBuilder {
             (LineKind::Entry, Some(i)) => {
                 line.entry = self.index.entries.len() as u32;
                 let mut e = from.entries[i].clone();
-                e.line = line_no;
+                e.line = u32::try_from(line_no).expect("a line position fits in 32 bits");
                 self.index.entries.push(e);
                 if self.measure.is_some() {
                     self.index
@@ -1228,7 +1273,7 @@ mod tests {
         assert_eq!(a.image_blocks(), &[1]);
         assert_eq!(a.parent, Parent::Null);
         let b = idx.entry_of_line(3).unwrap();
-        assert!(b.silent);
+        assert!(b.silent());
         assert_eq!(b.parent.id(), Some("a"));
         assert!(idx.mentioned_by_unparsable("c"));
         assert!(!idx.mentioned_by_unparsable("b"));

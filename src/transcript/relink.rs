@@ -110,7 +110,7 @@ pub fn pin_parents(
             };
             if got != want {
                 let id = want.and_then(|w| entries[w].id.as_deref().map(str::to_owned));
-                set_parent(&mut actions[e.line], id);
+                set_parent(&mut actions[e.line()], id);
             }
         }
         loader.read(index, i, &parent);
@@ -120,7 +120,7 @@ pub fn pin_parents(
 /// The `parentId` entry `i` has in the rewritten file.
 fn written(index: &Index, actions: &[LineAction], i: usize) -> Parent {
     let e = &index.entries[i];
-    match &actions[e.line] {
+    match &actions[e.line()] {
         LineAction::Patch(p) if p.parent.is_some() => match p.parent.clone().flatten() {
             Some(id) => Parent::Id(id.into()),
             None => Parent::Null,

@@ -110,7 +110,7 @@ pub fn resolve(index: &Index, tree: &Tree, mut edits: Edits) -> Result<Resolved>
     let mut media_refs_replaced = 0;
     for (i, e) in index.entries.iter().enumerate() {
         if removed.contains(&i) {
-            actions[e.line] = LineAction::Drop;
+            actions[e.line()] = LineAction::Drop;
             continue;
         }
         let mut patch = links_patch(index, tree, &removed, i)?;
@@ -127,7 +127,7 @@ pub fn resolve(index: &Index, tree: &Tree, mut edits: Edits) -> Result<Resolved>
             || !patch.blocks.is_empty()
             || patch.media > 0
         {
-            actions[e.line] = LineAction::Patch(Box::new(patch));
+            actions[e.line()] = LineAction::Patch(Box::new(patch));
         }
     }
     super::relink::pin_parents(index, tree, &removed, &mut actions);

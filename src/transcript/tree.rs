@@ -398,12 +398,12 @@ impl Loader {
             // Only after a `leaf` record whose `appendParentId` is null: the next append's
             // null `parentId` is the runtime's own, so it hangs below the leaf.
             Parent::Null
-                if !e.side_append && self.append_parent.is_none() && self.leaf.is_some() =>
+                if !e.side_append() && self.append_parent.is_none() && self.leaf.is_some() =>
             {
                 Some(self.leaf)
             }
             Parent::Id(pid)
-                if !e.side_append
+                if !e.side_append()
                     && id_of(self.append_parent) == Some(&**pid)
                     && id_of(self.leaf) != Some(&**pid) =>
             {
@@ -425,7 +425,7 @@ impl Loader {
         let e = &index.entries[i];
         if e.kind.is_runtime_indexed() {
             self.append_parent = Some(i);
-            if !e.side_append {
+            if !e.side_append() {
                 self.leaf = Some(i);
             }
         } else if is_link(&e.kind, parent) {
@@ -538,7 +538,7 @@ pub fn is_node(e: &Entry) -> bool {
 pub fn contributes(e: &Entry) -> bool {
     match e.kind {
         EntryType::Message | EntryType::CustomMessage => true,
-        EntryType::BranchSummary => e.has_summary,
+        EntryType::BranchSummary => e.has_summary(),
         _ => false,
     }
 }
@@ -689,42 +689,46 @@ impl Held {
 
 /// The context of a path, as the runtime rebuilds it.
 pub fn context_of(index: &Index, tree: &Tree, path: &[usize]) -> Vec<ContextItem> {
+    context_iter(index, tree, path).collect()
+}
+
+/// [`context_of`] item by item, never collected (a context is as long as its path): the
+/// summary of the last compaction on the path, if any, then the contributing entries from
+/// its effective first kept entry to it and after it.
+pub fn context_iter<'a>(
+    index: &'a Index,
+    tree: &Tree,
+    path: &'a [usize],
+) -> impl Iterator<Item = ContextItem> + Clone + 'a {
     let entries = &index.entries;
     let last_compaction = path
         .iter()
         .rposition(|&i| entries[i].kind == EntryType::Compaction);
-    let mut out = Vec::new();
-    let Some(cpos) = last_compaction else {
-        out.extend(
-            path.iter()
-                .filter(|&&i| contributes(&entries[i]))
-                .map(|&i| ContextItem::Entry(i as u32)),
-        );
-        return out;
+    let (summary, before, after) = match last_compaction {
+        None => (None, &path[..0], path),
+        Some(cpos) => {
+            let c = path[cpos];
+            let first_kept = effective_first_kept(index, tree, c);
+            // Nothing before the compaction when its first kept entry is not on the path.
+            let from = path[..cpos]
+                .iter()
+                .position(|&i| Some(i) == first_kept)
+                .unwrap_or(cpos);
+            let summary = ContextItem::CompactionSummary(c as u32);
+            (Some(summary), &path[from..cpos], &path[cpos + 1..])
+        }
     };
-    let c = path[cpos];
-    out.push(ContextItem::CompactionSummary(c as u32));
-    let first_kept = effective_first_kept(index, tree, c);
-    let mut found = false;
-    for &i in &path[..cpos] {
-        if Some(i) == first_kept {
-            found = true;
-        }
-        if found && contributes(&entries[i]) {
-            out.push(ContextItem::Entry(i as u32));
-        }
-    }
-    out.extend(
-        path[cpos + 1..]
+    summary.into_iter().chain(
+        before
             .iter()
-            .filter(|&&i| contributes(&entries[i]))
+            .chain(after)
+            .filter(move |&&i| contributes(&entries[i]))
             .map(|&i| ContextItem::Entry(i as u32)),
-    );
-    out
+    )
 }
 
 /// Pairing statistics over a context.
-pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
+pub fn pairing(index: &Index, context: impl IntoIterator<Item = ContextItem>) -> Pairing {
     let mut p = Pairing::default();
     let mut open: Option<&[Option<Box<str>>]> = None;
     let mut answered: HashSet<&str> = HashSet::new();
@@ -739,14 +743,14 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
             }
         };
     for item in context {
-        let ContextItem::Entry(i) = *item else {
+        let ContextItem::Entry(i) = item else {
             continue;
         };
         let e = &index.entries[i as usize];
         if e.is_role(&Role::Assistant) {
             close(&mut open, &answered, &mut p);
             answered.clear();
-            if !e.tool_calls().is_empty() && !e.error_or_aborted {
+            if !e.tool_calls().is_empty() && !e.error_or_aborted() {
                 open = Some(e.tool_calls());
             }
         } else if e.is_role(&Role::ToolResult) {
@@ -774,7 +778,7 @@ pub fn pairing(index: &Index, context: &[ContextItem]) -> Pairing {
 /// The active path's context and its pairing statistics, in one call.
 pub fn active_context(index: &Index, tree: &Tree) -> (Vec<ContextItem>, Pairing) {
     let ctx = context_of(index, tree, &tree.active_path());
-    let pairing = pairing(index, &ctx);
+    let pairing = pairing(index, ctx.iter().copied());
     (ctx, pairing)
 }
 

@@ -182,19 +182,22 @@ fn context_kept(
     (new, new_tree): Built<'_>,
     expect: &Expectation,
 ) -> Result<(), Invalid> {
-    let (old_ctx, old_pairing) = tree::active_context(old, old_tree);
-    let (new_ctx, new_pairing) = tree::active_context(new, new_tree);
+    // Both contexts are walked, never collected: each is as long as its path.
+    let (old_path, new_path) = (old_tree.active_path(), new_tree.active_path());
+    let old_ctx = tree::context_iter(old, old_tree, &old_path);
+    let new_ctx = tree::context_iter(new, new_tree, &new_path);
+    let old_pairing = tree::pairing(old, old_ctx.clone());
+    let new_pairing = tree::pairing(new, new_ctx.clone());
     fn key<'a>(idx: &'a Index, c: &ContextItem) -> (bool, &'a str) {
         match *c {
             ContextItem::CompactionSummary(_) => (true, id_of(idx, c.at())),
             ContextItem::Entry(_) => (false, id_of(idx, c.at())),
         }
     }
-    // The expected context is walked, never collected: it is as long as the old one.
     let kept = || {
         old_ctx
-            .iter()
-            .map(|c| key(old, c))
+            .clone()
+            .map(|c| key(old, &c))
             .filter(|(_, id)| !expect.removed_ids.contains(*id))
     };
     let (summary, from) = match (&expect.compaction_keeps_from, expect.appended_ids.last()) {
@@ -209,11 +212,11 @@ fn context_kept(
         _ => (None, 0),
     };
     let expected = || summary.into_iter().chain(kept().skip(from));
-    if !new_ctx.iter().map(|c| key(new, c)).eq(expected()) {
+    if !new_ctx.clone().map(|c| key(new, &c)).eq(expected()) {
         return fail(format!(
             "the rebuilt context differs: expected {} messages, got {}",
             expected().count(),
-            new_ctx.len()
+            new_ctx.count()
         ));
     }
     if !new_pairing.no_worse_than(&old_pairing) {

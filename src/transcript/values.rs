@@ -130,7 +130,7 @@ impl<'a> EntryReader<'a> {
     ) -> Result<Value> {
         let e = &index.entries[i];
         self.lines
-            .read_line(index, e.line, self.light, &mut self.buf)
+            .read_line(index, e.line(), self.light, &mut self.buf)
             .with_context(|| format!("cannot read line {} of {}", e.line + 1, self.name))?;
         let raw = &self.buf[..];
         let body = raw.strip_suffix(b"\n").unwrap_or(raw);
@@ -138,7 +138,7 @@ impl<'a> EntryReader<'a> {
         let v = match parse(body) {
             Ok(v) => v,
             Err(err) if crate::jsjson::is_too_deep(&err) => {
-                return Err(crate::jsjson::TooDeep { line: e.line + 1 }.into());
+                return Err(crate::jsjson::TooDeep { line: e.line() + 1 }.into());
             }
             Err(err) => {
                 return Err(anyhow::Error::new(err).context(format!(
@@ -283,7 +283,7 @@ mod tests {
             };
             for &i in &order {
                 let mut want =
-                    crate::jsjson::parse(lines[index.entries[i].line].as_bytes()).unwrap();
+                    crate::jsjson::parse(lines[index.entries[i].line()].as_bytes()).unwrap();
                 if light && i % 7 == 1 {
                     want["message"]["content"][0]["data"] = "".into();
                 }

@@ -568,7 +568,7 @@ pub fn check_index(text: &[u8], index: &Index) {
             assert!(line.terminated, "only the last line may lack a newline");
         }
         if line.kind == LineKind::Entry {
-            assert_eq!(index.entries[line.entry().unwrap()].line, n);
+            assert_eq!(index.entries[line.entry().unwrap()].line(), n);
         }
         pos += line.len;
     }
