@@ -319,28 +319,64 @@ pub fn inspect_store(
 ) -> Result<StoreReport> {
     let dir = run::sessions_dir_of(store_path);
     let sqlite = crate::targets::sqlite_marker(store_path);
-    // The cleanup prediction runs first, on its own scratch mirror: the store it loads and
-    // plans is gone before this one is loaded (a store may have hundreds of thousands of
-    // entries, and the two were held together when it ran beside the transcript pass).
     let mut cleanup_notes = Vec::new();
-    let cleanup = predict_cleanup(
-        agent_id,
-        store_path,
-        &dir,
-        hooks,
-        sqlite.is_some(),
-        &mut cleanup_notes,
-    );
-    crate::memory::release_freed();
+    let predict = |notes: &mut Vec<String>| {
+        predict_cleanup(agent_id, store_path, &dir, hooks, sqlite.is_some(), notes)
+    };
+    let pass = || transcript_pass(agent_id, store_path, &dir, &sqlite, filters, hooks, now_ms);
+    // A small store's cleanup is predicted beside the transcript pass (it is mostly system
+    // calls on its scratch mirror, while the pass keeps the cores busy). A large one's runs
+    // first: the store it loads and plans is gone before the pass loads its own (a store may
+    // have hundreds of thousands of entries, and the two were held together when it ran beside
+    // the transcript pass).
+    let (cleanup, r) = if predicted_beside(store_path) {
+        rayon::join(|| predict(&mut cleanup_notes), pass)
+    } else {
+        let cleanup = predict(&mut cleanup_notes);
+        crate::memory::release_freed();
+        (cleanup, pass())
+    };
+    let mut r = r?;
+    let (cleanup, unreadable) = cleanup?;
+    r.reclaimable.cleanup = cleanup;
+    for (p, why) in unreadable {
+        if !r.damage.unreadable.iter().any(|(q, _)| q == &p) {
+            r.damage.unreadable.push((p, why));
+        }
+    }
+    r.notes.append(&mut cleanup_notes);
+    Ok(r)
+}
+
+/// A `sessions.json` up to this size has its cleanup predicted beside the transcript pass.
+const PREDICTED_BESIDE_UP_TO: u64 = 4 << 20;
+
+/// Whether the cleanup of the store at `store_path` is predicted beside the transcript pass
+/// (a small store, or none at all).
+fn predicted_beside(store_path: &Path) -> bool {
+    std::fs::metadata(store_path).map_or(true, |m| m.len() <= PREDICTED_BESIDE_UP_TO)
+}
+
+/// The store's entries and every transcript they name, read and analysed: the report without
+/// the cleanup prediction.
+fn transcript_pass(
+    agent_id: &str,
+    store_path: &Path,
+    dir: &Path,
+    sqlite: &Option<PathBuf>,
+    filters: &Filters,
+    hooks: &Hooks,
+    now_ms: f64,
+) -> Result<StoreReport> {
     // Only the entries are read (the text kept for a later save is dropped at once).
     let store::Loaded { store, existed, .. } = store::load(store_path)?;
     let s = &store;
     let mut r = StoreReport {
         agent_id: agent_id.to_owned(),
         store_path: store_path.to_owned(),
-        sqlite,
+        sqlite: sqlite.clone(),
         entries: s.len() as u64,
-        transcripts_dir: store::paths::canonical(&dir),
+        transcripts_dir: store::paths::canonical(dir),
         ..StoreReport::default()
     };
     if let Some(db) = &r.sqlite {
@@ -353,17 +389,17 @@ pub fn inspect_store(
         r.notes
             .push(format!("{} does not exist", store_path.display()));
     }
-    scan_dir(&dir, store_path, s, now_ms, &mut r);
+    scan_dir(dir, store_path, s, now_ms, &mut r);
     r.store_fields = store_fields(s);
     // The rows take what the report needs of the entries, which go as they are read.
-    let mut rows = session_rows(store, &dir, &mut r);
+    let mut rows = session_rows(store, dir, &mut r);
     if let Some(sel) = &filters.session {
         r.session_matched = rows.iter().any(|row| sel.matches(&row.key));
     }
     rows.retain(|row| passes_before_scan(row, filters, now_ms));
     let (unique, of_row) = unique_transcripts(&mut rows, &r.transcripts_dir, filters);
     (hooks.progress)(Tick::Planned(unique.iter().map(|(_, n)| n).sum()));
-    let confined = Confined::new(&dir).ok();
+    let confined = Confined::new(dir).ok();
     // In the order of `unique`.
     let facts: Vec<TranscriptFacts> = unique
         .par_iter()
@@ -388,14 +424,6 @@ pub fn inspect_store(
         }
     }
     r.sessions = rows;
-    let (cleanup, unreadable) = cleanup?;
-    r.reclaimable.cleanup = cleanup;
-    for (p, why) in unreadable {
-        if !r.damage.unreadable.iter().any(|(q, _)| q == &p) {
-            r.damage.unreadable.push((p, why));
-        }
-    }
-    r.notes.append(&mut cleanup_notes);
     Ok(r)
 }
 

@@ -363,16 +363,22 @@ fn transcript_commands_free_what_inspect_predicts() {
 
 #[test]
 fn cleanup_frees_what_inspect_predicts_and_inspect_writes_nothing() {
+    // Seed 11's store is padded past 4 MiB: a store that large has its cleanup predicted
+    // before the transcript pass, a smaller one beside it.
     for (seed, flags) in [
         (seed(7), vec!["--prune-after", "30d"]),
         (seed(8), vec!["--max-entries", "5"]),
         (seed(9), vec!["--max-disk", "40kb", "--prune-after", "400d"]),
         (10, vec!["--prune-after", "30d"]),
+        (11, vec!["--prune-after", "30d"]),
     ] {
         let env = TestEnv::new();
         let store = build_store(&env, seed);
         if seed == 10 {
             add_prompt_blobs(&store);
+        }
+        if seed == 11 {
+            pad_store(&store, 5 << 20);
         }
         let dir = store.parent().unwrap().to_path_buf();
         let snapshot = |d: &Path| -> BTreeMap<String, Vec<u8>> {
@@ -408,6 +414,22 @@ fn cleanup_frees_what_inspect_predicts_and_inspect_writes_nothing() {
         }
         assert!(freed > 0, "seed {seed}: cleanup should free something");
     }
+}
+
+/// Add to the store an entry updated now that holds `bytes` of text in a field nothing reads
+/// (cleanup keeps it as it is).
+fn pad_store(store: &Path, bytes: usize) {
+    let mut v: serde_json::Value = serde_json::from_slice(&fs::read(store).unwrap()).unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    v.as_object_mut().unwrap().insert(
+        "agent:main:padding".into(),
+        serde_json::json!({"sessionId": "padding", "updatedAt": now, "padding": "x".repeat(bytes)}),
+    );
+    fs::write(store, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    assert!(fs::metadata(store).unwrap().len() > 4 << 20);
 }
 
 #[test]
