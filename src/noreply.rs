@@ -394,8 +394,7 @@ fn pairing_guard(index: &Index, tree: &Tree, plan: &mut PrunePlan) {
     if plan.remove.is_empty() {
         return;
     }
-    let context: Vec<usize> = tree::context_of(index, tree, &tree.active_path())
-        .into_iter()
+    let context: Vec<usize> = tree::context_iter(index, tree, &tree.active_path())
         .filter_map(|c| match c {
             ContextItem::Entry(i) => Some(i as usize),
             ContextItem::CompactionSummary(_) => None,

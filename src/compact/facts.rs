@@ -185,8 +185,7 @@ fn context_figures(
 ) -> Result<(ContextEstimate, usize)> {
     let mut failed = None;
     let mut count = 0;
-    let figures = tree::context_of(index, tree, active)
-        .into_iter()
+    let figures = tree::context_iter(index, tree, active)
         .filter_map(|item| match item {
             ContextItem::CompactionSummary(_) => Some(item.at()),
             ContextItem::Entry(_) if index.entries[item.at()].context() => Some(item.at()),

@@ -74,8 +74,7 @@ pub fn context_of(
     path_values: &[Value],
 ) -> Vec<Value> {
     let pos: HashMap<usize, usize> = active.iter().enumerate().map(|(p, &i)| (i, p)).collect();
-    tree::context_of(index, tree, active)
-        .into_iter()
+    tree::context_iter(index, tree, active)
         .filter_map(|item| context_message(&path_values[pos[&item.at()]]).map(|c| c.into_owned()))
         .collect()
 }

@@ -641,7 +641,10 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
     f.no_header = index.header().is_none();
     let tree = Tree::build(&index);
     f.dangling_parents = tree.dangling.len();
-    let (_, pairing) = tree::active_context(&index, &tree);
+    let pairing = tree::pairing(
+        &index,
+        tree::context_iter(&index, &tree, &tree.active_path()),
+    );
     f.orphan_tool_results = pairing.orphans;
     f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
     if let Some(confined) = confined {

@@ -218,6 +218,12 @@ pub struct Entry {
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<Entry>() == 64);
 
+/// A line or entry position as an index keeps it: a position is of a table held in memory at
+/// 24 bytes or more a row, so it fits in 32 bits.
+fn position(n: usize) -> u32 {
+    u32::try_from(n).expect("a transcript held in memory has fewer than 2^32 lines")
+}
+
 /// [`Entry::error_or_aborted`].
 const ERROR_OR_ABORTED: u8 = 1;
 /// [`Entry::silent`].
@@ -369,19 +375,18 @@ impl Entry {
                 leaf,
             })
         });
-        let flags = [
-            (
-                p.summary.as_str().is_some_and(|s| !s.is_empty()),
-                HAS_SUMMARY,
-            ),
-            (p.is_context_entry(), CONTEXT),
-            (p.append_mode.as_str() == Some("side"), SIDE_APPEND),
-        ]
-        .into_iter()
-        .filter(|(set, _)| *set)
-        .fold(0, |all, (_, flag)| all | flag);
+        let mut flags = 0;
+        if p.summary.as_str().is_some_and(|s| !s.is_empty()) {
+            flags |= HAS_SUMMARY;
+        }
+        if p.is_context_entry() {
+            flags |= CONTEXT;
+        }
+        if p.append_mode.as_str() == Some("side") {
+            flags |= SIDE_APPEND;
+        }
         let mut e = Entry {
-            line: u32::try_from(line).expect("a line position fits in 32 bits"),
+            line: position(line),
             flags,
             id: p
                 .id
@@ -880,7 +885,7 @@ impl IndexBuilder {
         match probed {
             Some(e) => {
                 line.kind = LineKind::Entry;
-                let at = self.index.entries.len() as u32;
+                let at = position(self.index.entries.len());
                 line.entry = at;
                 if e.kind == EntryType::Custom {
                     match crate::cachettl::probe(body) {
@@ -947,9 +952,9 @@ impl IndexBuilder {
         self.index.size += raw.len() as u64;
         match (src.kind, src.entry()) {
             (LineKind::Entry, Some(i)) => {
-                line.entry = self.index.entries.len() as u32;
+                line.entry = position(self.index.entries.len());
                 let mut e = from.entries[i].clone();
-                e.line = u32::try_from(line_no).expect("a line position fits in 32 bits");
+                e.line = position(line_no);
                 self.index.entries.push(e);
                 if self.measure.is_some() {
                     self.index

@@ -290,7 +290,7 @@ impl Tree {
                     State::Reached => break State::Reached,
                     // A walk that comes back to itself is a cycle.
                     State::Unreached | State::OnWalk => break State::Unreached,
-                    State::Unknown if !is_node(&index.entries[cur]) => break State::Unreached,
+                    // Parents are nodes: the walk stays on them.
                     State::Unknown => {}
                 }
                 state[cur] = State::OnWalk;

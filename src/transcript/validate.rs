@@ -188,16 +188,14 @@ fn context_kept(
     let new_ctx = tree::context_iter(new, new_tree, &new_path);
     let old_pairing = tree::pairing(old, old_ctx.clone());
     let new_pairing = tree::pairing(new, new_ctx.clone());
-    fn key<'a>(idx: &'a Index, c: &ContextItem) -> (bool, &'a str) {
-        match *c {
-            ContextItem::CompactionSummary(_) => (true, id_of(idx, c.at())),
-            ContextItem::Entry(_) => (false, id_of(idx, c.at())),
-        }
+    fn key(idx: &Index, c: ContextItem) -> (bool, &str) {
+        let summary = matches!(c, ContextItem::CompactionSummary(_));
+        (summary, id_of(idx, c.at()))
     }
     let kept = || {
         old_ctx
             .clone()
-            .map(|c| key(old, &c))
+            .map(|c| key(old, c))
             .filter(|(_, id)| !expect.removed_ids.contains(*id))
     };
     let (summary, from) = match (&expect.compaction_keeps_from, expect.appended_ids.last()) {
@@ -212,7 +210,7 @@ fn context_kept(
         _ => (None, 0),
     };
     let expected = || summary.into_iter().chain(kept().skip(from));
-    if !new_ctx.clone().map(|c| key(new, &c)).eq(expected()) {
+    if !new_ctx.clone().map(|c| key(new, c)).eq(expected()) {
         return fail(format!(
             "the rebuilt context differs: expected {} messages, got {}",
             expected().count(),

@@ -444,8 +444,7 @@ fn write_successor(
     // The path's figures are done with: gone before the context is rebuilt.
     let mut branch = scan.active;
     drop(scan.facts);
-    let kept_tail: Vec<String> = tree::context_of(&index, &tree, &branch)
-        .into_iter()
+    let kept_tail: Vec<String> = tree::context_iter(&index, &tree, &branch)
         .filter_map(|item| match item {
             ContextItem::Entry(i) => index.entries[i as usize].id.as_deref().map(str::to_owned),
             ContextItem::CompactionSummary(_) => None,
