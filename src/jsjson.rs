@@ -226,14 +226,25 @@ pub fn deserialize<'de, S: serde::de::DeserializeSeed<'de>>(
     bytes: &'de [u8],
     seed: S,
 ) -> serde_json::Result<S::Value> {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => {
+    deserialize_checked(bytes, std::str::from_utf8(bytes).ok(), seed)
+}
+
+/// [`deserialize`] for a caller that already checked the bytes: `text` is `bytes` as text,
+/// `None` when they are not valid UTF-8.
+pub fn deserialize_checked<'de, S: serde::de::DeserializeSeed<'de>>(
+    bytes: &'de [u8],
+    text: Option<&'de str>,
+    seed: S,
+) -> serde_json::Result<S::Value> {
+    match text {
+        Some(text) => {
+            debug_assert_eq!(text.as_bytes(), bytes);
             let mut de = serde_json::Deserializer::from_str(text);
             let v = seed.deserialize(&mut de)?;
             de.end()?;
             Ok(v)
         }
-        Err(_) => {
+        None => {
             let mut de = serde_json::Deserializer::from_slice(bytes);
             let v = seed.deserialize(&mut de)?;
             de.end()?;

@@ -80,7 +80,12 @@ pub fn scan_reader(r: impl Read, counter: TokenCounter) -> std::io::Result<(Inde
     crate::transcript::for_each_line(r, |line| {
         builder.push_line(line);
         count_line(line, &builder, &mut counts);
-        if is_cache_ttl_marker(line) {
+        // An entry of another type is no marker: only `custom` entries and lines the index
+        // could not read as an entry are searched.
+        let may_be_marker = builder
+            .last_entry()
+            .is_none_or(|e| e.kind == EntryType::Custom);
+        if may_be_marker && is_cache_ttl_marker(line) {
             counts.cache_ttl_markers += 1;
             counts.cache_ttl_bytes += line.len() as u64;
         }
@@ -323,16 +328,20 @@ fn may_hold_counted_blocks(content: &str, assistant: bool) -> bool {
 }
 
 /// Count image (and, for assistant content, thinking) blocks of a `content` value; `cut` are
-/// the payloads left out of its top-level blocks (by block position).
+/// the payloads left out of its top-level blocks (by block position). The content is valid
+/// JSON (it was parsed): its blocks are found by skipping strings, and only a block whose text
+/// can name a counted type (see [`may_hold_counted_blocks`]) is parsed.
 fn count_blocks(content: &str, assistant: bool, cut: &[&Payload], c: &mut Counts, depth: u32) {
     if !content.starts_with('[') || depth > 8 {
         return;
     }
-    let Ok(blocks) = serde_json::from_str::<Vec<&RawValue>>(content) else {
+    let Some(blocks) = crate::transcript::span::elements(content.as_bytes()) else {
         return;
     };
-    for (k, raw) in blocks.into_iter().enumerate() {
-        if !raw.get().starts_with('{') {
+    let thinking_counts = assistant && depth == 0;
+    for (k, range) in blocks.into_iter().enumerate() {
+        let raw = &content[range];
+        if !raw.starts_with('{') || !may_hold_counted_blocks(raw, thinking_counts) {
             continue;
         }
         let left_out: u64 = cut
@@ -340,16 +349,16 @@ fn count_blocks(content: &str, assistant: bool, cut: &[&Payload], c: &mut Counts
             .filter(|p| p.block as usize == k)
             .map(|p| p.len as u64)
             .sum();
-        let Ok(b) = serde_json::from_str::<BlockView>(raw.get()) else {
+        let Ok(b) = serde_json::from_str::<BlockView>(raw) else {
             continue;
         };
         match b.kind.as_str() {
             Some("image") => {
                 c.images += 1;
-                c.image_bytes += raw.get().len() as u64 + left_out;
+                c.image_bytes += raw.len() as u64 + left_out;
             }
-            Some(t) if assistant && depth == 0 && THINKING_TYPES.contains(&t) => {
-                c.thinking_bytes += raw.get().len() as u64;
+            Some(t) if thinking_counts && THINKING_TYPES.contains(&t) => {
+                c.thinking_bytes += raw.len() as u64;
             }
             _ => {
                 if let Some(inner) = b.content {

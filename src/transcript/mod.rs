@@ -915,8 +915,7 @@ impl IndexBuilder {
     /// What the probe located in the last line pushed (`raw`, as it was pushed), when it is an
     /// entry that was read either whole or without every one of its payloads.
     pub fn last_line<'a>(&'a self, raw: &'a [u8]) -> Option<ProbedLine<'a>> {
-        let line = self.index.lines.last()?;
-        let entry = &self.index.entries[line.entry()?];
+        let entry = self.last_entry()?;
         let bytes = match (self.last_probed_light, self.light_cut) {
             (false, _) => raw.strip_suffix(b"\n").unwrap_or(raw),
             (true, true) => &self.light[..],
@@ -990,10 +989,11 @@ impl IndexBuilder {
     /// payload of an image block (nothing is recorded then).
     fn probe(&mut self, line_no: usize, bytes: &[u8], cuts: &[light::Cut]) -> Option<Entry> {
         // The cut runs are ASCII: the cut line is valid UTF-8 exactly when the line is.
-        let utf8 = std::str::from_utf8(bytes).is_ok();
+        let text = std::str::from_utf8(bytes).ok();
+        let utf8 = text.is_some();
         // A line with invalid UTF-8 is read as the index always reads it (a string it skips
         // need not be valid) and measured as the runtime reads it, the bad bytes as U+FFFD.
-        let p = probe::probe_line(bytes, self.measure.filter(|_| utf8)).ok()?;
+        let p = probe::probe_checked(bytes, text, self.measure.filter(|_| utf8)).ok()?;
         let mut payloads = Vec::new();
         let mut used = 0;
         if let Some(m) = &p.message
@@ -1067,6 +1067,12 @@ impl IndexBuilder {
 
     /// The last line pushed without its terminator and with every payload of
     /// [`Self::last_payloads`] left out, when the probe had it so; else `None`.
+    /// The entry the last line pushed holds, if it is one.
+    pub fn last_entry(&self) -> Option<&Entry> {
+        let line = self.index.lines.last()?;
+        Some(&self.index.entries[line.entry()?])
+    }
+
     pub fn last_light(&self) -> Option<&[u8]> {
         self.light_cut.then_some(&self.light[..])
     }

@@ -1056,20 +1056,30 @@ pub fn probe_line(
     bytes: &[u8],
     measure: Option<Measure>,
 ) -> Result<LineProbe<'_>, serde_json::Error> {
+    probe_checked(bytes, std::str::from_utf8(bytes).ok(), measure)
+}
+
+/// [`probe_line`] for a caller that already checked the bytes: `text` is `bytes` as text,
+/// `None` when they are not valid UTF-8.
+pub fn probe_checked<'a>(
+    bytes: &'a [u8],
+    text: Option<&'a str>,
+    measure: Option<Measure>,
+) -> Result<LineProbe<'a>, serde_json::Error> {
     let start = bytes.as_ptr() as usize;
+    let unicode_escape = UNICODE_ESCAPE.find(bytes);
     let seed = LineSeed {
         opts: Options {
             measure,
-            may_hold_image: IMAGE_TYPE.find(bytes).is_some()
-                || UNICODE_ESCAPE.find(bytes).is_some(),
+            may_hold_image: unicode_escape.is_some() || IMAGE_TYPE.find(bytes).is_some(),
             // (Strings with invalid UTF-8 are never decoded: such a line is kept as it is.)
-            media: crate::mediarefs::may_hold(bytes) && std::str::from_utf8(bytes).is_ok(),
+            media: text.is_some() && crate::mediarefs::may_hold(bytes),
             line: (start, start + bytes.len()),
         },
         marker: std::marker::PhantomData,
     };
-    let probe = crate::jsjson::deserialize(bytes, seed)?;
-    if has_surrogate_escape(bytes) {
+    let probe = crate::jsjson::deserialize_checked(bytes, text, seed)?;
+    if unicode_escape.is_some_and(|at| has_surrogate_escape(&bytes[at..])) {
         // The probe skips strings without decoding them; decode the whole line to be sure.
         serde_json::from_slice::<serde_json::Value>(bytes)?;
     }

@@ -71,6 +71,30 @@ pub fn value_after_key(b: &[u8], key_end: usize) -> Option<Range<usize>> {
     Some(start..value_end(b, start)?)
 }
 
+/// The ranges of the elements of the JSON array `b` (the whole of `b`, surrounding space
+/// allowed), found with the same skipper.
+pub fn elements(b: &[u8]) -> Option<Vec<Range<usize>>> {
+    let mut i = skip_space(b, 0);
+    if b.get(i) != Some(&b'[') {
+        return None;
+    }
+    let mut out = Vec::new();
+    i = skip_space(b, i + 1);
+    if b.get(i) == Some(&b']') {
+        return Some(out);
+    }
+    loop {
+        let end = value_end(b, i)?;
+        out.push(i..end);
+        i = skip_space(b, end);
+        match b.get(i)? {
+            b',' => i = skip_space(b, i + 1),
+            b']' => return Some(out),
+            _ => return None,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +123,29 @@ mod tests {
             }
         }
         assert_eq!(value_after_key(br#"{"k" "v"}"#, 4), None);
+    }
+
+    #[test]
+    fn elements_are_the_values_serde_reads() {
+        let arrays = [
+            "[]",
+            " [ ] ",
+            r#"[1,"a]",{"b":"}"},[[]],null,true,-2.5e3]"#,
+            "[ \"x\" ,\n\t{\"y\":[1, 2]} ]",
+            r#"["\\",{"z":"\"]"}]"#,
+        ];
+        for a in arrays {
+            let want: Vec<&serde_json::value::RawValue> = serde_json::from_str(a).unwrap();
+            let got: Vec<&str> = elements(a.as_bytes())
+                .unwrap()
+                .into_iter()
+                .map(|r| &a[r])
+                .collect();
+            let want: Vec<&str> = want.iter().map(|v| v.get()).collect();
+            assert_eq!(got, want, "{a}");
+        }
+        for not_array in ["{}", "1", "\"[\"", "[1 2]", "[1,"] {
+            assert_eq!(elements(not_array.as_bytes()), None, "{not_array}");
+        }
     }
 }
