@@ -64,11 +64,18 @@ pub fn compaction(
         framing_before = framing.then_some(e);
         Ok(framing)
     })?;
-    // The summarised entries are parsed with only what the summary reads.
+    // The summarised entries are parsed with only what the summary reads; the lines of those
+    // the index says enough about are not read at (all but the first and the last, which
+    // give the summary its time span).
     let mut builder = SummaryBuilder::default();
-    for &p in &decision.summarized {
+    let ends = [decision.summarized.first(), decision.summarized.last()];
+    for p in &decision.summarized {
+        let i = scan.active[*p as usize];
+        if !ends.contains(&Some(p)) && builder.push_from_index(&index.entries[i]) {
+            continue;
+        }
         let parse = |b: &[u8]| pruned::parse(b, &pruned::SUMMARY);
-        builder.push(&reader.read_with(index, scan.active[p as usize], parse)?);
+        builder.push(&reader.read_with(index, i, parse)?);
     }
     let generator = format!("{TOOL} {}", settings.version);
     let summary = summary::finish(

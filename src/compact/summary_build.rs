@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::classify::{self, Boilerplate, collapse_space};
 use super::fileops::FileOps;
@@ -18,6 +18,7 @@ use super::summary::{MAX_FRAMING_CHARS, MAX_TOOL_ROWS, tool_calls};
 use super::summary_text::{cap_text, truncate_utf16};
 use super::{context_message, str_field};
 use crate::js::js_trim;
+use crate::transcript::{Entry, EntryType, Role};
 
 const MAX_TOOL_FAILURES: usize = 8;
 const MAX_TOOL_FAILURE_CHARS: usize = 240;
@@ -83,6 +84,25 @@ impl SummaryBuilder {
         } else {
             self.kept(m, entry);
         }
+    }
+
+    /// Feed the next summarised entry when the index alone says what the summary reads of it:
+    /// a `toolResult` message that is not an error (`isError` is not `true`). Of such a message
+    /// the rules read its role and its image blocks and nothing else (its text, name and
+    /// details only make a failure's line), so its line need not be read. Returns `false`,
+    /// having fed nothing, for any other entry. Its timestamp is not known: the first and the
+    /// last summarised entries must be fed whole, as they give the summary its time span.
+    pub fn push_from_index(&mut self, e: &Entry) -> bool {
+        if e.kind != EntryType::Message || e.role != Some(Role::ToolResult) || e.is_error() {
+            return false;
+        }
+        let images = vec![json!({ "type": "image" }); e.image_blocks().len()];
+        let entry = json!({
+            "type": "message",
+            "message": { "role": "toolResult", "content": images },
+        });
+        self.push(&entry);
+        true
     }
 
     /// Every message: counts, images, files, tools and failures.

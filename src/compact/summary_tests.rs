@@ -538,3 +538,87 @@ fn summaries_written_before_flattening_are_flattened_when_carried() {
     assert!(t.contains("### Tools called\n- read ×1\n\n### Activity (2026-03-01T03:00:00.000Z to 2026-03-01T04:00:00.000Z)\n"), "{t}");
     assert_eq!(s.read_files, vec!["a.rs"]);
 }
+
+/// Tool results the summary builder takes from the index (see
+/// `SummaryBuilder::push_from_index`) give the summary that reading their lines gives, however
+/// `isError`, the role and the image blocks are spelled.
+#[test]
+fn tool_results_taken_from_the_index_summarise_as_their_lines() {
+    use crate::compact::pruned;
+    use crate::transcript::Index;
+    let hostile = [
+        r#"{"role":"toolResult","toolCallId":"c1","toolName":"exec","content":[{"type":"text","text":"boom"}],"isError":"true"}"#,
+        r#"{"role":"toolResult","toolCallId":"c2","toolName":"exec","content":[{"type":"text","text":"boom"}],"isError":1}"#,
+        r#"{"role":"toolResult","toolCallId":"c3","toolName":"exec","content":[{"type":"text","text":"x"}],"isError":true,"isError":false}"#,
+        r#"{"role":"toolResult","toolCallId":"c4","toolName":"exec","content":[{"type":"text","text":"x"}],"isError":false,"isError":true}"#,
+        r#"{"role":"toolResult","toolCallId":"c5","toolName":"exec","content":[{"type":"text","text":"x"}],"is\u0045rror":true}"#,
+        r#"{"role":"toolResult","toolCallId":"c6","content":[{"type":"im\u0061ge","data":"QQ=="},"img",{"type":"image"},{"type":"image","type":"text","text":"t"}]}"#,
+        r#"{"role":"toolResult","toolCallId":"c7","content":"plain text with an \"image\""}"#,
+        r#"{"role":"toolResult","toolCallId":"c8","content":{"type":"image","data":"QQ=="}}"#,
+        r#"{"role":"user","role":"toolResult","toolCallId":"c9","content":[{"type":"image","data":"QQ=="}]}"#,
+        r#"{"role":"toolResult","role":"user","content":"a user after all"}"#,
+        r#"{"role":"tool\u0052esult","toolCallId":"c10","content":[{"type":"text","text":"escaped role"}],"isError":null}"#,
+        r#"{"role":"toolResult","toolCallId":"c11","toolName":"read","details":{"status":"failed","exitCode":2},"content":[],"isError":true}"#,
+    ];
+    let mut rng = Rng::new(77);
+    let (mut compared, mut spelled) = (0, 0);
+    for case in 0..120 {
+        let mut b = PathBuilder::random(&mut rng, 1 + case % 7);
+        for _ in 0..rng.below(8) {
+            let m = if rng.chance(50) {
+                serde_json::from_str(hostile[rng.below(hostile.len() as u64) as usize]).unwrap()
+            } else {
+                crate::compact::testgen::message(&mut rng, 1_772_442_000_000)
+            };
+            b.message(m);
+            if rng.chance(30) {
+                b.assistant_text(&rng.text(40));
+            }
+        }
+        // The hostile messages are written as they are spelled (escapes, repeated keys).
+        let mut text = String::new();
+        for e in &b.entries {
+            let mut line = crate::jsjson::to_string_compact(e);
+            if let Some(m) = e.get("message") {
+                for h in hostile {
+                    let v: Value = serde_json::from_str(h).unwrap();
+                    if v.get("toolCallId") == m.get("toolCallId")
+                        && v.get("content") == m.get("content")
+                    {
+                        let written = crate::jsjson::to_string_compact(m);
+                        line = line.replacen(&written, h, 1);
+                        spelled += 1;
+                    }
+                }
+            }
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let index = Index::from_reader(text.as_bytes()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let context: Vec<usize> = (0..index.entries.len())
+            .filter(|&i| index.entries[i].context())
+            .collect();
+        let parse = |i: usize| {
+            pruned::parse(lines[index.entries[i].line()].as_bytes(), &pruned::SUMMARY).unwrap()
+        };
+        let (mut read, mut taken) = (SummaryBuilder::default(), SummaryBuilder::default());
+        for (k, &i) in context.iter().enumerate() {
+            read.push(&parse(i));
+            let end = k == 0 || k + 1 == context.len();
+            if end || !taken.push_from_index(&index.entries[i]) {
+                taken.push(&parse(i));
+            } else {
+                compared += 1;
+            }
+        }
+        let now = "2026-03-03T00:00:00.000Z";
+        assert_eq!(
+            finish(read, None, None, "g", now),
+            finish(taken, None, None, "g", now),
+            "{text}"
+        );
+    }
+    assert!(compared > 300, "{compared}");
+    assert!(spelled > 100, "{spelled}");
+}

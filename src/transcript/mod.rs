@@ -234,6 +234,8 @@ const HAS_SUMMARY: u8 = 1 << 2;
 const CONTEXT: u8 = 1 << 3;
 /// [`Entry::side_append`].
 const SIDE_APPEND: u8 = 1 << 4;
+/// [`Entry::is_error`].
+const IS_ERROR: u8 = 1 << 5;
 
 /// What the content of a message says about its images and tool calls (see
 /// [`Entry::image_blocks`], [`Entry::tool_calls`], [`Entry::tool_result_id`]): 40 bytes, so
@@ -348,6 +350,11 @@ impl Entry {
         self.flags & SIDE_APPEND != 0
     }
 
+    /// A message whose `isError` is `true` (a failed tool result).
+    pub fn is_error(&self) -> bool {
+        self.flags & IS_ERROR != 0
+    }
+
     /// The entry of a probed line; `before` is the id of the entry before it in the file, which
     /// its `parentId` shares when it names it (see [`Parent::Id`]).
     fn from_probe(line: usize, p: &LineProbe<'_>, before: Option<&Arc<str>>) -> Entry {
@@ -410,6 +417,9 @@ impl Entry {
             };
             if matches!(m.stop_reason.as_str(), Some("error" | "aborted")) {
                 e.flags |= ERROR_OR_ABORTED;
+            }
+            if m.is_error {
+                e.flags |= IS_ERROR;
             }
             let mut found = Blocks::default();
             if let Content::Blocks(blocks) = &m.content {

@@ -339,6 +339,8 @@ pub struct MessageProbe<'a> {
     pub content: Content<'a>,
     /// The first string among the tool-result id aliases, in the runtime's order.
     pub tool_result_id: Option<Cow<'a, str>>,
+    /// `isError` is `true` (the last one, when repeated).
+    pub is_error: bool,
     /// With a measure: what the token estimate reads of it.
     pub measured: MessageMeasure,
     /// Where the key of `content` ends, when the key has no escapes (see
@@ -444,6 +446,7 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
                         m.content = Content::Skipped;
                     }
                 }
+                "isError" => m.is_error = a.next_value_seed(IsTrue)?,
                 k @ ("usage" | "command" | "output" | "summary") if opts.measure.is_some() => {
                     let measure = opts.measure.expect("checked");
                     let mm = &mut m.measured;
@@ -474,6 +477,28 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
     }
     other_types!(None; unit);
     other_types!(Some(MessageProbe::default()); bool, num, str, seq);
+}
+
+/// Whether a value is `true`; any other value is read through and is not.
+struct IsTrue;
+
+impl<'de> DeserializeSeed<'de> for IsTrue {
+    type Value = bool;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for IsTrue {
+    type Value = bool;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> Result<bool, E> {
+        Ok(b)
+    }
+    other_types!(false; num, str, unit, seq, map);
 }
 
 /// Keys that name the tool call a result answers, in the order the runtime tries them.
