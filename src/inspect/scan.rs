@@ -197,7 +197,7 @@ fn count_line(raw: &[u8], builder: &IndexBuilder, c: &mut Counts) {
         };
         let cut = &payloads[..];
         if let Some(found) = found {
-            count(found, cut, c);
+            count(found, cut, l.may_hold_image, c);
         }
         return;
     }
@@ -249,7 +249,7 @@ fn count_parsed(raw: &[u8], builder: &IndexBuilder, c: &mut Counts) {
                 role: role.as_ref().and_then(Lenient::as_str),
                 content: content.get(),
             };
-            count(found, &cut, c);
+            count(found, &cut, true, c);
         }
         Some("custom_message") => {
             if let Some(content) = line.get("content") {
@@ -258,6 +258,7 @@ fn count_parsed(raw: &[u8], builder: &IndexBuilder, c: &mut Counts) {
                         content: content.get(),
                     },
                     &cut,
+                    true,
                     c,
                 );
             }
@@ -294,8 +295,9 @@ fn located<'a>(l: &ProbedLine<'a>) -> Option<Option<Countable<'a>>> {
 }
 
 /// Count what a line holds; `cut` are its payloads left out of the text (of the blocks of a
-/// message's content, by block position).
-fn count(found: Countable, cut: &[&Payload], c: &mut Counts) {
+/// message's content, by block position). Without `images_possible` (the line as read names
+/// no `"image"` and has no `\u` escape), only an assistant's thinking blocks can count.
+fn count(found: Countable, cut: &[&Payload], images_possible: bool, c: &mut Counts) {
     match found {
         Countable::Message { role, content } => {
             if role == Some("toolResult") {
@@ -303,11 +305,12 @@ fn count(found: Countable, cut: &[&Payload], c: &mut Counts) {
                 c.tool_output_bytes += content.len() as u64 + cut_bytes;
             }
             let assistant = role == Some("assistant");
-            if may_hold_counted_blocks(content, assistant) {
+            if (images_possible || assistant) && may_hold_counted_blocks(content, assistant) {
                 count_blocks(content, assistant, cut, c, 0);
             }
         }
-        Countable::Custom { content } => count_blocks(content, false, &[], c, 0),
+        Countable::Custom { content } if images_possible => count_blocks(content, false, &[], c, 0),
+        Countable::Custom { .. } => {}
     }
 }
 

@@ -813,6 +813,8 @@ pub struct IndexBuilder {
     /// `message.content` and of the entry's own `content` ended in what it read.
     last_probed_light: bool,
     last_content_keys: [Option<usize>; 2],
+    /// Of the last line: whether its probed bytes can hold an image block.
+    last_may_hold_image: bool,
     /// Positions of [`Index::cache_ttl_keys`] by key.
     cache_ttl_key_ids: std::collections::HashMap<crate::cachettl::Key, u32>,
 }
@@ -831,6 +833,9 @@ pub struct ProbedLine<'a> {
     pub message_content: Option<std::ops::Range<usize>>,
     /// The range of the entry's own `content`, likewise.
     pub content: Option<std::ops::Range<usize>>,
+    /// `bytes` can hold an image block (they name `"image"` or have a `\u` escape): without
+    /// it, no value in them is one.
+    pub may_hold_image: bool,
 }
 
 impl IndexBuilder {
@@ -879,6 +884,7 @@ impl IndexBuilder {
         self.light_cut = false;
         self.last_probed_light = false;
         self.last_content_keys = [None, None];
+        self.last_may_hold_image = true;
         if body.iter().all(u8::is_ascii_whitespace) {
             self.index.lines.push(line);
             return;
@@ -938,6 +944,7 @@ impl IndexBuilder {
             entry,
             message_content: range(self.last_content_keys[0]),
             content: range(self.last_content_keys[1]),
+            may_hold_image: self.last_may_hold_image,
         })
     }
 
@@ -954,6 +961,7 @@ impl IndexBuilder {
         self.light_cut = false;
         self.last_probed_light = false;
         self.last_content_keys = [None, None];
+        self.last_may_hold_image = true;
         let mut line = Line {
             start: self.index.size,
             ..src.clone()
@@ -1049,6 +1057,7 @@ impl IndexBuilder {
             p.message.as_ref().and_then(|m| m.content_key_end),
             p.content_key_end,
         ];
+        self.last_may_hold_image = p.may_hold_image;
         let before = self.index.entries.last().and_then(|b| b.id.as_ref());
         let mut e = Entry::from_probe(line_no, &p, before);
         if e.kind == EntryType::Session {

@@ -176,6 +176,9 @@ pub struct LineProbe<'a> {
     /// Where the key of the entry's own `content` ends, when the key has no escapes (see
     /// `span::value_after_key`).
     pub content_key_end: Option<usize>,
+    /// The bytes probed can hold an image block (see [`Options::may_hold_image`]): without it,
+    /// no value in them is one.
+    pub may_hold_image: bool,
 }
 
 impl LineProbe<'_> {
@@ -242,7 +245,10 @@ impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
         f.write_str("a JSON object")
     }
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        let mut p = LineProbe::default();
+        let mut p = LineProbe {
+            may_hold_image: self.opts.may_hold_image,
+            ..LineProbe::default()
+        };
         // A line that names one of these members twice is not read as an entry (the runtime
         // would take the last; which one a reader sees is not worth guessing).
         let mut seen = [false; ENTRY_FIELDS.len()];
