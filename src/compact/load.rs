@@ -64,9 +64,9 @@ pub fn compaction(
         framing_before = framing.then_some(e);
         Ok(framing)
     })?;
-    // The summarised entries are parsed with only what the summary reads; the lines of those
-    // the index says enough about are not read at (all but the first and the last, which
-    // give the summary its time span).
+    // The summarised entries are parsed with only what the summary reads, and those the index
+    // says enough about are not read at all (except the first and the last, which give the
+    // summary its time span).
     let mut builder = SummaryBuilder::default();
     let ends = [decision.summarized.first(), decision.summarized.last()];
     for p in &decision.summarized {

@@ -477,10 +477,10 @@ fn patch_body<'a>(n: usize, line: &Line, raw: &'a [u8]) -> Result<&'a [u8]> {
     Ok(body.strip_suffix(b"\r").unwrap_or(body))
 }
 
-/// `body` with `patch` spliced in, when the patch sets only top-level ids and splicing writes
-/// what [`patched_value`] serialised would.
+/// `body` with `patch` spliced in, when splicing writes what [`patched_value`] serialised
+/// would: the patch sets top-level ids and replaces content blocks, but scrubs no text.
 fn spliced(body: &[u8], patch: &Patch) -> Option<super::splice::Splice> {
-    if !patch.blocks.is_empty() || patch.media > 0 {
+    if patch.media > 0 {
         return None;
     }
     let json = |s: &str| {
@@ -495,7 +495,17 @@ fn spliced(body: &[u8], patch: &Patch) -> Option<super::splice::Splice> {
     if let Some(fk) = &patch.first_kept {
         sets.push(("firstKeptEntryId", json(fk)));
     }
-    super::splice::set_members(body, &sets)
+    let blocks: Vec<(u32, Vec<u8>)> = patch
+        .blocks
+        .iter()
+        .map(|(pos, block)| {
+            (
+                *pos,
+                crate::jsjson::to_string_compact(&**block).into_bytes(),
+            )
+        })
+        .collect();
+    super::splice::edit(body, &sets, &blocks)
 }
 
 /// The entry of line `n` (its JSON text `body`) with `patch` applied.

@@ -85,8 +85,19 @@ impl Splice {
 /// that is byte for byte what parsing, setting and re-serialising would write (see the module
 /// doc); `None` otherwise.
 pub fn set_members(body: &[u8], sets: &[(&str, Vec<u8>)]) -> Option<Splice> {
+    edit(body, sets, &[])
+}
+
+/// [`set_members`], also replacing blocks of `message.content` (position, and the new block
+/// as `JSON.stringify` writes it). A line whose `message` is not an object, whose content is
+/// not an array or has no block at a position given (or a position given twice) answers
+/// `None`: the caller's parse path says what is wrong.
+pub fn edit(body: &[u8], sets: &[(&str, Vec<u8>)], blocks: &[(u32, Vec<u8>)]) -> Option<Splice> {
     let members = members(body)?;
     let mut edits: Vec<(Range<usize>, Vec<u8>)> = Vec::new();
+    if !blocks.is_empty() {
+        edits = block_edits(body, &members, blocks)?;
+    }
     let end = body.len() - 1;
     for (key, value) in sets {
         match members
@@ -116,6 +127,37 @@ pub fn set_members(body: &[u8], sets: &[(&str, Vec<u8>)]) -> Option<Splice> {
         edits,
         body_len: body.len(),
     })
+}
+
+/// The edits that replace blocks of `message.content` in `body`, a line in `JSON.stringify`'s
+/// form whose top-level members are `top`: each block's bytes (found by skipping strings: the
+/// line is known to be valid) give way to the new block's.
+fn block_edits(
+    body: &[u8],
+    top: &[Member],
+    blocks: &[(u32, Vec<u8>)],
+) -> Option<Vec<(Range<usize>, Vec<u8>)>> {
+    let find = |members: &[Member], base: usize, key: &[u8]| {
+        members
+            .iter()
+            .find(|m| &body[base + m.key.start..base + m.key.end] == key)
+            .map(|m| base + m.value.start..base + m.value.end)
+    };
+    let message = find(top, 0, b"message")?;
+    // (A sub-object of a line in this form is in this form.)
+    let inner = members(&body[message.clone()])?;
+    let content = find(&inner, message.start, b"content")?;
+    let elements = super::span::elements(&body[content.clone()])?;
+    let mut edits: Vec<(Range<usize>, Vec<u8>)> = Vec::with_capacity(blocks.len());
+    for (pos, new) in blocks {
+        let r = elements.get(*pos as usize)?;
+        let r = content.start + r.start..content.start + r.end;
+        if edits.iter().any(|(e, _)| *e == r) {
+            return None;
+        }
+        edits.push((r, new.clone()));
+    }
+    Some(edits)
 }
 
 /// The top-level members of `body` when it is an object in `JSON.stringify`'s form (see the

@@ -156,3 +156,90 @@ fn members_are_the_top_level_ones_in_order() {
         ]
     );
 }
+
+/// Blocks of `message.content` replaced (with ids set or not) are spliced to what parsing,
+/// replacing and serialising writes; a line the parse path would refuse or write otherwise is
+/// not spliced.
+#[test]
+fn content_blocks_are_replaced_as_the_parse_path_replaces_them() {
+    let placeholder = serde_json::json!({"type":"text","text":"[image removed: 12 KB]"});
+    let new = jsjson::to_string_compact(&placeholder).into_bytes();
+    let reference_blocks = |body: &[u8], sets: &[(&str, Vec<u8>)], pos: &[u32]| {
+        let mut v = jsjson::parse(body).ok()?;
+        let obj = v.as_object_mut()?;
+        for (k, value) in sets {
+            obj.insert((*k).to_owned(), serde_json::from_slice(value).unwrap());
+        }
+        let content = obj.get_mut("message")?.get_mut("content")?.as_array_mut()?;
+        for p in pos {
+            *content.get_mut(*p as usize)? = placeholder.clone();
+        }
+        Some(jsjson::to_string_compact(&v).into_bytes())
+    };
+    let big = "QUJD".repeat(3000);
+    let lines = [
+        format!(r#"{{"type":"message","id":"a","parentId":"p","message":{{"role":"user","content":[{{"type":"text","text":"see"}},{{"type":"image","data":"{big}","mimeType":"image/png"}},"s",7,{{"type":"image","data":""}}],"timestamp":1}}}}"#),
+        r#"{"type":"message","id":"a","message":{"content":[{"type":"image","data":"QQ=="}],"role":"toolResult","toolCallId":"c"},"parentId":null}"#.to_string(),
+        r#"{"message":{"role":"user","content":[[],{},{"type":"image","content":[{"type":"image"}]},"\"]\\",null]},"id":"a"}"#.to_string(),
+    ];
+    let (mut spliced_count, mut refused) = (0, 0);
+    for line in &lines {
+        let body = line.as_bytes();
+        for pos in [
+            vec![0],
+            vec![1],
+            vec![0, 2],
+            vec![2, 0],
+            vec![4],
+            vec![1, 1],
+            vec![9],
+        ] {
+            for sets in [vec![], vec![("parentId", b"\"q\"".to_vec())]] {
+                let blocks: Vec<(u32, Vec<u8>)> = pos.iter().map(|p| (*p, new.clone())).collect();
+                let got = edit(body, &sets, &blocks).map(|s| {
+                    let mut out = Vec::new();
+                    s.write_to(body, &mut out);
+                    assert_eq!(out.len(), s.len());
+                    out
+                });
+                let want = reference_blocks(body, &sets, &pos);
+                let repeated = pos.len() == 2 && pos[0] == pos[1];
+                match (got, want) {
+                    (Some(got), Some(want)) => {
+                        assert!(!repeated);
+                        assert_eq!(
+                            String::from_utf8(got).unwrap(),
+                            String::from_utf8(want).unwrap(),
+                            "{line:.80} {pos:?} {sets:?}"
+                        );
+                        spliced_count += 1;
+                    }
+                    (None, want) => {
+                        assert!(repeated || want.is_none(), "{line:.80} {pos:?}");
+                        refused += 1;
+                    }
+                    (Some(_), None) => {
+                        panic!("spliced what the parse path refuses: {line:.80} {pos:?}")
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        spliced_count >= 20 && refused >= 6,
+        "{spliced_count} {refused}"
+    );
+    // Not an object message, not an array content, not in stringify's form: left to the parser.
+    for line in [
+        r#"{"id":"a","message":"m"}"#,
+        r#"{"id":"a","message":{"content":"text"}}"#,
+        r#"{"id":"a","message":{"content":{"type":"image"}}}"#,
+        r#"{"id":"a","message":{"content":[{"type":"image", "data":"QQ=="}]}}"#,
+        r#"{"id":"a","message":{"content":[{"type":"image","n":1.0}]}}"#,
+    ] {
+        assert!(
+            edit(line.as_bytes(), &[], &[(0, new.clone())]).is_none(),
+            "{line}"
+        );
+    }
+}
