@@ -74,22 +74,53 @@ pub fn value_after_key(b: &[u8], key_end: usize) -> Option<Range<usize>> {
 /// The ranges of the elements of the JSON array `b` (the whole of `b`, surrounding space
 /// allowed), found with the same skipper.
 pub fn elements(b: &[u8]) -> Option<Vec<Range<usize>>> {
-    let mut i = skip_space(b, 0);
-    if b.get(i) != Some(&b'[') {
-        return None;
-    }
     let mut out = Vec::new();
-    i = skip_space(b, i + 1);
-    if b.get(i) == Some(&b']') {
-        return Some(out);
-    }
-    loop {
+    items(b, b'[', b']', |i| {
         let end = value_end(b, i)?;
         out.push(i..end);
-        i = skip_space(b, end);
-        match b.get(i)? {
+        Some(end)
+    })?;
+    Some(out)
+}
+
+/// The members of the JSON object `b` (the whole of `b`, surrounding space allowed): the range
+/// of each key (without its quotes) and of its value, in order.
+pub fn members(b: &[u8]) -> Option<Vec<(Range<usize>, Range<usize>)>> {
+    let mut out = Vec::new();
+    items(b, b'{', b'}', |i| {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(b, i + 1)?;
+        let value = value_after_key(b, key_end)?;
+        let end = value.end;
+        out.push((i + 1..key_end - 1, value));
+        Some(end)
+    })?;
+    Some(out)
+}
+
+/// Walk the items of the container `b` that opens with `open` and closes with `close`: `item`
+/// reads the one starting at its argument and returns where it ends.
+fn items(
+    b: &[u8],
+    open: u8,
+    close: u8,
+    mut item: impl FnMut(usize) -> Option<usize>,
+) -> Option<()> {
+    let mut i = skip_space(b, 0);
+    if b.get(i) != Some(&open) {
+        return None;
+    }
+    i = skip_space(b, i + 1);
+    if b.get(i) == Some(&close) {
+        return Some(());
+    }
+    loop {
+        i = skip_space(b, item(i)?);
+        match *b.get(i)? {
             b',' => i = skip_space(b, i + 1),
-            b']' => return Some(out),
+            c if c == close => return Some(()),
             _ => return None,
         }
     }
@@ -146,6 +177,43 @@ mod tests {
         }
         for not_array in ["{}", "1", "\"[\"", "[1 2]", "[1,"] {
             assert_eq!(elements(not_array.as_bytes()), None, "{not_array}");
+        }
+    }
+
+    #[test]
+    fn members_are_the_keys_and_values_serde_reads() {
+        let objects = [
+            "{}",
+            " { } ",
+            r#"{"a":1,"b":"x]}","c":{"d":[1,{"e":"}"}]},"f\"g":null}"#,
+            "{ \"k\" : [ 1 ] ,\n\t\"l\":\"\\\\\"}",
+        ];
+        for o in objects {
+            let want: Vec<(String, String)> =
+                serde_json::from_str::<indexmap::IndexMap<String, &serde_json::value::RawValue>>(o)
+                    .unwrap()
+                    .into_iter()
+                    .map(|(k, v)| (k, v.get().to_owned()))
+                    .collect();
+            let got: Vec<(String, String)> = members(o.as_bytes())
+                .unwrap()
+                .into_iter()
+                .map(|(k, v)| {
+                    let key: String = serde_json::from_str(&format!("\"{}\"", &o[k])).unwrap();
+                    (key, o[v].to_owned())
+                })
+                .collect();
+            assert_eq!(got, want, "{o}");
+        }
+        for not_object in [
+            "[]",
+            "1",
+            r#"{"a" 1}"#,
+            r#"{"a":1 "b":2}"#,
+            r#"{"a":1,"#,
+            r#"{1:2}"#,
+        ] {
+            assert_eq!(members(not_object.as_bytes()), None, "{not_object}");
         }
     }
 }

@@ -137,16 +137,16 @@ fn block_edits(
     top: &[Member],
     blocks: &[(u32, Vec<u8>)],
 ) -> Option<Vec<(Range<usize>, Vec<u8>)>> {
-    let find = |members: &[Member], base: usize, key: &[u8]| {
-        members
-            .iter()
-            .find(|m| &body[base + m.key.start..base + m.key.end] == key)
-            .map(|m| base + m.value.start..base + m.value.end)
-    };
-    let message = find(top, 0, b"message")?;
-    // (A sub-object of a line in this form is in this form.)
-    let inner = members(&body[message.clone()])?;
-    let content = find(&inner, message.start, b"content")?;
+    let message = top
+        .iter()
+        .find(|m| &body[m.key.clone()] == b"message")?
+        .value
+        .clone();
+    // The line was checked whole: the message's members are found by skipping strings.
+    let content = super::span::members(&body[message.clone()])?
+        .into_iter()
+        .find(|(k, _)| &body[message.start + k.start..message.start + k.end] == b"content")
+        .map(|(_, v)| message.start + v.start..message.start + v.end)?;
     let elements = super::span::elements(&body[content.clone()])?;
     let mut edits: Vec<(Range<usize>, Vec<u8>)> = Vec::with_capacity(blocks.len());
     for (pos, new) in blocks {
