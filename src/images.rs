@@ -341,6 +341,12 @@ mod tests {
         let predicted =
             rewrite::predicted_size(&std::fs::File::open(&p).unwrap(), &index, &resolved).unwrap();
         assert_eq!(predicted, out.len() as u64);
+        let in_memory = rewrite::predicted_size(text.as_bytes(), &index, &resolved).unwrap();
+        assert_eq!(
+            in_memory,
+            out.len() as u64,
+            "sized from the bytes in memory"
+        );
         (String::from_utf8(out).unwrap(), resolved)
     }
 

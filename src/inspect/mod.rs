@@ -630,8 +630,27 @@ fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
 /// `confined`: the store's sessions directory, to which the commands confine their writes
 /// (`None`: it cannot be confined, and no command would change the file).
 fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> TranscriptFacts {
+    thread_local! {
+        /// The bytes of the transcript being analysed (see `scan::scan_path`), reused from
+        /// file to file.
+        static SNAPSHOT: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
+    }
+    let mut buf = SNAPSHOT.take();
+    let f = analyse_in(path, confined, hooks, &mut buf);
+    buf.clear();
+    SNAPSHOT.set(buf);
+    f
+}
+
+/// [`analyse`], with `buf` to hold the transcript's bytes.
+fn analyse_in(
+    path: &Path,
+    confined: Option<&Confined>,
+    hooks: &Hooks,
+    buf: &mut Vec<u8>,
+) -> TranscriptFacts {
     let mut f = TranscriptFacts::default();
-    let (index, counts) = match scan::scan_path(path, hooks.counter) {
+    let (index, counts, bytes) = match scan::scan_path(path, hooks.counter, buf) {
         Ok(x) => x,
         Err(e) => {
             f.error = Some(format!("{e:#}"));
@@ -661,14 +680,35 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
         // the lines a plan patches are read again, to size them exactly as the rewrite
         // writes them.
         if counts.images > 0 || counts.media_references > 0 {
-            f.strip_bytes = freed(job::predict(confined, path, &index, &tree, hooks.strip));
+            f.strip_bytes = freed(job::predict(
+                confined,
+                path,
+                bytes,
+                &index,
+                &tree,
+                hooks.strip,
+            ));
         }
         if counts.silent_replies > 0 {
-            f.prune_bytes = freed(job::predict(confined, path, &index, &tree, hooks.prune));
+            f.prune_bytes = freed(job::predict(
+                confined,
+                path,
+                bytes,
+                &index,
+                &tree,
+                hooks.prune,
+            ));
         }
         // One readable marker can supersede nothing.
         if index.cache_ttl.len() > 1 {
-            f.cache_ttl_bytes = freed(job::predict(confined, path, &index, &tree, hooks.cache_ttl));
+            f.cache_ttl_bytes = freed(job::predict(
+                confined,
+                path,
+                bytes,
+                &index,
+                &tree,
+                hooks.cache_ttl,
+            ));
         }
         if f.context_tokens
             .is_some_and(|t| t > hooks.compact_min_tokens)
@@ -676,6 +716,7 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
             f.compact_tokens = compact_saved(&job::predict_at(
                 confined,
                 path,
+                bytes,
                 &index,
                 &tree,
                 hooks.compact,

@@ -62,22 +62,62 @@ pub struct Counts {
     pub unparsable_lines: Vec<usize>,
 }
 
+/// A transcript up to this size is read whole, in one read, and its bytes are handed back
+/// for the predictions that read lines of it again (see `transcript::values::Snapshot`); a
+/// longer one is streamed.
+pub const SNAPSHOT_MAX: u64 = 4 << 20;
+
 /// Index a transcript (with every entry's token figures measured with `counter`) and count
-/// what `inspect` reports, in one read.
-pub fn scan_path(path: &Path, counter: TokenCounter) -> Result<(Index, Counts)> {
+/// what `inspect` reports, in one read. A file of at most [`SNAPSHOT_MAX`] bytes is read into
+/// `buf` and its bytes are returned with the index; a longer one is not kept.
+pub fn scan_path<'b>(
+    path: &Path,
+    counter: TokenCounter,
+    buf: &'b mut Vec<u8>,
+) -> Result<(Index, Counts, Option<&'b [u8]>)> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NOFOLLOW)
         .open(path)
         .with_context(|| format!("cannot open {}", path.display()))?;
-    scan_reader(file, counter).with_context(|| format!("cannot read {}", path.display()))
+    let unreadable = || format!("cannot read {}", path.display());
+    let len = file.metadata().with_context(unreadable)?.len();
+    buf.clear();
+    if len <= SNAPSHOT_MAX {
+        buf.reserve(len as usize + 1);
+        // (Bounded: the file may have grown since it was measured.)
+        (&file)
+            .take(SNAPSHOT_MAX + 1)
+            .read_to_end(buf)
+            .with_context(unreadable)?;
+        if buf.len() as u64 <= SNAPSHOT_MAX {
+            let (index, counts) = scan_lines(counter, |f| {
+                crate::transcript::for_each_line_in(buf, f);
+                Ok(())
+            })
+            .with_context(unreadable)?;
+            return Ok((index, counts, Some(&buf[..])));
+        }
+    }
+    let (head, rest) = (std::mem::take(buf), file);
+    let head = std::io::Cursor::new(head);
+    let (index, counts) = scan_reader(head.chain(rest), counter).with_context(unreadable)?;
+    Ok((index, counts, None))
 }
 
 /// [`scan_path`] over any reader.
 pub fn scan_reader(r: impl Read, counter: TokenCounter) -> std::io::Result<(Index, Counts)> {
+    scan_lines(counter, |f| crate::transcript::for_each_line(r, f))
+}
+
+/// Index and count the lines `feed` hands to the function it is given, in file order.
+fn scan_lines(
+    counter: TokenCounter,
+    feed: impl FnOnce(&mut dyn FnMut(&[u8])) -> std::io::Result<()>,
+) -> std::io::Result<(Index, Counts)> {
     let mut builder = IndexBuilder::measuring(counter);
     let mut counts = Counts::default();
-    crate::transcript::for_each_line(r, |line| {
+    feed(&mut |line| {
         builder.push_line(line);
         count_line(line, &builder, &mut counts);
         // An entry of another type is no marker: only `custom` entries and lines the index
@@ -375,6 +415,43 @@ fn count_blocks(content: &str, assistant: bool, cut: &[&Payload], c: &mut Counts
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_small_file_is_kept_and_a_long_one_streamed_to_the_same_index() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |i: usize, pad: usize| {
+            format!(
+                r#"{{"type":"message","id":"e{i}","parentId":{},"message":{{"role":"user","content":[{{"type":"text","text":"{}"}},{{"type":"image","data":"{}"}}]}}}}"#,
+                if i == 0 {
+                    "null".into()
+                } else {
+                    format!("\"e{}\"", i - 1)
+                },
+                "x".repeat(pad),
+                "QUJD".repeat(300),
+            )
+        };
+        let header = r#"{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}"#;
+        for (n, pad, kept) in [(40, 10, true), (60, 80_000, false)] {
+            let mut text = format!("{header}\n");
+            for i in 0..n {
+                text.push_str(&line(i, pad));
+                text.push('\n');
+            }
+            text.push_str(r#"{"type":"custom","id":"z","parentId":"e0"}"#); // no terminator
+            assert_eq!((text.len() as u64) <= SNAPSHOT_MAX, kept);
+            let p = dir.path().join(format!("{n}.jsonl"));
+            std::fs::write(&p, &text).unwrap();
+            let mut buf = Vec::new();
+            let (index, counts, bytes) = scan_path(&p, TokenCounter::Heuristic, &mut buf).unwrap();
+            assert_eq!(bytes, kept.then_some(text.as_bytes()));
+            let (want_index, want_counts) = scan_bytes(text.as_bytes());
+            assert_eq!(format!("{index:?}"), format!("{want_index:?}"));
+            assert_eq!(format!("{counts:?}"), format!("{want_counts:?}"));
+            assert_eq!(index.entries.len(), n + 2);
+            assert_eq!(counts.images, n as u64);
+        }
+    }
 
     #[test]
     fn counts_blocks_bytes_and_entries() {

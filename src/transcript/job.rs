@@ -32,7 +32,7 @@ use super::estimate::TokenCounter;
 use super::rewrite::{self, Edits, Resolved};
 use super::tree::Tree;
 use super::validate::{self, Expectation};
-use super::values::Transcript;
+use super::values::{Snapshot, Transcript};
 use crate::exit::Refusal;
 use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::fsutil::temps;
@@ -409,27 +409,31 @@ fn refuse_uneditable(index: &Index, out: &mut Outcome) -> Result<(), Status> {
 /// refusals, plan and resolution as [`run_file`], with `bytes_after` computed by
 /// [`rewrite::predicted_size`], which reads back only the lines the plan patches. No
 /// validation pass and no lock: this is for reports that predict many files at once
-/// (`inspect`), not for writing.
+/// (`inspect`), not for writing. `bytes`: the file as the index was built from it, when the
+/// caller still holds it (what the planner and the size read back is then read from it, not
+/// from the file).
 pub fn predict(
     confined: &Confined,
     path: &Path,
+    bytes: Option<&[u8]>,
     index: &Index,
     tree: &Tree,
     planner: &Planner,
 ) -> Outcome {
-    predict_at(confined, path, index, tree, &|_, i, t| planner(i, t))
+    predict_at(confined, path, bytes, index, tree, &|_, i, t| planner(i, t))
 }
 
 /// [`predict`] with a planner that also reads the file (see [`PlannerAt`]).
 pub fn predict_at(
     confined: &Confined,
     path: &Path,
+    bytes: Option<&[u8]>,
     index: &Index,
     tree: &Tree,
     planner: &PlannerAt,
 ) -> Outcome {
     let mut out = Outcome::new(path, Status::Unchanged);
-    if let Err(status) = predict_inner(confined, path, index, tree, planner, &mut out) {
+    if let Err(status) = predict_inner(confined, path, bytes, index, tree, planner, &mut out) {
         out.fail(status);
     }
     out
@@ -438,6 +442,7 @@ pub fn predict_at(
 fn predict_inner(
     confined: &Confined,
     path: &Path,
+    bytes: Option<&[u8]>,
     index: &Index,
     tree: &Tree,
     planner: &PlannerAt,
@@ -445,10 +450,18 @@ fn predict_inner(
 ) -> Result<(), Status> {
     check_target(confined, path)?;
     check_editable_with(index, tree, out)?;
-    predict_sized(planner, &path, index, tree, out, &mut |resolved| {
-        let file = confined.open_read(path).map_err(failed)?;
-        rewrite::predicted_size(&file, index, resolved).map_err(failed)
-    })
+    match bytes {
+        Some(bytes) => {
+            let snapshot = Snapshot { path, bytes };
+            predict_sized(planner, &snapshot, index, tree, out, &mut |resolved| {
+                rewrite::predicted_size(bytes, index, resolved).map_err(failed)
+            })
+        }
+        None => predict_sized(planner, &path, index, tree, out, &mut |resolved| {
+            let file = confined.open_read(path).map_err(failed)?;
+            rewrite::predicted_size(&file, index, resolved).map_err(failed)
+        }),
+    }
 }
 
 /// The part of a preview without a validation pass that a file and a session's rows share,

@@ -570,18 +570,42 @@ impl Index {
     }
 }
 
+/// Positioned reads of a transcript's bytes: from its file, or from the bytes one read of it
+/// left in memory (a [`values::Snapshot`]).
+pub trait ReadAt {
+    /// Fill `buf` from byte `offset` on; an error when the bytes end before it is full.
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()>;
+}
+
+impl ReadAt for File {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, offset)
+    }
+}
+
+impl ReadAt for [u8] {
+    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+        let from = usize::try_from(offset).unwrap_or(usize::MAX);
+        match self.get(from..).and_then(|rest| rest.get(..buf.len())) {
+            Some(bytes) => {
+                buf.copy_from_slice(bytes);
+                Ok(())
+            }
+            None => Err(std::io::ErrorKind::UnexpectedEof.into()),
+        }
+    }
+}
+
 /// Read line `n` of `index` from `file` into `buf`, leaving out the payloads `cut` selects
 /// (those that lie within the line): one positioned read per piece between them, so the
-/// payloads are neither copied from the page cache nor scanned or parsed. Returns how many
-/// bytes were left out.
+/// payloads are neither copied nor scanned or parsed. Returns how many bytes were left out.
 pub fn read_line_without(
-    file: &File,
+    file: &(impl ReadAt + ?Sized),
     index: &Index,
     n: usize,
     buf: &mut Vec<u8>,
     cut: impl Fn(&Payload) -> bool,
 ) -> std::io::Result<u64> {
-    use std::os::unix::fs::FileExt;
     let line = &index.lines[n];
     let len = line.len as usize;
     // The pieces to read: everything but the selected payloads, in line order.
@@ -734,6 +758,20 @@ impl Index {
 /// How much [`for_each_line`] reads at a time: no faster at 1 MiB on a store of thousands of
 /// transcripts, and each thread holds its own.
 const READ_SIZE: usize = 256 << 10;
+
+/// Feed every line of `bytes` to `f`, in order, each with its terminator (`\n`) if it has one:
+/// [`for_each_line`] over bytes already in memory, which are not copied.
+pub fn for_each_line_in(bytes: &[u8], mut f: impl FnMut(&[u8])) {
+    let mut rest = bytes;
+    while let Some(i) = memchr::memchr(b'\n', rest) {
+        let (line, after) = rest.split_at(i + 1);
+        f(line);
+        rest = after;
+    }
+    if !rest.is_empty() {
+        f(rest);
+    }
+}
 
 /// Feed every line of `r` to `f`, in order, each with its terminator (`\n`) if it has one.
 /// Lines are handed out of the read buffer itself; only a line that spans two reads is

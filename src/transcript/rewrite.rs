@@ -525,7 +525,11 @@ fn patched_value(n: usize, body: &[u8], patch: &Patch) -> Result<Value> {
 /// length, removed lines nothing, and only the patched lines are read back (by their byte
 /// ranges, through `file`) and patched exactly as `apply` patches them. Used to predict what
 /// a command frees without streaming the whole file a second time.
-pub fn predicted_size(file: &std::fs::File, index: &Index, resolved: &Resolved) -> Result<u64> {
+pub fn predicted_size(
+    file: &(impl super::ReadAt + ?Sized),
+    index: &Index,
+    resolved: &Resolved,
+) -> Result<u64> {
     let mut size = 0u64;
     let mut buf = Vec::new();
     for (n, line) in index.lines.iter().enumerate() {
@@ -651,12 +655,16 @@ mod tests {
         (String::from_utf8(out).unwrap(), resolved)
     }
 
-    /// [`predicted_size`] of `text` (written to a file) under `resolved`.
+    /// [`predicted_size`] of `text` (written to a file) under `resolved`, which reading the
+    /// same bytes from memory must give too.
     fn predicted(text: &str, index: &Index, resolved: &Resolved) -> u64 {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.jsonl");
         std::fs::write(&p, text).unwrap();
-        predicted_size(&std::fs::File::open(&p).unwrap(), index, resolved).unwrap()
+        let n = predicted_size(&std::fs::File::open(&p).unwrap(), index, resolved).unwrap();
+        let in_memory = predicted_size(text.as_bytes(), index, resolved).unwrap();
+        assert_eq!(n, in_memory, "{text}");
+        n
     }
 
     #[test]

@@ -52,6 +52,43 @@ impl Transcript for &Path {
     }
 }
 
+/// A transcript's bytes as one read of its file found them, held in memory so that later
+/// readers (a planner reading entries back, the size of a patched rewrite) see exactly the
+/// bytes its index was built from without reading the file again. `path` names it in errors.
+#[derive(Clone, Copy)]
+pub struct Snapshot<'a> {
+    pub path: &'a Path,
+    pub bytes: &'a [u8],
+}
+
+impl Transcript for Snapshot<'_> {
+    fn reader(&self, light: bool) -> Result<EntryReader<'_>> {
+        let name = self.path.display().to_string();
+        Ok(EntryReader::new(name, SliceLines(self.bytes), light))
+    }
+}
+
+/// The lines of a [`Snapshot`] by the byte ranges of its index.
+struct SliceLines<'a>(&'a [u8]);
+
+impl LineSource for SliceLines<'_> {
+    fn read_line(
+        &mut self,
+        index: &Index,
+        n: usize,
+        light: bool,
+        buf: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        if light && !index.payloads_of(n).is_empty() {
+            super::read_line_without(self.0, index, n, buf, |_| true)?;
+            return Ok(());
+        }
+        let line = &index.lines[n];
+        buf.resize(line.len as usize, 0);
+        super::ReadAt::read_exact_at(self.0, buf, line.start)
+    }
+}
+
 /// Reads entries one at a time into one reused buffer, so that a pass over many entries holds
 /// one line at a time.
 pub struct EntryReader<'a> {
@@ -243,6 +280,16 @@ mod tests {
         assert_eq!(vals[1]["message"]["content"], "hé");
         std::fs::write(&p, text.replace("\"id\":\"a\"", "\"id\":\"x\"")).unwrap();
         assert!(read_entries(&p, &index, &[1]).is_err());
+        // Bytes held in memory that end before the index does are an error, not a short line.
+        let cut = &text.as_bytes()[..text.len() - 4];
+        let snapshot = Snapshot {
+            path: &p,
+            bytes: cut,
+        };
+        let mut r = snapshot.reader(false).unwrap();
+        assert_eq!(r.read(&index, 1).unwrap()["id"], "a");
+        let err = format!("{:#}", r.read(&index, 2).unwrap_err());
+        assert!(err.contains("cannot read line 3 of"), "{err}");
     }
 
     #[test]
@@ -275,11 +322,16 @@ mod tests {
         let mut order: Vec<usize> = (1..index.entries.len()).collect();
         order.extend((1..index.entries.len()).rev());
         order.extend((1..index.entries.len()).step_by(5));
-        for light in [false, true] {
-            let mut r = if light {
-                EntryReader::open_light(&p).unwrap()
-            } else {
-                EntryReader::open(&p).unwrap()
+        let bytes = std::fs::read(&p).unwrap();
+        let snapshot = Snapshot {
+            path: &p,
+            bytes: &bytes,
+        };
+        for (light, in_memory) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut r = match (light, in_memory) {
+                (_, true) => snapshot.reader(light).unwrap(),
+                (true, false) => EntryReader::open_light(&p).unwrap(),
+                (false, false) => EntryReader::open(&p).unwrap(),
             };
             for &i in &order {
                 let mut want =
@@ -287,7 +339,11 @@ mod tests {
                 if light && i % 7 == 1 {
                     want["message"]["content"][0]["data"] = "".into();
                 }
-                assert_eq!(r.read(&index, i).unwrap(), want, "entry {i}, light {light}");
+                assert_eq!(
+                    r.read(&index, i).unwrap(),
+                    want,
+                    "entry {i}, light {light}, in memory {in_memory}"
+                );
             }
         }
     }
