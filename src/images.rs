@@ -325,6 +325,11 @@ mod tests {
         let resolved = rewrite::resolve(&index, &tree, planned.edits.clone()).unwrap();
         let mut out = Vec::new();
         let applied = rewrite::apply(text.as_bytes(), &index, &resolved, &mut out).unwrap();
+        let mut from_bytes = Vec::new();
+        let held =
+            rewrite::apply_bytes(text.as_bytes(), &index, &resolved, &mut from_bytes).unwrap();
+        assert!(from_bytes == out, "the same bytes from memory: {text}");
+        assert_eq!(format!("{:?}", held.index), format!("{:?}", applied.index));
         validate(
             &index,
             &applied.index,

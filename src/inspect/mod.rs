@@ -50,6 +50,7 @@ use crate::transcript::Index;
 use crate::transcript::estimate::TokenCounter;
 use crate::transcript::job::{self, Planner, PlannerAt, Status};
 use crate::transcript::tree::{self, Tree};
+use crate::transcript::values::SnapshotBuf;
 use scan::Counts;
 
 /// File categories, in report order. Every regular file falls in exactly one.
@@ -630,16 +631,7 @@ fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
 /// `confined`: the store's sessions directory, to which the commands confine their writes
 /// (`None`: it cannot be confined, and no command would change the file).
 fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> TranscriptFacts {
-    thread_local! {
-        /// The bytes of the transcript being analysed (see `scan::scan_path`), reused from
-        /// file to file.
-        static SNAPSHOT: std::cell::Cell<Vec<u8>> = const { std::cell::Cell::new(Vec::new()) };
-    }
-    let mut buf = SNAPSHOT.take();
-    let f = analyse_in(path, confined, hooks, &mut buf);
-    buf.clear();
-    SNAPSHOT.set(buf);
-    f
+    analyse_in(path, confined, hooks, &mut SnapshotBuf::take())
 }
 
 /// [`analyse`], with `buf` to hold the transcript's bytes.

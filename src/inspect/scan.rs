@@ -33,6 +33,7 @@ use serde_json::value::RawValue;
 
 use crate::transcript::estimate::TokenCounter;
 use crate::transcript::probe::Lenient;
+use crate::transcript::values::SNAPSHOT_MAX;
 use crate::transcript::{EntryType, Index, IndexBuilder, Payload, ProbedLine, Role};
 
 /// Counts from one pass over one transcript.
@@ -61,11 +62,6 @@ pub struct Counts {
     /// Lines that do not parse (1-based).
     pub unparsable_lines: Vec<usize>,
 }
-
-/// A transcript up to this size is read whole, in one read, and its bytes are handed back
-/// for the predictions that read lines of it again (see `transcript::values::Snapshot`); a
-/// longer one is streamed.
-pub const SNAPSHOT_MAX: u64 = 4 << 20;
 
 /// Index a transcript (with every entry's token figures measured with `counter`) and count
 /// what `inspect` reports, in one read. A file of at most [`SNAPSHOT_MAX`] bytes is read into

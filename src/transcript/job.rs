@@ -32,7 +32,7 @@ use super::estimate::TokenCounter;
 use super::rewrite::{self, Edits, Resolved};
 use super::tree::Tree;
 use super::validate::{self, Expectation};
-use super::values::{Snapshot, Transcript};
+use super::values::{SNAPSHOT_MAX, Snapshot, SnapshotBuf, Transcript};
 use crate::exit::Refusal;
 use crate::fsutil::lock::{self, Acquire, SessionLock};
 use crate::fsutil::temps;
@@ -258,9 +258,10 @@ pub fn failed(e: anyhow::Error) -> Status {
     }
 }
 
-/// A plan ready to apply: a general rewrite, or an append-only one (see [`super::append`]).
+/// A plan ready to apply: a general rewrite (with the file's bytes as indexed, when they are
+/// held: see [`index_checked`]), or an append-only one (see [`super::append`]).
 enum Prepared {
-    Rewrite(Index, Resolved),
+    Rewrite(Index, Resolved, Option<SnapshotBuf>),
     Append(Index, Appended),
 }
 
@@ -272,8 +273,12 @@ fn prepare(
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<Option<Prepared>, Status> {
-    let (index, mut tree) = index_checked(confined, path, measure, out)?;
-    let Some(edits) = ask(planner, &path, &index, &tree, out)? else {
+    let (index, mut tree, bytes) = index_checked(confined, path, measure, out)?;
+    let edits = match &bytes {
+        Some(bytes) => ask(planner, &Snapshot { path, bytes }, &index, &tree, out)?,
+        None => ask(planner, &path, &index, &tree, out)?,
+    };
+    let Some(edits) = edits else {
         return Ok(None);
     };
     if edits.only_appends() {
@@ -289,7 +294,7 @@ fn prepare(
         return Ok(Some(Prepared::Append(index, appended)));
     }
     let resolved = resolve_counted(&index, &tree, edits, out)?;
-    Ok(Some(Prepared::Rewrite(index, resolved)))
+    Ok(Some(Prepared::Rewrite(index, resolved, bytes)))
 }
 
 /// Ask `planner` for its edits of `transcript` (indexed as `index` and `tree`), taking its
@@ -325,20 +330,33 @@ pub fn resolve_counted(
 
 /// Index the file (without following a symlink; with token figures measured with `measure`,
 /// if given) and refuse what this tool does not edit: no session header, a v1 file,
-/// duplicate ids. Fills the byte and unparsable-line fields of `out`.
+/// duplicate ids. Fills the byte and unparsable-line fields of `out`. A file of at most
+/// [`SNAPSHOT_MAX`] bytes is read whole and its bytes are returned with the index: what a
+/// rewrite copies then comes from them, not from a second read of the file.
 pub fn index_checked(
     confined: &Confined,
     path: &Path,
     measure: Option<TokenCounter>,
     out: &mut Outcome,
-) -> Result<(Index, Tree), Status> {
+) -> Result<(Index, Tree, Option<SnapshotBuf>), Status> {
     let (len, _) = stamp_in(confined, path).map_err(failed)?;
-    let file = confined.open_read(path).map_err(failed)?;
-    let index = Index::from_reader_measuring(io::Read::take(file, len), measure)
-        .with_context(|| format!("cannot read {}", path.display()))
-        .map_err(failed)?;
+    let mut file = io::Read::take(confined.open_read(path).map_err(failed)?, len);
+    let unreadable = || format!("cannot read {}", path.display());
+    let (index, bytes) = if len <= SNAPSHOT_MAX {
+        let mut bytes = SnapshotBuf::take();
+        bytes.reserve(len as usize);
+        io::Read::read_to_end(&mut file, &mut bytes)
+            .with_context(unreadable)
+            .map_err(failed)?;
+        (Index::from_bytes_measuring(&bytes, measure), Some(bytes))
+    } else {
+        let index = Index::from_reader_measuring(file, measure)
+            .with_context(unreadable)
+            .map_err(failed)?;
+        (index, None)
+    };
     let tree = check_editable(&index, out)?;
-    Ok((index, tree))
+    Ok((index, tree, bytes))
 }
 
 /// Refuse what this tool does not edit (see [`index_checked`]) in an index of the file as it
@@ -738,11 +756,18 @@ fn preview(
     out.bytes_after = match prepared {
         // Validated in `prepare`; the result is the file plus the new lines.
         Prepared::Append(_, appended) => appended.bytes_after(),
-        Prepared::Rewrite(index, resolved) => {
+        Prepared::Rewrite(index, resolved, bytes) => {
             let expect = expectation(&resolved);
-            let file = confined.open_read(path).map_err(failed)?;
             let mut sink = io::sink();
-            let applied = rewrite::apply(file, &index, &resolved, &mut sink).map_err(failed)?;
+            let applied = apply_from(
+                confined,
+                path,
+                bytes.as_deref().map(Vec::as_slice),
+                &index,
+                &resolved,
+                &mut sink,
+            )
+            .map_err(failed)?;
             drop(resolved);
             check_expected(&index, &applied.index, &expect)?;
             applied.bytes_written
@@ -772,18 +797,39 @@ fn write(confined: &Confined, path: &Path, prepared: Prepared) -> Result<(Staged
                 )
             })
             .map_err(write_failed),
-        Prepared::Rewrite(index, resolved) => {
+        Prepared::Rewrite(index, resolved, bytes) => {
             let expect = expectation(&resolved);
             let (staged, applied) = confined
                 .stage_verified(path, 0o600, |w: &mut dyn Write| {
-                    let file = confined.open_read(path)?;
-                    rewrite::apply(file, &index, &resolved, w)
+                    apply_from(
+                        confined,
+                        path,
+                        bytes.as_deref().map(Vec::as_slice),
+                        &index,
+                        &resolved,
+                        w,
+                    )
                 })
                 .map_err(write_failed)?;
             drop(resolved);
             check_expected(&index, &applied.index, &expect)?;
             Ok((staged, applied.bytes_written))
         }
+    }
+}
+
+/// [`rewrite::apply`] from the file's bytes as indexed when they are held, else from the file.
+fn apply_from(
+    confined: &Confined,
+    path: &Path,
+    bytes: Option<&[u8]>,
+    index: &Index,
+    resolved: &Resolved,
+    out: &mut dyn Write,
+) -> Result<rewrite::Applied> {
+    match bytes {
+        Some(bytes) => rewrite::apply_bytes(bytes, index, resolved, out),
+        None => rewrite::apply(confined.open_read(path)?, index, resolved, out),
     }
 }
 

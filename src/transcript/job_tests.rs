@@ -283,3 +283,58 @@ fn a_planner_refusal_is_skipped_and_a_too_deep_line_refused() {
         PlanError::Skip("outer: inner".into())
     );
 }
+
+#[test]
+fn a_file_held_in_memory_and_a_streamed_one_are_rewritten_alike() {
+    // Up to `SNAPSHOT_MAX` bytes the rewrite copies the bytes the index was built from; a
+    // longer file is read again. Both give the file the plan describes, previewed or applied.
+    let removed = |pad: &str| {
+        let mut want = String::new();
+        for line in TEXT.lines() {
+            if line.contains(r#""id":"b""#) {
+                continue;
+            }
+            want.push_str(&line.replace(r#""parentId":"b""#, r#""parentId":"a""#));
+            want.push('\n');
+        }
+        want + pad
+    };
+    for pad_len in [100, SNAPSHOT_MAX as usize + 10] {
+        let pad = format!(
+            "{{\"type\":\"custom\",\"id\":\"p\",\"parentId\":\"c\",\"data\":\"{}\"}}\n",
+            "x".repeat(pad_len)
+        );
+        let text = format!("{TEXT}{pad}");
+        assert_eq!(text.len() as u64 > SNAPSHOT_MAX, pad_len > 100);
+        for mode in [Mode::Preview, Mode::Enforce] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("t.jsonl");
+            fs::write(&path, &text).unwrap();
+            let c = Confined::new(dir.path()).unwrap();
+            let planner = |index: &Index, tree: &Tree| {
+                let mut p = Planned::default();
+                p.edits.remove.insert(tree.find(index, "b").unwrap());
+                Ok(p)
+            };
+            let opts = Options {
+                mode,
+                wait_lock: None,
+                measure: None,
+            };
+            let out = run_file(&c, &path, opts, &planner);
+            let want = removed(&pad);
+            assert_eq!(out.bytes_after, want.len() as u64, "{pad_len} {mode:?}");
+            let got = fs::read_to_string(&path).unwrap();
+            match mode {
+                Mode::Preview => {
+                    assert_eq!(out.status, Status::WouldChange);
+                    assert!(got == text, "a preview writes nothing");
+                }
+                Mode::Enforce => {
+                    assert_eq!(out.status, Status::Changed);
+                    assert!(got == want, "{pad_len}: the file the plan describes");
+                }
+            }
+        }
+    }
+}

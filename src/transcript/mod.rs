@@ -718,6 +718,13 @@ impl Index {
         Ok(b.finish())
     }
 
+    /// [`Index::from_reader_measuring`] over bytes already in memory.
+    pub fn from_bytes_measuring(bytes: &[u8], counter: Option<TokenCounter>) -> Index {
+        let mut b = counter.map_or_else(IndexBuilder::default, IndexBuilder::measuring);
+        for_each_line_in(bytes, |line| b.push_line(line));
+        b.finish()
+    }
+
     /// An entry's token figures, when the index measured them.
     pub fn tokens_of(&self, entry: usize) -> Option<EntryTokens> {
         self.tokens.get(entry).copied()

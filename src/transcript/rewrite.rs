@@ -347,10 +347,66 @@ pub fn apply(
     })
 }
 
+/// [`apply`] from the indexed file's bytes held in memory: kept lines are written from where
+/// they lie, without a copy.
+pub fn apply_bytes(
+    bytes: &[u8],
+    index: &Index,
+    resolved: &Resolved,
+    out: &mut dyn Write,
+) -> Result<Applied> {
+    let bytes = &bytes[..bytes
+        .len()
+        .min(usize::try_from(index.size).unwrap_or(usize::MAX))];
+    apply_fed(
+        &mut |f| {
+            super::for_each_line_in(bytes, |raw| f(Raw::Shared(raw)));
+            Ok(())
+        },
+        index,
+        resolved,
+        &mut |line| {
+            out.write_all(line.bytes())?;
+            Ok(())
+        },
+    )
+}
+
 /// [`apply`] line by line: every line of the result goes to `out` in order (removed lines
 /// are not visited), for writers that store lines apart (the rows of an agent database).
 pub fn apply_lines(
     src: impl io::Read,
+    index: &Index,
+    resolved: &Resolved,
+    out: &mut dyn FnMut(Output) -> Result<()>,
+) -> Result<Applied> {
+    // Lines are handed out of the read buffer itself (see `for_each_line_mut`), and a line
+    // whose patch keeps its length is patched there.
+    let mut src = Some(src.take(index.size));
+    apply_fed(
+        &mut |f| {
+            let src = src.take().expect("fed once");
+            super::for_each_line_mut(src, |raw| f(Raw::Mut(raw)))
+        },
+        index,
+        resolved,
+        out,
+    )
+}
+
+/// A line of the indexed file as [`apply_fed`] gets it: in a buffer it may patch, or where
+/// it lies.
+enum Raw<'a> {
+    Mut(&'a mut [u8]),
+    Shared(&'a [u8]),
+}
+
+/// Hands the indexed file's lines, in order, to the function it is given.
+type Feed<'a> = dyn FnMut(&mut dyn FnMut(Raw)) -> io::Result<()> + 'a;
+
+/// The apply, fed the indexed file's lines in order by `feed`.
+fn apply_fed(
+    feed: &mut Feed<'_>,
     index: &Index,
     resolved: &Resolved,
     out: &mut dyn FnMut(Output) -> Result<()>,
@@ -361,13 +417,27 @@ pub fn apply_lines(
     let mut failed: Option<anyhow::Error> = None;
     let changed =
         |n: usize| anyhow::anyhow!("the file changed while it was being read (line {})", n + 1);
-    // Lines are handed out of the read buffer itself (see `for_each_line_mut`), and a line
-    // whose patch keeps its length is patched there.
-    super::for_each_line_mut(src.take(index.size), |raw| {
+    feed(&mut |raw| {
         if failed.is_some() {
             return;
         }
-        let mut step = || -> Result<()> {
+        let step = || -> Result<()> {
+            let raw: &[u8] = match raw {
+                Raw::Mut(raw) => {
+                    let line = index.lines.get(n).ok_or_else(|| changed(n))?;
+                    if let LineAction::Patch(patch) = &resolved.actions[n]
+                        && raw.len() as u64 == line.len
+                        && patch_in_place(n, line, raw, patch)?
+                    {
+                        out(Output::Patched(n, raw))?;
+                        written += raw.len() as u64;
+                        builder.push_line(raw);
+                        return Ok(());
+                    }
+                    raw
+                }
+                Raw::Shared(raw) => raw,
+            };
             let line = index.lines.get(n).ok_or_else(|| changed(n))?;
             if raw.len() as u64 != line.len {
                 return Err(changed(n));
@@ -379,11 +449,6 @@ pub fn apply_lines(
                     builder.push_copied(raw, index, n);
                 }
                 LineAction::Drop => {}
-                LineAction::Patch(patch) if patch_in_place(n, line, raw, patch)? => {
-                    out(Output::Patched(n, raw))?;
-                    written += raw.len() as u64;
-                    builder.push_line(raw);
-                }
                 LineAction::Patch(patch) => {
                     let text = patch_line(n, line, raw, patch)?;
                     out(Output::Patched(n, &text))?;
@@ -691,6 +756,15 @@ mod tests {
             let Ok(applied) = apply(text.as_bytes(), &index, &resolved, &mut out) else {
                 continue;
             };
+            // From the bytes in memory: the same output and index; and bytes that end early
+            // are refused, as a file that does.
+            let mut from_bytes = Vec::new();
+            let held = apply_bytes(text.as_bytes(), &index, &resolved, &mut from_bytes).unwrap();
+            assert!(from_bytes == out, "{text}");
+            assert_eq!(format!("{:?}", held.index), format!("{:?}", applied.index));
+            let short = &text.as_bytes()[..text.len() - 1];
+            assert!(apply_bytes(short, &index, &resolved, &mut Vec::new()).is_err());
+            assert!(apply(short, &index, &resolved, &mut Vec::new()).is_err());
             let fresh = Index::from_reader(&out[..]).unwrap();
             assert_eq!(
                 format!("{:?}", applied.index),

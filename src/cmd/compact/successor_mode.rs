@@ -381,7 +381,7 @@ fn index_whole(
     run: &Run,
     out: &mut Outcome,
 ) -> Result<(Index, Tree), Status> {
-    let (index, tree) =
+    let (index, tree, _) =
         job::index_checked(confined, path, Some(run.settings.estimator.counter()), out)?;
     if !index.unparsable.is_empty() {
         return Err(Status::Refused(
