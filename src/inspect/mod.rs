@@ -631,18 +631,9 @@ fn store_fields(s: &store::Store) -> Vec<(String, u64)> {
 /// `confined`: the store's sessions directory, to which the commands confine their writes
 /// (`None`: it cannot be confined, and no command would change the file).
 fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> TranscriptFacts {
-    analyse_in(path, confined, hooks, &mut SnapshotBuf::take())
-}
-
-/// [`analyse`], with `buf` to hold the transcript's bytes.
-fn analyse_in(
-    path: &Path,
-    confined: Option<&Confined>,
-    hooks: &Hooks,
-    buf: &mut Vec<u8>,
-) -> TranscriptFacts {
     let mut f = TranscriptFacts::default();
-    let (index, counts, bytes) = match scan::scan_path(path, hooks.counter, buf) {
+    let mut buf = SnapshotBuf::take();
+    let (index, counts, bytes) = match scan::scan_path(path, hooks.counter, &mut buf) {
         Ok(x) => x,
         Err(e) => {
             f.error = Some(format!("{e:#}"));

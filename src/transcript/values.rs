@@ -338,6 +338,34 @@ mod tests {
     }
 
     #[test]
+    fn a_thread_reuses_its_snapshot_buffer_unless_it_grew_too_large() {
+        std::thread::spawn(|| {
+            let mut b = SnapshotBuf::take();
+            b.extend_from_slice(&[7; 5000]);
+            let at = b.as_ptr();
+            // Taken while it is held: another, new buffer.
+            let other = SnapshotBuf::take();
+            assert_eq!(other.capacity(), 0);
+            drop(other);
+            drop(b);
+            let again = SnapshotBuf::take();
+            assert!(again.is_empty() && again.capacity() >= 5000);
+            assert_eq!(again.as_ptr(), at, "the same allocation");
+            drop(again);
+            let mut big = SnapshotBuf::take();
+            big.resize(SNAPSHOT_MAX as usize + 2, 0);
+            drop(big);
+            assert_eq!(
+                SnapshotBuf::take().capacity(),
+                0,
+                "a buffer over the limit is freed"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
     fn windows_give_every_line_as_it_is_in_any_order() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("t.jsonl");
