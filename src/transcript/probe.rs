@@ -224,31 +224,31 @@ impl Options {
     }
 }
 
-/// Reads one line with its [`Options`].
-#[derive(Clone, Copy)]
-struct LineSeed<'a> {
+/// Reads one line with its [`Options`] into `out`, which starts as its default. (Filled where
+/// it lies: a probe is hundreds of bytes, and each level of the parse that returned it by
+/// value copied it once more.)
+struct LineSeed<'p, 'a> {
     opts: Options,
-    marker: std::marker::PhantomData<&'a ()>,
+    out: &'p mut LineProbe<'a>,
 }
 
-impl<'de: 'a, 'a> DeserializeSeed<'de> for LineSeed<'a> {
-    type Value = LineProbe<'a>;
+impl<'de: 'a, 'a> DeserializeSeed<'de> for LineSeed<'_, 'a> {
+    type Value = ();
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<LineProbe<'a>, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
         d.deserialize_map(self)
     }
 }
 
-impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
-    type Value = LineProbe<'a>;
+impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'_, 'a> {
+    type Value = ();
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        let mut p = LineProbe {
-            may_hold_image: self.opts.may_hold_image,
-            ..LineProbe::default()
-        };
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
+        let (opts, marker) = (self.opts, std::marker::PhantomData);
+        let p = self.out;
+        p.may_hold_image = opts.may_hold_image;
         // A line that names one of these members twice is not read as an entry (the runtime
         // would take the last; which one a reader sees is not worth guessing).
         let mut seen = [false; ENTRY_FIELDS.len()];
@@ -264,22 +264,28 @@ impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
                 "parentId" => p.parent_id = a.next_value()?,
                 "message" => {
                     p.has_message = true;
-                    p.message = a.next_value_seed(MessageSeed(self))?;
+                    let seed = MessageSeed {
+                        opts,
+                        out: &mut p.message,
+                    };
+                    if a.next_value_seed(seed)? == Shape::Other {
+                        p.message = Some(MessageProbe::default());
+                    }
                 }
                 "firstKeptEntryId" => p.first_kept_entry_id = a.next_value()?,
                 "targetId" => p.target_id = a.next_value()?,
                 "summary" => {
-                    (p.summary, p.summary_truthy) = a.next_value_seed(SummarySeed(self.marker))?
+                    (p.summary, p.summary_truthy) = a.next_value_seed(SummarySeed(marker))?
                 }
                 "appendMode" => p.append_mode = a.next_value()?,
                 "appendParentId" => p.append_parent_id = a.next_value()?,
                 "content" => {
-                    p.content_key_end = self.opts.key_end(&key);
-                    if self.opts.measure.is_some() {
+                    p.content_key_end = opts.key_end(&key);
+                    if opts.measure.is_some() {
                         let seed = ContentSeed {
-                            opts: self.opts,
+                            opts,
                             want_text: false,
-                            marker: self.marker,
+                            marker,
                         };
                         p.content = a.next_value_seed(seed)?.measured;
                     } else {
@@ -291,7 +297,7 @@ impl<'de: 'a, 'a> Visitor<'de> for LineSeed<'a> {
                 }
             }
         }
-        Ok(p)
+        Ok(())
     }
 }
 
@@ -402,31 +408,48 @@ impl MessageProbe<'_> {
     }
 }
 
-struct MessageSeed<'a>(LineSeed<'a>);
+/// What a message value is, as [`MessageSeed`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// `null`: no message.
+    Null,
+    /// An object, read into the seed's `out`.
+    Object,
+    /// Anything else: a message with every field absent.
+    Other,
+}
 
-impl<'de: 'a, 'a> DeserializeSeed<'de> for MessageSeed<'a> {
-    type Value = Option<MessageProbe<'a>>;
+/// Reads `entry.message` into `out` (which starts as `None`) when it is an object, and says
+/// what it was.
+struct MessageSeed<'p, 'a> {
+    opts: Options,
+    out: &'p mut Option<MessageProbe<'a>>,
+}
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+impl<'de: 'a, 'a> DeserializeSeed<'de> for MessageSeed<'_, 'a> {
+    type Value = Shape;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Shape, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
-    type Value = Option<MessageProbe<'a>>;
+impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'_, 'a> {
+    type Value = Shape;
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a message")
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        let opts = self.0.opts;
-        let mut m = MessageProbe::default();
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Shape, A::Error> {
+        let opts = self.opts;
+        let m = self.out.insert(MessageProbe::default());
         let mut ids: [Option<Cow<'a, str>>; 6] = Default::default();
         let mut first = true;
         while let Some(key) = a.next_key_seed(Key)? {
             if std::mem::take(&mut first) && key == NUMBER_TOKEN {
                 // An arbitrary-precision number: not an object.
                 a.next_value::<IgnoredAny>()?;
-                return Ok(Some(MessageProbe::default()));
+                *self.out = None;
+                return Ok(Shape::Other);
             }
             match key.as_ref() {
                 "role" => m.role = a.next_value()?,
@@ -439,7 +462,7 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
                         let seed = ContentSeed {
                             opts,
                             want_text,
-                            marker: self.0.marker,
+                            marker: std::marker::PhantomData,
                         };
                         let c = a.next_value_seed(seed)?;
                         m.content = c.content;
@@ -479,10 +502,10 @@ impl<'de: 'a, 'a> Visitor<'de> for MessageSeed<'a> {
             }
         }
         m.tool_result_id = ids.into_iter().flatten().next();
-        Ok(Some(m))
+        Ok(Shape::Object)
     }
-    other_types!(None; unit);
-    other_types!(Some(MessageProbe::default()); bool, num, str, seq);
+    other_types!(Shape::Null; unit);
+    other_types!(Shape::Other; bool, num, str, seq);
 }
 
 /// Whether a value is `true`; any other value is read through and is not.
@@ -1099,6 +1122,7 @@ pub fn probe_checked<'a>(
 ) -> Result<LineProbe<'a>, serde_json::Error> {
     let start = bytes.as_ptr() as usize;
     let unicode_escape = UNICODE_ESCAPE.find(bytes);
+    let mut probe = LineProbe::default();
     let seed = LineSeed {
         opts: Options {
             measure,
@@ -1107,9 +1131,9 @@ pub fn probe_checked<'a>(
             media: text.is_some() && crate::mediarefs::may_hold(bytes),
             line: (start, start + bytes.len()),
         },
-        marker: std::marker::PhantomData,
+        out: &mut probe,
     };
-    let probe = crate::jsjson::deserialize_checked(bytes, text, seed)?;
+    crate::jsjson::deserialize_checked(bytes, text, seed)?;
     if unicode_escape.is_some_and(|at| has_surrogate_escape(&bytes[at..])) {
         // The probe skips strings without decoding them; decode the whole line to be sure.
         serde_json::from_slice::<serde_json::Value>(bytes)?;
@@ -1119,6 +1143,7 @@ pub fn probe_checked<'a>(
 
 /// The probe of an entry held as a value (an object; `None` for anything else), measured.
 pub fn probe_value(entry: &Value, measure: Measure) -> Option<LineProbe<'_>> {
+    let mut probe = LineProbe::default();
     let seed = LineSeed {
         opts: Options {
             measure: Some(measure),
@@ -1126,24 +1151,26 @@ pub fn probe_value(entry: &Value, measure: Measure) -> Option<LineProbe<'_>> {
             media: true,
             line: (0, 0),
         },
-        marker: std::marker::PhantomData,
+        out: &mut probe,
     };
-    seed.deserialize(entry).ok()
+    seed.deserialize(entry).ok().map(|()| probe)
 }
 
 /// Estimated tokens of a context message held as a value (see `estimate`).
 pub fn message_tokens(message: &Value, measure: Measure) -> u64 {
-    let seed = MessageSeed(LineSeed {
+    let mut read = None;
+    let seed = MessageSeed {
         opts: Options {
             measure: Some(measure),
             may_hold_image: true,
             media: false,
             line: (0, 0),
         },
-        marker: std::marker::PhantomData,
-    });
+        out: &mut read,
+    };
     match seed.deserialize(message) {
-        Ok(Some(m)) => measure.tokens(m.measured()),
+        Ok(Shape::Object) => read.map_or(0, |m| measure.tokens(m.measured())),
+        Ok(Shape::Other) => measure.tokens(MessageProbe::default().measured()),
         _ => 0,
     }
 }
