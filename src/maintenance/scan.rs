@@ -24,7 +24,9 @@ pub fn mtime_ms(meta: &std::fs::Metadata) -> f64 {
     meta.mtime() as f64 * 1000.0 + meta.mtime_nsec() as f64 / 1e6
 }
 
-/// `readSessionsDirFiles`: regular files (not symlinks) directly in `dir`, in readdir order.
+/// `readSessionsDirFiles`: regular files (not symlinks) directly in `dir`, in the order Node's
+/// `fs.readdir` lists them: by name, byte by byte (libuv sorts what the system lists). The
+/// order matters: files with the same mtime are removed in it.
 ///
 /// The names come from one listing; each is then stat-ed relative to the directory (no
 /// lookup of the whole path per file), in two threads for a big directory. A name that the
@@ -62,6 +64,7 @@ pub fn scan(dir: &Path) -> Vec<FileInfo> {
             }
         }
     }
+    names.sort();
     let Ok(handle) = std::fs::File::open(dir) else {
         return Vec::new();
     };
@@ -128,14 +131,20 @@ fn stat_in(
 }
 
 /// `readSessionPromptBlobFiles`: blob files and blob temps under
-/// `skills-prompts/sha256/<hh>/` (real directories and regular files only).
+/// `skills-prompts/sha256/<hh>/` (real directories and regular files only), each directory
+/// listed by name as Node lists it (see [`scan`]).
 pub fn scan_blobs(dir: &Path) -> Vec<FileInfo> {
     let root = dir.join("skills-prompts").join("sha256");
     let Ok(prefixes) = std::fs::read_dir(&root) else {
         return Vec::new();
     };
+    let by_name = |rd: std::fs::ReadDir| {
+        let mut v: Vec<std::fs::DirEntry> = rd.flatten().collect();
+        v.sort_by_key(|e| e.file_name());
+        v
+    };
     let mut out = Vec::new();
-    for p in prefixes.flatten() {
+    for p in by_name(prefixes) {
         let name = p.file_name().to_string_lossy().into_owned();
         let is_prefix = name.len() == 2
             && name
@@ -147,7 +156,7 @@ pub fn scan_blobs(dir: &Path) -> Vec<FileInfo> {
         let Ok(entries) = std::fs::read_dir(p.path()) else {
             continue;
         };
-        for e in entries.flatten() {
+        for e in by_name(entries) {
             let n = e.file_name().to_string_lossy().into_owned();
             if !e.file_type().is_ok_and(|t| t.is_file())
                 || !(blob_hash(&n).is_some() || is_blob_temp_name(&n))
@@ -219,4 +228,44 @@ pub fn blob_refcounts(projected: &Store) -> HashMap<String, usize> {
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_listed_by_name_as_node_lists_them_whatever_the_directory_order() {
+        // Files with the same mtime are removed in listing order, so the listing must be
+        // Node's (names sorted byte by byte), not the order the system keeps them in.
+        for count in [5, 300] {
+            let dir = tempfile::tempdir().unwrap();
+            // Created in an order unlike the names' (reversed, interleaved), with names that
+            // sort differently as bytes and as text in any locale.
+            let mut names: Vec<String> = (0..count)
+                .map(|i| format!("{}-{i:03}.jsonl", ["b", "A", "a", "_", "Z"][i % 5]))
+                .collect();
+            names.reverse();
+            for n in &names {
+                std::fs::write(dir.path().join(n), b"{}\n").unwrap();
+            }
+            let listed: Vec<String> = scan(dir.path()).into_iter().map(|f| f.name).collect();
+            names.sort();
+            assert_eq!(listed, names);
+            // The prompt blobs too: prefixes and files by name.
+            let blobs = dir.path().join("skills-prompts").join("sha256");
+            for prefix in ["ff", "0a", "a0"] {
+                std::fs::create_dir_all(blobs.join(prefix)).unwrap();
+                for h in ["f", "1", "a"] {
+                    let name = format!("{prefix}{}.txt", h.repeat(62));
+                    std::fs::write(blobs.join(prefix).join(name), b"x").unwrap();
+                }
+            }
+            let listed: Vec<String> = scan_blobs(dir.path()).into_iter().map(|f| f.name).collect();
+            let mut sorted = listed.clone();
+            sorted.sort();
+            assert_eq!(listed.len(), 9);
+            assert_eq!(listed, sorted);
+        }
+    }
 }
