@@ -14,6 +14,13 @@ const TEXT: &str = concat!(
 );
 const APPENDED: &str = "{\"type\":\"custom\",\"id\":\"z\",\"parentId\":\"c\"}\n";
 
+/// A planner that removes `b`.
+fn remove_b(index: &Index, tree: &Tree) -> Result<Planned, PlanError> {
+    let mut p = Planned::default();
+    p.edits.remove.insert(tree.find(index, "b").unwrap());
+    Ok(p)
+}
+
 /// A planner that removes `b` and, like a concurrent writer, appends a line each call.
 fn appending_planner(
     path: PathBuf,
@@ -188,11 +195,7 @@ fn preview_validates_and_writes_nothing() {
     let path = dir.path().join("t.jsonl");
     fs::write(&path, TEXT).unwrap();
     let c = Confined::new(dir.path()).unwrap();
-    let planner = |index: &Index, tree: &Tree| {
-        let mut p = Planned::default();
-        p.edits.remove.insert(tree.find(index, "b").unwrap());
-        Ok(p)
-    };
+    let planner = remove_b;
     let opts = Options {
         mode: Mode::Preview,
         wait_lock: None,
@@ -311,11 +314,7 @@ fn a_file_held_in_memory_and_a_streamed_one_are_rewritten_alike() {
             let path = dir.path().join("t.jsonl");
             fs::write(&path, &text).unwrap();
             let c = Confined::new(dir.path()).unwrap();
-            let planner = |index: &Index, tree: &Tree| {
-                let mut p = Planned::default();
-                p.edits.remove.insert(tree.find(index, "b").unwrap());
-                Ok(p)
-            };
+            let planner = remove_b;
             let opts = Options {
                 mode,
                 wait_lock: None,

@@ -422,11 +422,17 @@ fn apply_fed(
             return;
         }
         let step = || -> Result<()> {
+            let line = index.lines.get(n).ok_or_else(|| changed(n))?;
+            let len = match &raw {
+                Raw::Mut(raw) => raw.len(),
+                Raw::Shared(raw) => raw.len(),
+            };
+            if len as u64 != line.len {
+                return Err(changed(n));
+            }
             let raw: &[u8] = match raw {
                 Raw::Mut(raw) => {
-                    let line = index.lines.get(n).ok_or_else(|| changed(n))?;
                     if let LineAction::Patch(patch) = &resolved.actions[n]
-                        && raw.len() as u64 == line.len
                         && patch_in_place(n, line, raw, patch)?
                     {
                         out(Output::Patched(n, raw))?;
@@ -438,10 +444,6 @@ fn apply_fed(
                 }
                 Raw::Shared(raw) => raw,
             };
-            let line = index.lines.get(n).ok_or_else(|| changed(n))?;
-            if raw.len() as u64 != line.len {
-                return Err(changed(n));
-            }
             match &resolved.actions[n] {
                 LineAction::Keep => {
                     out(Output::Kept(n, raw))?;
