@@ -12,6 +12,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use super::str_field;
+use super::view::View;
 
 /// The runtime's silent-reply token.
 pub const SILENT_REPLY_TOKEN: &str = "NO_REPLY";
@@ -173,41 +174,40 @@ pub fn has_meaningful_text(text: &str) -> bool {
     true
 }
 
-fn has_meaningful_content(content: Option<&Value>) -> bool {
-    match content {
-        Some(Value::String(s)) => has_meaningful_text(s),
-        Some(Value::Array(blocks)) => {
-            let mut non_text = false;
-            for block in blocks.iter().filter(|b| b.is_object()) {
-                match block.get("type") {
-                    Some(Value::String(t)) if t == "text" => {
-                        if block
-                            .get("text")
-                            .and_then(Value::as_str)
-                            .is_some_and(has_meaningful_text)
-                        {
-                            return true;
-                        }
-                    }
-                    Some(Value::String(t)) if NON_CONVERSATION_BLOCKS.contains(&t.as_str()) => {}
-                    _ => non_text = true,
+fn has_meaningful_content<N: View>(content: Option<&N>) -> bool {
+    let Some(content) = content else {
+        return false;
+    };
+    if let Some(s) = content.as_str() {
+        return has_meaningful_text(s);
+    }
+    let Some(blocks) = content.items() else {
+        return false;
+    };
+    let mut non_text = false;
+    for block in blocks.iter().filter(|b| b.is_object()) {
+        match str_field(block, "type") {
+            Some("text") => {
+                if str_field(block, "text").is_some_and(has_meaningful_text) {
+                    return true;
                 }
             }
-            non_text
+            Some(t) if NON_CONVERSATION_BLOCKS.contains(&t) => {}
+            _ => non_text = true,
         }
-        _ => false,
     }
+    non_text
 }
 
 /// `hasMeaningfulConversationContent`.
-pub fn has_meaningful_conversation(message: &Value) -> bool {
+pub fn has_meaningful_conversation<N: View>(message: &N) -> bool {
     match str_field(message, "role") {
         Some("custom") => {
-            message.get("display") != Some(&Value::Bool(false))
-                && has_meaningful_content(message.get("content"))
+            message.field("display").and_then(View::as_bool) != Some(false)
+                && has_meaningful_content(message.field("content"))
         }
         Some("bashExecution") => {
-            if message.get("excludeFromContext") == Some(&Value::Bool(true)) {
+            if message.field("excludeFromContext").and_then(View::as_bool) == Some(true) {
                 return false;
             }
             let cmd = str_field(message, "command").unwrap_or("");
@@ -215,7 +215,7 @@ pub fn has_meaningful_conversation(message: &Value) -> bool {
             has_meaningful_text(&format!("{cmd}\n{out}"))
         }
         Some("branchSummary") => str_field(message, "summary").is_some_and(has_meaningful_text),
-        _ => has_meaningful_content(message.get("content")),
+        _ => has_meaningful_content(message.field("content")),
     }
 }
 
@@ -230,9 +230,9 @@ pub fn is_real_conversation(messages: &[&Value], index: usize) -> bool {
             let start = index.saturating_sub(TOOL_RESULT_LOOKBACK);
             messages[start..index].iter().rev().any(|m| {
                 matches!(
-                    str_field(m, "role"),
+                    str_field(*m, "role"),
                     Some("user" | "custom" | "bashExecution" | "branchSummary")
-                ) && has_meaningful_conversation(m)
+                ) && has_meaningful_conversation(*m)
             })
         }
         _ => false,
@@ -240,16 +240,17 @@ pub fn is_real_conversation(messages: &[&Value], index: usize) -> bool {
 }
 
 /// Concatenated text blocks of a message's content (a string content as is).
-pub fn message_text(message: &Value) -> String {
-    match message.get("content") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| str_field(b, "type") == Some("text"))
-            .filter_map(|b| str_field(b, "text"))
-            .collect(),
-        _ => String::new(),
+pub fn message_text<N: View>(message: &N) -> String {
+    let Some(content) = message.field("content") else {
+        return String::new();
+    };
+    if let Some(s) = content.as_str() {
+        return s.to_owned();
     }
+    (content.items().into_iter().flatten())
+        .filter(|b| str_field(*b, "type") == Some("text"))
+        .filter_map(|b| str_field(b, "text"))
+        .collect()
 }
 
 fn matches_prompt(text: &str, prompt: &str) -> bool {
@@ -260,7 +261,7 @@ fn matches_prompt(text: &str, prompt: &str) -> bool {
 }
 
 /// A heartbeat poll the runtime sends as a user message (default prompts only).
-pub fn is_heartbeat_prompt(message: &Value) -> bool {
+pub fn is_heartbeat_prompt<N: View>(message: &N) -> bool {
     if str_field(message, "role") != Some("user") {
         return false;
     }
@@ -286,15 +287,15 @@ static EXEC_EVENT: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// An exec-event injection (`System (untrusted): [...] Exec completed ...`).
-pub fn is_exec_event(message: &Value) -> bool {
+pub fn is_exec_event<N: View>(message: &N) -> bool {
     str_field(message, "role") == Some("user")
         && EXEC_EVENT.is_match(js_trim(&message_text(message)))
 }
 
-fn has_call(message: &Value) -> bool {
+fn has_call<N: View>(message: &N) -> bool {
     message
-        .get("content")
-        .and_then(Value::as_array)
+        .field("content")
+        .and_then(View::items)
         .is_some_and(|blocks| {
             blocks
                 .iter()
@@ -302,23 +303,24 @@ fn has_call(message: &Value) -> bool {
         })
 }
 
-fn text_blocks_only(message: &Value) -> Option<Vec<&str>> {
-    match message.get("content") {
-        Some(Value::String(s)) => Some(vec![s.as_str()]),
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .map(|b| {
-                (str_field(b, "type") == Some("text"))
-                    .then(|| str_field(b, "text"))
-                    .flatten()
-            })
-            .collect(),
-        _ => None,
+fn text_blocks_only<N: View>(message: &N) -> Option<Vec<&str>> {
+    let content = message.field("content")?;
+    if let Some(s) = content.as_str() {
+        return Some(vec![s]);
     }
+    content
+        .items()?
+        .iter()
+        .map(|b| {
+            (str_field(b, "type") == Some("text"))
+                .then(|| str_field(b, "text"))
+                .flatten()
+        })
+        .collect()
 }
 
 /// An assistant reply that only acknowledges a heartbeat (`HEARTBEAT_OK`, ≤ 300 chars left).
-pub fn is_heartbeat_ack(message: &Value) -> bool {
+pub fn is_heartbeat_ack<N: View>(message: &N) -> bool {
     if str_field(message, "role") != Some("assistant") || has_call(message) {
         return false;
     }
@@ -329,22 +331,26 @@ pub fn is_heartbeat_ack(message: &Value) -> bool {
 /// An assistant reply that the runtime would not deliver, by the rule `prune-noreply` uses
 /// (`crate::noreply::is_silent_blocks`; thinking blocks ignored, no tool calls, not an error
 /// or aborted turn).
-pub fn is_silent_reply(message: &Value) -> bool {
+pub fn is_silent_reply<N: View>(message: &N) -> bool {
     if str_field(message, "role") != Some("assistant")
         || matches!(str_field(message, "stopReason"), Some("error" | "aborted"))
         || has_call(message)
     {
         return false;
     }
-    match message.get("content") {
-        Some(Value::String(s)) => crate::noreply::is_silent_text(s),
-        Some(Value::Array(blocks)) => crate::noreply::is_silent_blocks(
+    let Some(content) = message.field("content") else {
+        return false;
+    };
+    if let Some(s) = content.as_str() {
+        return crate::noreply::is_silent_text(s);
+    }
+    content.items().is_some_and(|blocks| {
+        crate::noreply::is_silent_blocks(
             blocks
                 .iter()
                 .map(|b| (str_field(b, "type"), str_field(b, "text"))),
-        ),
-        _ => false,
-    }
+        )
+    })
 }
 
 /// What the boilerplate filter set aside.
@@ -370,7 +376,7 @@ pub fn filter_boilerplate<'a>(messages: &[&'a Value]) -> (Vec<&'a Value>, Boiler
             // The prompt is boilerplate whatever follows; a bare acknowledgement goes with it.
             let ack = messages
                 .get(i + 1)
-                .is_some_and(|n| is_heartbeat_ack(n) || is_silent_reply(n));
+                .is_some_and(|n| is_heartbeat_ack(*n) || is_silent_reply(*n));
             stats.heartbeat_exchanges += 1;
             i += if ack { 2 } else { 1 };
             continue;

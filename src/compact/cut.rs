@@ -213,7 +213,7 @@ pub fn open_call_ids(entry: &Value) -> Vec<&str> {
         .map(|blocks| {
             blocks
                 .iter()
-                .filter(|b| str_field(b, "type").is_some_and(|t| TOOL_CALL_TYPES.contains(&t)))
+                .filter(|b| str_field(*b, "type").is_some_and(|t| TOOL_CALL_TYPES.contains(&t)))
                 .filter_map(|b| str_field(b, "id"))
                 .collect()
         })

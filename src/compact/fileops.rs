@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::str_field;
 use super::summary::tool_calls;
+use super::view::View;
 
 fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
     let mut v: Vec<String> = set.into_iter().collect();
@@ -23,7 +24,7 @@ fn utf16_sorted(set: BTreeSet<String>) -> Vec<String> {
 pub fn file_lists(all: &[&Value], previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
     let mut ops = FileOps::default();
     for m in all {
-        ops.push(m);
+        ops.push(*m);
     }
     ops.finish(previous)
 }
@@ -37,10 +38,10 @@ pub struct FileOps {
 
 impl FileOps {
     /// Take the `read`/`write`/`edit` calls of one message.
-    pub fn push(&mut self, m: &Value) {
-        for b in tool_calls(m).filter(|b| str_field(b, "type") == Some("toolCall")) {
+    pub fn push<N: View>(&mut self, m: &N) {
+        for b in tool_calls(m).filter(|b| str_field(*b, "type") == Some("toolCall")) {
             let Some(path) = b
-                .get("arguments")
+                .field("arguments")
                 .and_then(|a| str_field(a, "path"))
                 .filter(|p| !p.is_empty())
             else {
@@ -68,9 +69,11 @@ impl FileOps {
     /// Merge the previous compaction's lists (unless it came from a hook) and return
     /// (read − modified, modified), sorted by UTF-16 code units.
     pub fn finish(mut self, previous: Option<&Value>) -> (Vec<String>, Vec<String>) {
-        if let Some(p) = previous.filter(|p| p.get("fromHook") != Some(&Value::Bool(true))) {
+        if let Some(p) =
+            previous.filter(|p| p.field("fromHook").and_then(View::as_bool) != Some(true))
+        {
             let list = |k: &str| {
-                p.get("details")
+                p.field("details")
                     .and_then(|d| d.get(k))
                     .and_then(Value::as_array)
                     .map(|a| {

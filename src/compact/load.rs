@@ -13,11 +13,11 @@ use std::io::{self, Write};
 use anyhow::Result;
 use serde_json::Value;
 
-use super::context_message;
 use super::facts::{IndexCalls, Scan};
 use super::plan::{self, Compaction, ContextSize, Leave, Settings, TOOL};
 use super::pruned;
 use super::summary::{self, SummaryBuilder};
+use super::{context_message, str_field};
 use crate::transcript::tree::Tree;
 use crate::transcript::values::Transcript;
 use crate::transcript::{Index, Role};
@@ -74,8 +74,8 @@ pub fn compaction(
         if !ends.contains(&Some(p)) && builder.push_from_index(&index.entries[i]) {
             continue;
         }
-        let parse = |b: &[u8]| pruned::parse(b, &pruned::SUMMARY);
-        builder.push(&reader.read_with(index, i, parse)?);
+        let parse = |b| pruned::parse(b, &pruned::SUMMARY);
+        builder.push(&reader.read_borrowed(index, i, parse, |e| str_field(e, "id"))?);
     }
     let generator = format!("{TOOL} {}", settings.version);
     let summary = summary::finish(

@@ -36,6 +36,7 @@ pub mod successor_plan;
 pub mod summary;
 mod summary_build;
 mod summary_text;
+pub mod view;
 
 #[cfg(test)]
 pub(crate) mod testgen;
@@ -51,6 +52,7 @@ use serde_json::{Value, json};
 
 use crate::transcript::Index;
 use crate::transcript::tree::{self, Tree};
+use view::View;
 
 /// The active path must start at a root: a first entry with a `parentId` names a line this
 /// tool could not read (or one that is missing).
@@ -80,22 +82,22 @@ pub fn context_of(
 }
 
 /// `entry.type`, when it is a string.
-pub fn entry_type(entry: &Value) -> Option<&str> {
+pub fn entry_type<N: View>(entry: &N) -> Option<&str> {
     str_field(entry, "type")
 }
 
 /// A string field of a JSON object.
-pub fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
-    v.get(key).and_then(Value::as_str)
+pub fn str_field<'a, N: View>(v: &'a N, key: &str) -> Option<&'a str> {
+    v.field(key).and_then(View::as_str)
 }
 
 /// Whether the runtime puts something in the model context for this entry (ignoring
 /// compaction windows): `message`, `custom_message`, or a `branch_summary` with a summary.
 pub fn is_context_entry(entry: &Value) -> bool {
     match entry_type(entry) {
-        Some("message") => entry.get("message").is_some(),
+        Some("message") => entry.field("message").is_some(),
         Some("custom_message") => true,
-        Some("branch_summary") => entry.get("summary").is_some_and(is_truthy_str),
+        Some("branch_summary") => entry.field("summary").is_some_and(is_truthy_str),
         _ => false,
     }
 }
@@ -115,26 +117,26 @@ fn is_truthy_str(v: &Value) -> bool {
 /// put nothing in context.
 pub fn context_message(entry: &Value) -> Option<Cow<'_, Value>> {
     match entry_type(entry)? {
-        "message" => entry.get("message").map(Cow::Borrowed),
+        "message" => entry.field("message").map(Cow::Borrowed),
         "custom_message" => Some(Cow::Owned(json!({
             "role": "custom",
-            "customType": entry.get("customType"),
-            "content": entry.get("content"),
-            "display": entry.get("display"),
-            "details": entry.get("details"),
-            "timestamp": entry.get("timestamp"),
+            "customType": entry.field("customType"),
+            "content": entry.field("content"),
+            "display": entry.field("display"),
+            "details": entry.field("details"),
+            "timestamp": entry.field("timestamp"),
         }))),
         "branch_summary" if is_context_entry(entry) => Some(Cow::Owned(json!({
             "role": "branchSummary",
-            "summary": entry.get("summary"),
-            "fromId": entry.get("fromId"),
-            "timestamp": entry.get("timestamp"),
+            "summary": entry.field("summary"),
+            "fromId": entry.field("fromId"),
+            "timestamp": entry.field("timestamp"),
         }))),
         "compaction" => Some(Cow::Owned(json!({
             "role": "compactionSummary",
-            "summary": entry.get("summary"),
-            "tokensBefore": entry.get("tokensBefore"),
-            "timestamp": entry.get("timestamp"),
+            "summary": entry.field("summary"),
+            "tokensBefore": entry.field("tokensBefore"),
+            "timestamp": entry.field("timestamp"),
         }))),
         _ => None,
     }

@@ -1,20 +1,23 @@
 //! Entries parsed with only the fields a reader looks at.
 //!
 //! A transcript line is mostly bookkeeping that a summary never reads (provider, model,
-//! `usage`, signatures, …). [`parse`] builds the entry's [`Value`] from the raw bytes keeping,
-//! at the three levels the summary reads (the entry, its `message`, and the blocks of a
-//! `content` array), only the members [`Keep`] names; everything else is skipped by the parser
-//! without being built. Kept members are whole values, parsed exactly as `jsjson::parse`
-//! parses them (duplicate keys, number text, JavaScript key order).
+//! `usage`, signatures, …). [`parse`] builds the entry as a [`Light`] tree (strings borrowed
+//! from the line) keeping, at the three levels the summary reads (the entry, its `message`,
+//! and the blocks of a `content` array), only the members [`Keep`] names; everything else is
+//! skipped by the parser without being built. Kept members are whole values, read as
+//! `jsjson::parse` reads them (a repeated name means its last value, numbers keep their text;
+//! [`Light::to_value`] gives the `Value` `jsjson::parse` would).
 //!
 //! The result is not the entry: it is the entry as seen by a reader that only asks for the
 //! kept members. [`SUMMARY`] lists what the summary of a compacted range and the entry
 //! reader's id check look at.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value};
+
+use super::view::Light;
 
 /// The members kept at each level.
 #[derive(Debug, Clone, Copy)]
@@ -65,14 +68,12 @@ pub const SUMMARY: Keep = Keep {
 };
 
 /// Parse one line (without its terminator) keeping only what `keep` names.
-pub fn parse(bytes: &[u8], keep: &Keep) -> serde_json::Result<Value> {
+pub fn parse<'a>(bytes: &'a [u8], keep: &Keep) -> serde_json::Result<Light<'a>> {
     let seed = Pruned {
         level: Level::Entry,
         keep,
     };
-    let mut v = crate::jsjson::deserialize(bytes, seed)?;
-    crate::jsjson::normalize_key_order(&mut v);
-    Ok(v)
+    crate::jsjson::deserialize(bytes, seed)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,6 +83,8 @@ enum Level {
     /// A `content` value: blocks when it is an array.
     Content,
     Block,
+    /// Below the levels: kept whole.
+    Whole,
 }
 
 #[derive(Clone, Copy)]
@@ -91,26 +94,29 @@ struct Pruned<'k> {
 }
 
 impl Pruned<'_> {
-    fn names(&self) -> &'static [&'static str] {
-        match self.level {
+    /// Whether member `key` of an object at this level is kept.
+    fn keeps(&self, key: &str) -> bool {
+        let names = match self.level {
             Level::Entry => self.keep.entry,
             Level::Message => self.keep.message,
             Level::Block => self.keep.block,
-            Level::Content => &[],
-        }
+            // A `content` object (not blocks) is kept whole, like any value below the levels.
+            Level::Content | Level::Whole => return true,
+        };
+        names.contains(&key)
     }
 
-    /// The seed of a kept member `key` of an object at this level (`None`: a whole value).
-    fn child(&self, key: &str) -> Option<Pruned<'_>> {
+    /// The seed of kept member `key` of an object at this level.
+    fn child(&self, key: &str) -> Pruned<'_> {
         let level = match (self.level, key) {
             (Level::Entry, "message") => Level::Message,
             (Level::Entry | Level::Message, "content") => Level::Content,
-            _ => return None,
+            _ => Level::Whole,
         };
-        Some(Pruned {
+        Pruned {
             level,
             keep: self.keep,
-        })
+        }
     }
 }
 
@@ -118,90 +124,92 @@ impl Pruned<'_> {
 const NUMBER_TOKEN: &str = "$serde_json::private::Number";
 
 impl<'de> DeserializeSeed<'de> for Pruned<'_> {
-    type Value = Value;
+    type Value = Light<'de>;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Light<'de>, D::Error> {
         d.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Pruned<'_> {
-    type Value = Value;
+    type Value = Light<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+    fn visit_bool<E>(self, v: bool) -> Result<Light<'de>, E> {
+        Ok(Light::Bool(v))
     }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
+    fn visit_i64<E>(self, v: i64) -> Result<Light<'de>, E> {
+        Ok(Light::Number(v.into()))
     }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
+    fn visit_u64<E>(self, v: u64) -> Result<Light<'de>, E> {
+        Ok(Light::Number(v.into()))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    fn visit_f64<E>(self, v: f64) -> Result<Light<'de>, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Light::Null, Light::Number))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Light<'de>, E> {
+        Ok(Light::String(Cow::Borrowed(v)))
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+    fn visit_str<E>(self, v: &str) -> Result<Light<'de>, E> {
+        Ok(Light::String(Cow::Owned(v.to_owned())))
     }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_string<E>(self, v: String) -> Result<Light<'de>, E> {
+        Ok(Light::String(Cow::Owned(v)))
     }
-    fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+    fn visit_unit<E>(self) -> Result<Light<'de>, E> {
+        Ok(Light::Null)
     }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+    fn visit_none<E>(self) -> Result<Light<'de>, E> {
+        Ok(Light::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Light<'de>, A::Error> {
+        let item = Pruned {
+            level: match self.level {
+                Level::Content => Level::Block,
+                _ => Level::Whole,
+            },
+            keep: self.keep,
+        };
         let mut items = Vec::new();
-        if self.level == Level::Content {
-            let block = Pruned {
-                level: Level::Block,
-                keep: self.keep,
-            };
-            while let Some(v) = a.next_element_seed(block)? {
-                items.push(v);
-            }
-        } else {
-            while let Some(v) = a.next_element::<Value>()? {
-                items.push(v);
-            }
+        while let Some(v) = a.next_element_seed(item)? {
+            items.push(v);
         }
-        Ok(Value::Array(items))
+        Ok(Light::Array(items))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
-        let mut map = Map::new();
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Light<'de>, A::Error> {
+        let mut members = Vec::new();
         let mut first = true;
         while let Some(key) = a.next_key_seed(crate::transcript::probe::Key)? {
             if std::mem::take(&mut first) && key == NUMBER_TOKEN {
-                let text: String = a.next_value()?;
+                let text: Cow<'de, str> = a.next_value_seed(crate::transcript::probe::Key)?;
                 let n = text
                     .parse::<serde_json::Number>()
                     .map_err(de::Error::custom)?;
-                return Ok(Value::Number(n));
+                return Ok(Light::Number(n));
             }
-            // A `content` object (not blocks) is kept whole, like any value below the levels.
-            let kept = self.level == Level::Content || self.names().contains(&key.as_ref());
-            if !kept {
+            if !self.keeps(&key) {
                 a.next_value::<IgnoredAny>()?;
                 continue;
             }
-            let v = match self.child(&key).filter(|_| self.level != Level::Content) {
-                Some(seed) => a.next_value_seed(seed)?,
-                None => a.next_value::<Value>()?,
+            let v = match self.level {
+                // The members of a `content` object are whole values.
+                Level::Content => a.next_value_seed(Pruned {
+                    level: Level::Whole,
+                    keep: self.keep,
+                })?,
+                _ => a.next_value_seed(self.child(&key))?,
             };
-            map.insert(key.into_owned(), v);
+            members.push((key, v));
         }
-        Ok(Value::Object(map))
+        Ok(Light::Object(members))
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::compact::summary::{self, SummaryBuilder};
@@ -234,6 +242,44 @@ mod tests {
         b.entries
     }
 
+    /// Lines a `Value` cannot hold as written (names given twice, escapes, numbers in odd
+    /// spellings, values of the wrong kind) summarise through the light tree as through
+    /// `jsjson::parse`, one line at a time and all together.
+    #[test]
+    fn odd_lines_summarise_as_their_full_values() {
+        let lines = [
+            r#"{"type":"message","id":"1","timestamp":"t1","message":{"role":"user","content":"first"},"message":{"role":"user","content":"second \"quoted\" \u00e9"}}"#,
+            r#"{"type":"message","id":"2","timestamp":"t2","message":{"role":"assistant","role":"user","content":[{"type":"text","text":"x","text":"  "}]}}"#,
+            r#"{"type":"message","id":"3","timestamp":7,"message":{"role":"toolResult","toolCallId":"c1","toolName":"exec","isError":true,"isError":1,"content":"boom"}}"#,
+            r#"{"type":"message","id":"4","message":{"role":"toolResult","toolCallId":"c2","toolName":" ","isError":true,"details":{"status":"failed","exitCode":2.50e0,"exitCode":-0.0},"content":[{"type":"text","text":"a\nb"},"s",3]}}"#,
+            r#"{"type":"message","id":"5","message":{"role":"assistant","content":[{"type":"toolCall","name":"read","arguments":{"path":"/a","path":"/b"}},{"type":"toolCall","name":"write","arguments":"{\"path\":\"/c\"}"},{"type":"toolCall","name":"edit","arguments":{"path":""}}]}}"#,
+            r#"{"type":"message","id":"6","message":{"role":"custom","display":0,"content":[{"type":"thinking"},{"type":"image"},{"text":"untyped"}]}}"#,
+            r#"{"type":"message","id":"7","message":{"role":"bashExecution","command":"ls","output":"NO_REPLY","excludeFromContext":"yes"}}"#,
+            r#"{"type":"message","id":"8","message":{"role":"assistant","stopReason":"aborted","content":"NO_REPLY"}}"#,
+            r#"{"type":"message","id":"9","message":{"role":"user","content":"[OpenClaw heartbeat poll]"}}"#,
+            r#"{"type":"message","id":"10","message":{"role":"assistant","content":[{"type":"text","text":"HEARTBEAT_OK"}]}}"#,
+            r#"{"type":"message","id":"11","message":"not an object"}"#,
+            r#"{"type":"message","id":"12"}"#,
+            r#"{"type":"custom_message","id":"13","customType":"k","content":"note","display":true,"timestamp":"t13"}"#,
+            r#"{"type":"branch_summary","id":"14","summary":"went\u0020elsewhere","fromId":"x"}"#,
+            r#"{"type":"compaction","id":"15","summary":"earlier","tokensBefore":1e3,"firstKeptEntryId":"x"}"#,
+            r#"{"type":"message","id":"16","timestamp":"t16","message":{"role":"user","content":[{"type":"text","text":"System (untrusted): [x] Exec completed"}]}}"#,
+        ];
+        let done = |b| summary::finish(b, None, None, "t 0", "2026-01-01T00:00:00.000Z");
+        let (mut full_all, mut light_all) = (SummaryBuilder::default(), SummaryBuilder::default());
+        for line in lines {
+            let full = crate::jsjson::parse(line.as_bytes()).unwrap();
+            let light = parse(line.as_bytes(), &SUMMARY).unwrap();
+            let (mut f, mut l) = (SummaryBuilder::default(), SummaryBuilder::default());
+            f.push(&full);
+            l.push(&light);
+            assert_eq!(done(l), done(f), "{line}");
+            full_all.push(&full);
+            light_all.push(&light);
+        }
+        assert_eq!(done(light_all), done(full_all));
+    }
+
     #[test]
     fn summaries_are_the_same_through_pruned_entries() {
         for seed in 0..12 {
@@ -245,7 +291,7 @@ mod tests {
                 let line = crate::jsjson::to_string_compact(e);
                 let full = crate::jsjson::parse(line.as_bytes()).unwrap();
                 let pruned = parse(line.as_bytes(), &SUMMARY).unwrap();
-                assert_eq!(pruned["id"], full["id"]);
+                assert_eq!(pruned.to_value()["id"], full["id"]);
                 full_summary.push(&full);
                 pruned_summary.push(&pruned);
             }
@@ -257,7 +303,7 @@ mod tests {
     #[test]
     fn keeps_the_named_members_whole_and_nothing_else() {
         let line = br#"{"type":"message","id":"a","parentId":null,"n":1.50,"message":{"role":"assistant","model":"m","usage":{"input":1,"cost":{"total":0.5}},"content":[{"type":"text","text":"t\n","sig":"x"},{"type":"toolCall","name":"exec","id":"c","arguments":{"2":1,"b":[1.0,{"x":1}],"1":2}},"s",7],"stopReason":"stop","role":"user"}}"#;
-        let v = parse(line, &SUMMARY).unwrap();
+        let v = parse(line, &SUMMARY).unwrap().to_value();
         assert_eq!(
             v,
             json!({"type":"message","id":"a","message":{"role":"user",
@@ -280,7 +326,7 @@ mod tests {
             r#"{"type":"custom_message","id":"a","content":[{"type":"text","text":"x","y":1},3.0e2]}"#,
             r#"{"type":"compaction","id":"a","summary":"s","firstKeptEntryId":"b","tokensBefore":1e3}"#,
         ] {
-            let v = parse(line.as_bytes(), &SUMMARY).unwrap();
+            let v = parse(line.as_bytes(), &SUMMARY).unwrap().to_value();
             let mut want = crate::jsjson::parse(line.as_bytes()).unwrap();
             if let Some(blocks) = want.get_mut("content").and_then(Value::as_array_mut) {
                 blocks[0].as_object_mut().unwrap().remove("y");

@@ -82,7 +82,7 @@ impl PathEntry {
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
-                .filter(|b| str_field(b, "type") == Some("toolCall"))
+                .filter(|b| str_field(*b, "type") == Some("toolCall"))
                 .filter_map(|b| str_field(b, "id"))
                 .map(Box::from)
                 .collect(),

@@ -56,6 +56,7 @@ use super::str_field;
 pub use super::summary_build::SummaryBuilder;
 pub use super::summary_text::sanitize;
 use super::summary_text::{cap_previous, cap_summary, cap_text, quote, truncate_utf16};
+use super::view::View;
 use crate::js::js_trim;
 
 /// First line marker; also how an earlier offline summary is recognised.
@@ -127,7 +128,7 @@ pub fn header_line(generator: &str, now: &str) -> String {
 pub fn build(input: &SummaryInput) -> Summary {
     let mut b = SummaryBuilder::default();
     for e in &input.entries {
-        b.push(e);
+        b.push(*e);
     }
     finish(
         b,
@@ -409,15 +410,15 @@ fn flatten_offline(lines: &[&str]) -> String {
     js_trim(&out.join("\n")).to_owned()
 }
 
-pub(super) fn tool_calls<'a>(m: &'a Value) -> impl Iterator<Item = &'a Value> + 'a {
-    m.get("content")
-        .and_then(Value::as_array)
+pub(super) fn tool_calls<N: View>(m: &N) -> impl Iterator<Item = &N> {
+    m.field("content")
+        .and_then(View::items)
         .filter(|_| str_field(m, "role") == Some("assistant"))
         .into_iter()
         .flatten()
         .filter(|b| {
             matches!(
-                str_field(b, "type"),
+                str_field(*b, "type"),
                 Some("toolCall" | "toolUse" | "functionCall")
             )
         })

@@ -10,13 +10,14 @@
 
 use std::collections::{BTreeMap, HashSet, VecDeque};
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::classify::{self, Boilerplate, collapse_space};
 use super::fileops::FileOps;
 use super::summary::{MAX_FRAMING_CHARS, MAX_TOOL_ROWS, tool_calls};
 use super::summary_text::{cap_text, truncate_utf16};
-use super::{context_message, str_field};
+use super::view::View;
+use super::{context_message, entry_type, str_field};
 use crate::js::js_trim;
 use crate::transcript::{Entry, EntryType, Role};
 
@@ -58,16 +59,34 @@ pub struct SummaryBuilder {
 impl SummaryBuilder {
     /// Feed the next summarised context entry (a `message`, `custom_message` or
     /// `branch_summary` entry).
-    pub fn push(&mut self, entry: &Value) {
-        let ts = str_field(entry, "timestamp").map(str::to_owned);
+    pub fn push<N: View>(&mut self, entry: &N) {
+        let ts = str_field(entry, "timestamp");
         if self.first_ts.is_none() {
-            self.first_ts = Some(ts.clone());
+            self.first_ts = Some(ts.map(str::to_owned));
         }
-        self.last_ts = Some(ts);
-        let Some(m) = context_message(entry) else {
+        match &mut self.last_ts {
+            Some(Some(last)) if ts.is_some() => {
+                last.clear();
+                last.push_str(ts.unwrap_or_default());
+            }
+            last => *last = Some(ts.map(str::to_owned)),
+        }
+        if entry_type(entry) == Some("message") {
+            // The entry's own message (the context message of a `message` entry).
+            if let Some(m) = entry.field("message") {
+                self.message(m, ts);
+            }
             return;
-        };
-        let m = m.as_ref();
+        }
+        let entry = entry.as_value();
+        if let Some(m) = context_message(&entry) {
+            self.message(m.as_ref(), None);
+        }
+    }
+
+    /// Feed the context message of the next summarised entry; `own_ts`: the entry's
+    /// timestamp, when the message is the entry's own `message`.
+    fn message<N: View>(&mut self, m: &N, own_ts: Option<&str>) {
         self.all(m);
         if std::mem::take(&mut self.heartbeat_open)
             && (classify::is_heartbeat_ack(m) || classify::is_silent_reply(m))
@@ -82,7 +101,7 @@ impl SummaryBuilder {
         } else if classify::is_silent_reply(m) || classify::is_heartbeat_ack(m) {
             self.boilerplate.silent_replies += 1;
         } else {
-            self.kept(m, entry);
+            self.kept(m, own_ts);
         }
     }
 
@@ -106,25 +125,28 @@ impl SummaryBuilder {
     }
 
     /// Every message: counts, images, files, tools and failures.
-    fn all(&mut self, m: &Value) {
+    fn all<N: View>(&mut self, m: &N) {
         self.messages += 1;
-        *self
-            .by_role
-            .entry(str_field(m, "role").unwrap_or("unknown").to_owned())
-            .or_insert(0) += 1;
+        let role = str_field(m, "role").unwrap_or("unknown");
+        match self.by_role.get_mut(role) {
+            Some(n) => *n += 1,
+            None => {
+                self.by_role.insert(role.to_owned(), 1);
+            }
+        }
         self.images += m
-            .get("content")
-            .and_then(Value::as_array)
+            .field("content")
+            .and_then(View::items)
             .into_iter()
             .flatten()
-            .filter(|b| str_field(b, "type") == Some("image"))
+            .filter(|b| str_field(*b, "type") == Some("image"))
             .count();
         self.files.push(m);
         for b in tool_calls(m) {
             self.tool(str_field(b, "name").unwrap_or("?")).0 += 1;
         }
         if str_field(m, "role") == Some("toolResult")
-            && m.get("isError") == Some(&Value::Bool(true))
+            && m.field("isError").and_then(View::as_bool) == Some(true)
         {
             self.tool(str_field(m, "toolName").unwrap_or("?")).1 += 1;
             self.failure(m);
@@ -140,7 +162,7 @@ impl SummaryBuilder {
 
     /// The safeguard's `collectToolFailures` (deduplicated by call id) and
     /// `formatToolFailuresSection` (at most 8 lines).
-    fn failure(&mut self, m: &Value) {
+    fn failure<N: View>(&mut self, m: &N) {
         let id = str_field(m, "toolCallId").unwrap_or("");
         if id.is_empty() || self.failure_ids.contains(id) {
             return;
@@ -153,14 +175,14 @@ impl SummaryBuilder {
         let name = str_field(m, "toolName")
             .filter(|n| !js_trim(n).is_empty())
             .unwrap_or("tool");
-        let details = m.get("details").filter(|d| d.is_object());
+        let details = m.field("details").filter(|d| d.is_object());
         let mut meta = Vec::new();
         if let Some(s) = details.and_then(|d| str_field(d, "status")) {
             meta.push(format!("status={s}"));
         }
         if let Some(code) = details
-            .and_then(|d| d.get("exitCode"))
-            .and_then(Value::as_f64)
+            .and_then(|d| d.field("exitCode"))
+            .and_then(View::as_f64)
         {
             meta.push(format!("exitCode={}", crate::jsjson::js_number(code)));
         }
@@ -184,7 +206,7 @@ impl SummaryBuilder {
     }
 
     /// A message the boilerplate filter kept: real conversation, framing, requests.
-    fn kept(&mut self, m: &Value, entry: &Value) {
+    fn kept<N: View>(&mut self, m: &N, own_ts: Option<&str>) {
         let role = str_field(m, "role");
         let meaningful = || classify::has_meaningful_conversation(m);
         let real = match role {
@@ -216,12 +238,7 @@ impl SummaryBuilder {
         if text.is_empty() {
             return;
         }
-        // The entry's timestamp, for a message that is the entry's own `message`.
-        let ts = entry
-            .get("message")
-            .filter(|own| std::ptr::eq(*own, m))
-            .and_then(|_| str_field(entry, "timestamp"))
-            .unwrap_or("?");
+        let ts = own_ts.unwrap_or("?");
         let line = format!("- {ts}: \"{}\"", truncate_utf16(&text, MAX_REQUEST_CHARS));
         self.requests += 1;
         if self.requests_head.len() < MAX_REQUESTS_HEAD {

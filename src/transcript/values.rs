@@ -199,25 +199,62 @@ impl<'a> EntryReader<'a> {
 
     /// The value of entry `i` of `index`; an error when the line no longer holds that entry.
     pub fn read(&mut self, index: &Index, i: usize) -> Result<Value> {
-        self.read_with(index, i, crate::jsjson::parse)
+        self.fetch_line(index, i)?;
+        let v = self.checked(index, i, crate::jsjson::parse(self.body()), |v| {
+            v.get("id").and_then(Value::as_str)
+        })?;
+        // Keep the buffer of a huge line only as long as it is needed.
+        if self.buf.capacity() > 1 << 20 {
+            self.buf = Vec::new();
+        }
+        Ok(v)
     }
 
-    /// [`EntryReader::read`] with another parser of the line (e.g. one that keeps only some
-    /// members); its value must keep the entry's `id`.
-    pub fn read_with(
-        &mut self,
+    /// [`EntryReader::read`] with another parser of the line, whose value may borrow the
+    /// line's bytes (it lives until the next read): e.g. one that keeps only some members.
+    /// `id` reads the entry's `id` from the value.
+    pub fn read_borrowed<'s, T>(
+        &'s mut self,
         index: &Index,
         i: usize,
-        parse: impl Fn(&[u8]) -> serde_json::Result<Value>,
-    ) -> Result<Value> {
+        parse: impl FnOnce(&'s [u8]) -> serde_json::Result<T>,
+        id: impl FnOnce(&T) -> Option<&str>,
+    ) -> Result<T> {
+        self.fetch_line(index, i)?;
+        let this: &'s Self = self;
+        this.checked(index, i, parse(this.body()), id)
+    }
+
+    /// Read entry `i`'s line into the buffer.
+    fn fetch_line(&mut self, index: &Index, i: usize) -> Result<()> {
         let e = &index.entries[i];
+        // A huge line read by `read_borrowed` is let go of here.
+        if self.buf.capacity() > 1 << 20 {
+            self.buf = Vec::new();
+        }
         self.lines
             .read_line(index, e.line(), self.light, &mut self.buf)
-            .with_context(|| format!("cannot read line {} of {}", e.line + 1, self.name))?;
+            .with_context(|| format!("cannot read line {} of {}", e.line + 1, self.name))
+    }
+
+    /// The line in the buffer, without its line break.
+    fn body(&self) -> &[u8] {
         let raw = &self.buf[..];
         let body = raw.strip_suffix(b"\n").unwrap_or(raw);
-        let body = body.strip_suffix(b"\r").unwrap_or(body);
-        let v = match parse(body) {
+        body.strip_suffix(b"\r").unwrap_or(body)
+    }
+
+    /// The parse of entry `i`'s line, as an error that names the line when it failed or does
+    /// not hold the entry the index has there (its `id`, read by `id`, differs).
+    fn checked<T>(
+        &self,
+        index: &Index,
+        i: usize,
+        parsed: serde_json::Result<T>,
+        id: impl FnOnce(&T) -> Option<&str>,
+    ) -> Result<T> {
+        let e = &index.entries[i];
+        let v = match parsed {
             Ok(v) => v,
             Err(err) if crate::jsjson::is_too_deep(&err) => {
                 return Err(crate::jsjson::TooDeep { line: e.line() + 1 }.into());
@@ -230,16 +267,12 @@ impl<'a> EntryReader<'a> {
                 )));
             }
         };
-        if v.get("id").and_then(Value::as_str) != e.id.as_deref() {
+        if id(&v) != e.id.as_deref() {
             bail!(
                 "{} changed while it was being read (line {})",
                 self.name,
                 e.line + 1
             );
-        }
-        // Keep the buffer of a huge line only as long as it is needed.
-        if self.buf.capacity() > 1 << 20 {
-            self.buf = Vec::new();
         }
         Ok(v)
     }
