@@ -6,6 +6,7 @@
 //! before classifying, heartbeat prompt + acknowledgement pairs, exec-event injections, silent
 //! (`NO_REPLY`) replies and bare `HEARTBEAT_OK` acknowledgements are set aside.
 
+use std::borrow::Cow;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -44,11 +45,14 @@ use crate::js::{is_js_space, js_trim};
 
 /// Collapse runs of JavaScript whitespace to one space and trim (`replace(/\s+/g, " ").trim()`).
 pub fn collapse_space(s: &str) -> String {
-    js_trim(s)
-        .split(is_js_space)
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
+    let mut out = String::with_capacity(s.len());
+    for part in js_trim(s).split(is_js_space).filter(|p| !p.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(part);
+    }
+    out
 }
 
 /// `isSilentReplyText` (one definition, shared with `prune-noreply` and `inspect`).
@@ -56,9 +60,9 @@ pub use crate::noreply::is_silent_reply_text;
 
 /// Result of [`strip_heartbeat_token`].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HeartbeatStrip {
+pub struct HeartbeatStrip<'a> {
     pub should_skip: bool,
-    pub text: String,
+    pub text: Cow<'a, str>,
     pub did_strip: bool,
 }
 
@@ -106,18 +110,18 @@ pub fn strip_heartbeat_token(
     raw: &str,
     heartbeat_mode: bool,
     ack_max_chars: usize,
-) -> HeartbeatStrip {
+) -> HeartbeatStrip<'_> {
     let trimmed = js_trim(raw);
     if trimmed.is_empty() {
         return HeartbeatStrip {
             should_skip: true,
-            text: String::new(),
+            text: Cow::Borrowed(""),
             did_strip: false,
         };
     }
     let keep = HeartbeatStrip {
         should_skip: false,
-        text: trimmed.to_owned(),
+        text: Cow::Borrowed(trimmed),
         did_strip: false,
     };
     // Normalising only replaces tags and `&nbsp;` with spaces and takes marks off the
@@ -142,7 +146,7 @@ pub fn strip_heartbeat_token(
     if picked.0.is_empty() {
         return HeartbeatStrip {
             should_skip: true,
-            text: String::new(),
+            text: Cow::Borrowed(""),
             did_strip: true,
         };
     }
@@ -150,13 +154,13 @@ pub fn strip_heartbeat_token(
     if heartbeat_mode && rest.encode_utf16().count() <= ack_max_chars {
         return HeartbeatStrip {
             should_skip: true,
-            text: String::new(),
+            text: Cow::Borrowed(""),
             did_strip: true,
         };
     }
     HeartbeatStrip {
         should_skip: false,
-        text: rest,
+        text: Cow::Owned(rest),
         did_strip: true,
     }
 }
@@ -240,17 +244,34 @@ pub fn is_real_conversation(messages: &[&Value], index: usize) -> bool {
 }
 
 /// Concatenated text blocks of a message's content (a string content as is).
-pub fn message_text<N: View>(message: &N) -> String {
+pub fn message_text<N: View>(message: &N) -> Cow<'_, str> {
     let Some(content) = message.field("content") else {
-        return String::new();
+        return Cow::Borrowed("");
     };
     if let Some(s) = content.as_str() {
-        return s.to_owned();
+        return Cow::Borrowed(s);
     }
-    (content.items().into_iter().flatten())
-        .filter(|b| str_field(*b, "type") == Some("text"))
-        .filter_map(|b| str_field(b, "text"))
-        .collect()
+    concat(
+        (content.items().into_iter().flatten())
+            .filter(|b| str_field(*b, "type") == Some("text"))
+            .filter_map(|b| str_field(b, "text")),
+    )
+}
+
+/// The pieces one after the other (borrowed when there is at most one).
+fn concat<'a>(mut pieces: impl Iterator<Item = &'a str>) -> Cow<'a, str> {
+    let Some(first) = pieces.next() else {
+        return Cow::Borrowed("");
+    };
+    match pieces.next() {
+        None => Cow::Borrowed(first),
+        Some(second) => {
+            let mut out = String::from(first);
+            out.push_str(second);
+            pieces.for_each(|p| out.push_str(p));
+            Cow::Owned(out)
+        }
+    }
 }
 
 fn matches_prompt(text: &str, prompt: &str) -> bool {
@@ -270,15 +291,18 @@ pub fn is_heartbeat_prompt<N: View>(message: &N) -> bool {
     if t.is_empty() {
         return false;
     }
-    let default =
-        format!("{HEARTBEAT_CONTEXT_PROMPT} If nothing needs attention, reply HEARTBEAT_OK.");
-    let tool = format!(
-        "{HEARTBEAT_CONTEXT_PROMPT} Use heartbeat_respond to report the wake outcome. Set notify=false when nothing needs the user's attention. Set notify=true with notificationText only when the user should be interrupted."
-    );
+    static DEFAULT: LazyLock<String> = LazyLock::new(|| {
+        format!("{HEARTBEAT_CONTEXT_PROMPT} If nothing needs attention, reply HEARTBEAT_OK.")
+    });
+    static TOOL: LazyLock<String> = LazyLock::new(|| {
+        format!(
+            "{HEARTBEAT_CONTEXT_PROMPT} Use heartbeat_respond to report the wake outcome. Set notify=false when nothing needs the user's attention. Set notify=true with notificationText only when the user should be interrupted."
+        )
+    });
     // The runtime also accepts the poll marker after its delivery hints; any prefix is taken.
     t.ends_with(HEARTBEAT_TRANSCRIPT_PROMPT)
-        || matches_prompt(t, &default)
-        || matches_prompt(t, &tool)
+        || matches_prompt(t, &DEFAULT)
+        || matches_prompt(t, &TOOL)
         || t.starts_with(HEARTBEAT_TASK_PROMPT_PREFIX) && t.contains(HEARTBEAT_TASK_PROMPT_ACK)
 }
 
@@ -325,7 +349,7 @@ pub fn is_heartbeat_ack<N: View>(message: &N) -> bool {
         return false;
     }
     text_blocks_only(message)
-        .is_some_and(|t| strip_heartbeat_token(&t.concat(), true, 300).should_skip)
+        .is_some_and(|t| strip_heartbeat_token(&concat(t.into_iter()), true, 300).should_skip)
 }
 
 /// An assistant reply that the runtime would not deliver, by the rule `prune-noreply` uses
