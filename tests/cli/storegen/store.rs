@@ -134,6 +134,8 @@ pub fn generate(seed: u64, now: i64) -> Case {
     } else {
         None
     };
+    let text = g.rng.chance(0.35);
+    tie_mtimes(&mut g);
     Case {
         seed,
         nodes: g.nodes,
@@ -147,9 +149,42 @@ pub fn generate(seed: u64, now: i64) -> Case {
         flags,
         ours_flags: rendered.ours_flags,
         apply_flag,
-        text: g.rng.chance(0.35),
+        text,
         notes: g.notes,
     }
+}
+
+/// In some cases, give files the modification time of another file (files written in one
+/// go, a file system with coarse timestamps): the disk budget removes files oldest first,
+/// and files of the same age in the order the directory lists them, which must be
+/// OpenClaw's (by name). Runs after every other choice, so that the rest of a seed's case does
+/// not depend on it; a copied age is another generated one, on a definite side of every
+/// cutoff.
+fn tie_mtimes(g: &mut Gen) {
+    if !g.rng.chance(0.4) {
+        return;
+    }
+    let files: Vec<usize> = (g.nodes.iter().enumerate())
+        .filter(|(_, (_, n))| matches!(n, Node::File { .. }))
+        .map(|(i, _)| i)
+        .collect();
+    let age_of = |n: &Node| match n {
+        Node::File { age_ms, .. } => *age_ms,
+        _ => unreachable!("only files are listed"),
+    };
+    let mut tied = 0;
+    for j in 1..files.len() {
+        if !g.rng.chance(0.35) {
+            continue;
+        }
+        let k = files[g.rng.below(j as u64) as usize];
+        let age = age_of(&g.nodes[k].1);
+        if let Node::File { age_ms, .. } = &mut g.nodes[files[j]].1 {
+            *age_ms = age;
+            tied += 1;
+        }
+    }
+    g.notes.push(format!("{tied} files share another's mtime"));
 }
 
 pub(super) struct Gen {
