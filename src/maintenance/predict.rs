@@ -91,15 +91,13 @@ pub fn predict(agent_id: &str, store_path: &Path, opts: &Options) -> Result<Pred
     })
 }
 
-/// The regular files of a sessions directory (and its skill prompt blobs) by inode.
+/// The regular files of a sessions directory (and its skill prompt blobs) by inode, with
+/// their sizes, from the scan's own `stat` (the mirror holds no symlinks).
 fn files_by_inode(dir: &Path) -> HashMap<u64, (PathBuf, u64)> {
     scan::scan(dir)
         .into_iter()
         .chain(scan::scan_blobs(dir))
-        .filter_map(|f| {
-            let m = std::fs::symlink_metadata(&f.path).ok()?;
-            Some((m.ino(), (f.path, m.len())))
-        })
+        .map(|f| (f.ino, (f.path, f.size)))
         .collect()
 }
 

@@ -17,6 +17,8 @@ pub struct FileInfo {
     pub name: String,
     pub size: u64,
     pub mtime_ms: f64,
+    /// The inode number, from the same `stat`.
+    pub ino: u64,
 }
 
 /// `mtimeMs` as Node reports it (milliseconds with a fraction).
@@ -126,6 +128,7 @@ fn stat_in(
         name: name.to_string_lossy().into_owned(),
         size: st.st_size as u64,
         mtime_ms: st.st_mtime as f64 * 1000.0 + st.st_mtime_nsec as f64 / 1e6,
+        ino: st.st_ino,
         path,
     })
 }
@@ -175,6 +178,7 @@ pub fn scan_blobs(dir: &Path) -> Vec<FileInfo> {
                 name: n,
                 size: meta.len(),
                 mtime_ms: mtime_ms(&meta),
+                ino: meta.ino(),
                 path,
             });
         }
