@@ -106,7 +106,8 @@ impl Pruned<'_> {
         names.contains(&key)
     }
 
-    /// The seed of kept member `key` of an object at this level.
+    /// The seed of kept member `key` of an object at this level (a member of a `content`
+    /// object, or of anything below the levels, is a whole value).
     fn child(&self, key: &str) -> Pruned<'_> {
         let level = match (self.level, key) {
             (Level::Entry, "message") => Level::Message,
@@ -193,14 +194,7 @@ impl<'de> Visitor<'de> for Pruned<'_> {
                 a.next_value::<IgnoredAny>()?;
                 continue;
             }
-            let v = match self.level {
-                // The members of a `content` object are whole values.
-                Level::Content => a.next_value_seed(Pruned {
-                    level: Level::Whole,
-                    keep: self.keep,
-                })?,
-                _ => a.next_value_seed(self.child(&key))?,
-            };
+            let v = a.next_value_seed(self.child(&key))?;
             members.push((key, v));
         }
         Ok(Light::Object(members))
