@@ -807,6 +807,40 @@ pub fn describe_type(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
+/// Append what `file` holds from its offset to `buf`, `limit` bytes at most: each read asks
+/// for all the free space the buffer has (grown as needed, never past `limit`), so a buffer
+/// reserved for the file's size takes it in one read and learns of its end with a second.
+/// (`Read::read_to_end` through a `Take` starts at 8 KiB and doubles: seven reads for a
+/// 500 kB transcript.)
+pub fn read_up_to(file: &File, buf: &mut Vec<u8>, limit: u64) -> io::Result<()> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let start = buf.len();
+    loop {
+        let room = limit - (buf.len() - start);
+        if room == 0 {
+            return Ok(());
+        }
+        if buf.len() == buf.capacity() {
+            buf.reserve(buf.capacity().max(8192).min(room));
+        }
+        let spare = buf.spare_capacity_mut();
+        let want = spare.len().min(room);
+        // SAFETY: `read` writes at most `want` bytes into the vector's spare capacity, and
+        // exactly the count it returns are then taken as initialised.
+        let n = unsafe { libc::read(file.as_raw_fd(), spare.as_mut_ptr().cast(), want) };
+        match n {
+            0 => return Ok(()),
+            n if n > 0 => unsafe { buf.set_len(buf.len() + n as usize) },
+            _ => {
+                let e = io::Error::last_os_error();
+                if e.kind() != io::ErrorKind::Interrupted {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
 /// A temp name beside `path` that OpenClaw's own sweep recognises as a store temp when `path`
 /// is a store (`<name>.<pid>.<uuid>.tmp`), and that is unique per process and call.
 pub fn temp_path(path: &Path) -> PathBuf {
@@ -818,10 +852,11 @@ pub fn temp_path(path: &Path) -> PathBuf {
 /// A random version-4 UUID in its canonical text form.
 pub fn random_uuid() -> String {
     let mut b = [0u8; 16];
-    if File::open("/dev/urandom")
-        .and_then(|mut f| io::Read::read_exact(&mut f, &mut b))
-        .is_err()
-    {
+    // getrandom(2) rather than opening /dev/urandom: no descriptor, one call (a preview of
+    // `compact` names an entry per transcript).
+    // SAFETY: getrandom writes at most `b.len()` bytes into `b`.
+    let filled = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if filled != b.len() as isize {
         // Fall back to time and pid mixing; uniqueness per call is what matters here.
         let t = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -875,6 +910,45 @@ mod check_tests;
 mod tests {
     use super::*;
     use std::os::unix::fs::symlink;
+
+    #[test]
+    fn read_up_to_takes_the_file_to_its_end_or_to_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let text: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        fs::write(&path, &text).unwrap();
+        // (capacity reserved, none, or too little; limit above, at and below the size)
+        for reserve in [0, 10, text.len(), text.len() + 1] {
+            for limit in [u64::MAX, text.len() as u64 + 1, text.len() as u64, 9_999, 0] {
+                let mut buf = b"kept".to_vec();
+                buf.reserve(reserve);
+                read_up_to(&File::open(&path).unwrap(), &mut buf, limit).unwrap();
+                let n = text.len().min(usize::try_from(limit).unwrap_or(usize::MAX));
+                assert_eq!(&buf[..4], b"kept");
+                assert_eq!(&buf[4..], &text[..n], "reserve {reserve}, limit {limit}");
+            }
+        }
+        let empty = dir.path().join("empty");
+        fs::write(&empty, b"").unwrap();
+        let mut buf = Vec::new();
+        read_up_to(&File::open(&empty).unwrap(), &mut buf, 10).unwrap();
+        assert!(buf.is_empty());
+        // A descriptor that cannot be read reports the error.
+        let dir_fd = File::open(dir.path()).unwrap();
+        assert!(read_up_to(&dir_fd, &mut buf, 10).is_err());
+    }
+
+    #[test]
+    fn random_uuids_are_version_4_and_differ() {
+        let a = random_uuid();
+        let b = random_uuid();
+        assert_ne!(a, b);
+        for u in [a, b] {
+            assert_eq!(u.len(), 36);
+            assert_eq!(&u[14..15], "4");
+            assert!(matches!(&u[19..20], "8" | "9" | "a" | "b"), "{u}");
+        }
+    }
 
     #[test]
     fn write_atomic_creates_and_keeps_mode() {

@@ -12,10 +12,10 @@
 //!
 //! Reclaimable figures come from the commands' own planning code, never from a second
 //! estimate: the per-file planners of `strip-images`, `prune-noreply` and `compact` run
-//! through the shared transcript job's prediction (`job::predict`: the same target checks,
-//! refusals, plan and resolution as `--enforce`, with only the lines a plan patches read again
-//! to size them), on the index this pass built, only for files whose counts say the planner
-//! can find something. `cleanup` is predicted by running `maintenance::run::apply` itself on a
+//! through the shared transcript job's prediction (`job::predict`, after the same target
+//! checks, `job::check_target`, run once per file: the same refusals, plan and resolution as
+//! `--enforce`, with only the lines a plan patches read again to size them), on the index
+//! this pass built, only for files whose counts say the planner can find something. `cleanup` is predicted by running `maintenance::run::apply` itself on a
 //! private scratch mirror of the sessions directory (`fsutil::scratch`: hard links, removed
 //! afterwards), so the figure is what `cleanup --enforce` frees, including the rewritten
 //! `sessions.json`.
@@ -649,7 +649,9 @@ fn analyse(path: &Path, confined: Option<&Confined>, hooks: &Hooks) -> Transcrip
     );
     f.orphan_tool_results = pairing.orphans;
     f.context_tokens = (hooks.context_tokens)(&index, &tree).ok();
-    if let Some(confined) = confined {
+    // The commands' target checks (a regular file, not a symlink, inside the directory), run
+    // once for all of them: a file that fails them is one no command would change.
+    if let Some(confined) = confined.filter(|c| job::check_target(c, path).is_ok()) {
         // An applied run takes the write lock: a stale lock is reclaimed (its bytes freed
         // too), a held one makes the command skip the file.
         let lock = lock::preview_acquire(confined, path);

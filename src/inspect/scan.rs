@@ -82,10 +82,7 @@ pub fn scan_path<'b>(
     if len <= SNAPSHOT_MAX {
         buf.reserve(len as usize + 1);
         // (Bounded: the file may have grown since it was measured.)
-        (&file)
-            .take(SNAPSHOT_MAX + 1)
-            .read_to_end(buf)
-            .with_context(unreadable)?;
+        crate::fsutil::read_up_to(&file, buf, SNAPSHOT_MAX + 1).with_context(unreadable)?;
         if buf.len() as u64 <= SNAPSHOT_MAX {
             let (index, counts) = scan_lines(counter, |f| {
                 crate::transcript::for_each_line_in(buf, f);

@@ -340,17 +340,17 @@ pub fn index_checked(
     out: &mut Outcome,
 ) -> Result<(Index, Tree, Option<SnapshotBuf>), Status> {
     let (len, _) = stamp_in(confined, path).map_err(failed)?;
-    let mut file = io::Read::take(confined.open_read(path).map_err(failed)?, len);
+    let file = confined.open_read(path).map_err(failed)?;
     let unreadable = || format!("cannot read {}", path.display());
     let (index, bytes) = if len <= SNAPSHOT_MAX {
         let mut bytes = SnapshotBuf::take();
         bytes.reserve(len as usize);
-        io::Read::read_to_end(&mut file, &mut bytes)
+        crate::fsutil::read_up_to(&file, &mut bytes, len)
             .with_context(unreadable)
             .map_err(failed)?;
         (Index::from_bytes_measuring(&bytes, measure), Some(bytes))
     } else {
-        let index = Index::from_reader_measuring(file, measure)
+        let index = Index::from_reader_measuring(io::Read::take(file, len), measure)
             .with_context(unreadable)
             .map_err(failed)?;
         (index, None)
@@ -423,8 +423,9 @@ fn refuse_uneditable(index: &Index, out: &mut Outcome) -> Result<(), Status> {
 }
 
 /// What a preview of `planner` would find, for a file already indexed by the caller (`index`
-/// must describe the file as it is now, `tree` is its tree): the same target checks,
-/// refusals, plan and resolution as [`run_file`], with `bytes_after` computed by
+/// must describe the file as it is now, `tree` is its tree) and already found a target by
+/// [`check_target`] (a report predicting several commands on one file checks it once): the
+/// same refusals, plan and resolution as [`run_file`], with `bytes_after` computed by
 /// [`rewrite::predicted_size`], which reads back only the lines the plan patches. No
 /// validation pass and no lock: this is for reports that predict many files at once
 /// (`inspect`), not for writing. `bytes`: the file as the index was built from it, when the
@@ -466,7 +467,6 @@ fn predict_inner(
     planner: &PlannerAt,
     out: &mut Outcome,
 ) -> Result<(), Status> {
-    check_target(confined, path)?;
     check_editable_with(index, tree, out)?;
     match bytes {
         Some(bytes) => {
