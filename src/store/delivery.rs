@@ -84,7 +84,7 @@ fn num(f: f64) -> Value {
 }
 
 /// `normalizeOptionalAccountId`.
-fn account_id(v: Option<&Value>) -> Option<String> {
+pub(crate) fn account_id(v: Option<&Value>) -> Option<String> {
     let Some(Value::String(s)) = v else {
         return None;
     };

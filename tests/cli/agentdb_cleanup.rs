@@ -12,7 +12,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use rusqlite::Connection;
+use rusqlite::{Connection, OptionalExtension};
 use serde_json::{Value, json};
 
 use crate::agentdb::{
@@ -739,6 +739,9 @@ fn generated_state(seed: u64, dir: &Path) -> (String, Option<String>) {
     let mut store = serde_json::Map::new();
     let n = rng.range(8, 30);
     let mut ids: Vec<String> = Vec::new();
+    // The delivery routes of channel sessions come from a stream of their own, so that the rest
+    // of each seed's case is what it was before they were added.
+    let mut routes = Rng::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0x5eed);
     let mut add = |key: String, rng: &mut Rng, store: &mut serde_json::Map<String, Value>| {
         if store.contains_key(&key) {
             return;
@@ -800,6 +803,7 @@ fn generated_state(seed: u64, dir: &Path) -> (String, Option<String>) {
         if rng.chance(0.1) {
             m.insert("model".into(), json!("claude-sonnet-4-5"));
         }
+        external_route(&key, seed % 3 == 2, &mut routes, m);
         if !share {
             let shape = storegen::transcript::Shape::random(rng);
             let text = storegen::transcript::transcript(rng, &sid, updated - 3_600_000, shape);
@@ -858,6 +862,90 @@ fn generated_state(seed: u64, dir: &Path) -> (String, Option<String>) {
         format!("{{session:{{maintenance:{{{}}}}}}}", parts.join(",")),
         child,
     )
+}
+
+/// The JSON-era delivery fields a channel session carries (`deliveryContext`, `origin`,
+/// `last*`, `chatType`, `displayName`), in the shapes the runtime wrote them, for some of the
+/// keys that name a channel peer: the import derives each such entry's conversation, and an
+/// entry archived in place derives it again.
+fn external_route(
+    key: &str,
+    first_line: bool,
+    r: &mut Rng,
+    m: &mut serde_json::Map<String, Value>,
+) {
+    let parts: Vec<&str> = key.split(':').collect();
+    let (channel, kind, peer) = match parts.get(2..) {
+        Some(["telegram", "direct", p]) => ("telegram", "direct", p.to_string()),
+        Some(["signal", "direct", p]) => ("signal", "direct", p.to_string()),
+        Some(["whatsapp", "default", "direct", p]) => ("whatsapp", "direct", p.to_string()),
+        Some(["discord", "channel", p]) => ("discord", "channel", p.to_string()),
+        Some(["slack", "channel", p, "thread", _]) => ("slack", "channel", p.to_string()),
+        Some(["telegram", "group", p, "topic", _]) => ("telegram", "group", p.to_string()),
+        Some(["direct", p]) => (
+            *r.pick(&["telegram", "signal", "whatsapp"]),
+            "direct",
+            p.to_string(),
+        ),
+        // A session opened elsewhere that replied to a peer: its key names no channel. (Not
+        // in the cases run against 2026.8.2, which archives such a stale dashboard in place:
+        // see `stale_sessions_with_an_external_delivery_are_kept_or_archived_as_the_releases_do`.)
+        Some(["explicit" | "dashboard", p]) if !first_line && r.chance(0.3) => {
+            ("telegram", "direct", format!("4{p}"))
+        }
+        _ => return,
+    };
+    if !r.chance(0.8) {
+        return;
+    }
+    let to = match kind {
+        "direct" => format!("{channel}:{peer}"),
+        "channel" => format!("channel:{peer}"),
+        _ => format!("{channel}:group:{peer}"),
+    };
+    let account = *r.pick(&["default", "default", "work", " Ops "]);
+    let mut ctx = json!({"channel": channel, "to": to, "accountId": account});
+    if let Some(["slack", "channel", _, "thread", t]) | Some(["telegram", "group", _, "topic", t]) =
+        parts.get(2..)
+    {
+        ctx["threadId"] = if r.chance(0.5) { json!(t) } else { json!(7) };
+    }
+    match r.below(4) {
+        // The canonical context only.
+        0 => {
+            m.insert("deliveryContext".into(), ctx.clone());
+        }
+        // The legacy `last*` fields only.
+        1 => {
+            m.insert("lastChannel".into(), ctx["channel"].clone());
+            m.insert("lastTo".into(), ctx["to"].clone());
+            m.insert("lastAccountId".into(), ctx["accountId"].clone());
+        }
+        // Both, as the runtime wrote them before the import.
+        _ => {
+            m.insert("deliveryContext".into(), ctx.clone());
+            m.insert("lastChannel".into(), ctx["channel"].clone());
+            m.insert("lastTo".into(), ctx["to"].clone());
+        }
+    }
+    if r.chance(0.7) {
+        let from = match kind {
+            "direct" => to.clone(),
+            _ => format!("{channel}:user{}", r.below(9)),
+        };
+        let mut origin = json!({"provider": channel, "from": from, "to": format!("{channel}:bot"),
+            "chatType": kind, "accountId": account});
+        if r.chance(0.3) {
+            origin["label"] = json!(format!("Peer {peer}"));
+        }
+        m.insert("origin".into(), origin);
+    }
+    if r.chance(0.6) {
+        m.insert("chatType".into(), json!(kind));
+    }
+    if r.chance(0.4) {
+        m.insert("displayName".into(), json!(format!("{channel} {peer}")));
+    }
 }
 
 /// Age an imported database with SQL the way a long-running runtime leaves it: some entries
@@ -1025,6 +1113,121 @@ fn an_entry_archived_in_place_rewrites_its_sessions_window_as_the_release_does()
     generated_case(7620);
     generated_case(7801);
     generated_case(7804);
+}
+
+#[test]
+fn stale_sessions_with_an_external_delivery_are_kept_or_archived_as_the_releases_do() {
+    // A dashboard and an explicit session that last replied to a Telegram peer, stale for the
+    // age rule and for `archiveDashboardAfter`. 2026.9.x protects an entry whose delivery is
+    // external (it is never archived in place, so its conversation is never derived again);
+    // 2026.8.2 protects only channel and group keys, and archives the dashboard in place: its
+    // entry write upserts the conversation at the entry's update time and links it to the
+    // session again. The import gives both entries a conversation; the entries are then moved
+    // back a day with SQL, as a runtime's later writes leave them, so that the write changes
+    // the conversation's rows. Every table is compared.
+    const CONFIG: &str = r#"{session:{maintenance:{pruneAfter:"10d",archiveDashboardAfter:"1d",maxEntries:50,maxDiskBytes:false}}}"#;
+    let day = 86_400_000;
+    for release in [SQLITE_LATEST, SQLITE_MID, SQLITE_FIRST] {
+        let Some((_dir, a, b)) = demo_edited(release, CONFIG, |s, sessions| {
+            let now = storegen::now_ms();
+            for (i, (key, peer)) in [
+                ("agent:main:dashboard:routed", "4100"),
+                ("agent:main:explicit:routed", "4200"),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                let sid = format!("5e55a000-0000-4000-8000-00000000000{i}");
+                let to = format!("telegram:{peer}");
+                s[key] = json!({
+                    "sessionId": sid,
+                    "updatedAt": now - 20 * day,
+                    "chatType": "direct",
+                    "displayName": format!("Peer {peer}"),
+                    "deliveryContext": {"channel": "telegram", "to": to, "accountId": "default"},
+                    "lastChannel": "telegram",
+                    "lastTo": to,
+                    "origin": {"provider": "telegram", "from": to, "to": "telegram:bot",
+                        "chatType": "direct", "accountId": "default"},
+                });
+                let mut rng = Rng::new(41 + i as u64);
+                let shape = storegen::transcript::Shape::random(&mut rng);
+                let text = storegen::transcript::transcript(&mut rng, &sid, now - 21 * day, shape);
+                std::fs::write(sessions.join(format!("{sid}.jsonl")), text).unwrap();
+            }
+        }) else {
+            return;
+        };
+        let db = read_only(&database(&a));
+        let conversations: i64 = db
+            .query_row("SELECT count(*) FROM session_conversations", [], |r| {
+                r.get(0)
+            })
+            .unwrap();
+        assert!(conversations >= 2, "the import linked no conversation");
+        drop(db);
+        for env in [&a, &b] {
+            // (As `age_with_sql` ages entries: their validity kept, no revalidation queued.)
+            let conn = Connection::open(database(env)).unwrap();
+            let pending: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM sqlite_schema \
+                     WHERE name = 'session_canonical_validation_pending'",
+                    [],
+                    |r| r.get(0),
+                )
+                .unwrap();
+            let forget = match pending {
+                0 => "",
+                _ => {
+                    "DELETE FROM session_canonical_validation_pending
+                       WHERE session_key IN (SELECT session_key FROM valid);"
+                }
+            };
+            conn.execute_batch(&format!(
+                "BEGIN IMMEDIATE;
+                     CREATE TEMP TABLE valid AS SELECT session_key, entry_valid FROM session_nodes;
+                     UPDATE session_nodes SET updated_at = updated_at - {day},
+                       entry_json = json_set(entry_json, '$.updatedAt',
+                         json_extract(entry_json, '$.updatedAt') - {day})
+                     WHERE session_key LIKE '%:routed';
+                     UPDATE session_nodes SET entry_valid = (SELECT v.entry_valid FROM valid v
+                       WHERE v.session_key = session_nodes.session_key);
+                     {forget}
+                     COMMIT;"
+            ))
+            .unwrap();
+        }
+        compare(
+            release,
+            &a,
+            &b,
+            &["--enforce", "--json"],
+            "routed stale sessions",
+        );
+        let db = read_only(&database(&a));
+        let archived = |key: &str| -> Option<bool> {
+            db.query_row(
+                "SELECT json_extract(entry_json, '$.archivedAt') IS NOT NULL FROM session_nodes \
+                 WHERE session_key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()
+            .unwrap()
+        };
+        let (dashboard, explicit) = (
+            archived("agent:main:dashboard:routed"),
+            archived("agent:main:explicit:routed"),
+        );
+        let want = match release.version == SQLITE_FIRST.version {
+            // The dashboard archived in place, the explicit session deleted.
+            true => (Some(true), None),
+            // Both kept as they were.
+            false => (Some(false), Some(false)),
+        };
+        assert_eq!((dashboard, explicit), want, "{}", release.version);
+    }
 }
 
 /// The demo imported by 2026.9.6 with the demo config (a plan that archives, deletes and

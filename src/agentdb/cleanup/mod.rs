@@ -12,6 +12,7 @@
 
 mod batches;
 pub mod budget;
+mod conversation;
 pub mod disk;
 pub mod plan;
 pub mod predict;

@@ -4,9 +4,8 @@
 //! provenance merged with the stored one (`resolveSessionEntryProvenanceRow`), through the
 //! `retainWindow` upsert, which keeps the window's owner and creation time.
 //!
-//! Not reproduced: the conversation an entry with an external delivery names
-//! (`prepareSessionConversationForWrite`, which upserts `conversations` and
-//! `session_conversations`). For such an entry the window keeps its `primary_conversation_id`.
+//! The window's `primary_conversation_id` is the conversation the write links
+//! (`super::conversation`), if it is the session's primary one.
 
 use anyhow::Result;
 use rusqlite::types::Value as Sql;
@@ -42,7 +41,7 @@ fn chat_type(e: &Value) -> Option<&str> {
 }
 
 /// `resolveSqliteSessionScope`.
-fn scope(e: &Value, key: &str) -> &'static str {
+pub(super) fn scope(e: &Value, key: &str) -> &'static str {
     let key = js_trim(key).to_lowercase();
     match chat_type(e) {
         Some("direct") if key == "main" || key.ends_with(":main") => "shared-main",
@@ -92,7 +91,6 @@ struct Stored {
     acp: Option<i64>,
     plugin: Option<String>,
     hook: Option<String>,
-    conversation: Option<String>,
 }
 
 /// The columns the `retainWindow` upsert sets on a conflict, in its order: all it inserts
@@ -123,14 +121,16 @@ const RETAINED: [&str; 22] = [
 ];
 
 /// Write the window of `e` (written under `key`, its `updatedAt` being `updated_at`) as the
-/// runtime's entry write does, in the caller's transaction. `present` are the columns of
-/// `session_windows`; the row sets those of them it knows.
+/// runtime's entry write does, in the caller's transaction, with `conversation` as its primary
+/// conversation. `present` are the columns of `session_windows`; the row sets those of them it
+/// knows.
 pub(super) fn write(
     tx: &Connection,
     present: &[String],
     key: &str,
     e: &Value,
     updated_at: f64,
+    conversation: Option<&str>,
 ) -> Result<()> {
     let Some(sid) = e.get("sessionId").and_then(Value::as_str) else {
         return Ok(());
@@ -138,8 +138,7 @@ pub(super) fn write(
     let stored = tx
         .query_row(
             "SELECT session_entry_provenance, acp_owned, plugin_owner_id, \
-             hook_external_content_source, primary_conversation_id \
-             FROM session_windows WHERE session_id = ?1",
+             hook_external_content_source FROM session_windows WHERE session_id = ?1",
             [sid],
             |r| {
                 Ok(Stored {
@@ -147,7 +146,6 @@ pub(super) fn write(
                     acp: r.get(1)?,
                     plugin: r.get(2)?,
                     hook: r.get(3)?,
-                    conversation: r.get(4)?,
                 })
             },
         )
@@ -174,10 +172,6 @@ pub(super) fn write(
         }
         _ => {}
     }
-    let conversation = match (external(e), &stored) {
-        (Some(_), Some(w)) => opt(w.conversation.clone()),
-        _ => Sql::Null,
-    };
     let display_name = ["displayName", "label", "subject", "groupId"]
         .iter()
         .find_map(|k| text(e.get(*k)));
@@ -215,7 +209,7 @@ pub(super) fn write(
         ("parent_session_key", opt(text(e.get("parentSessionKey")))),
         ("spawned_by", opt(text(e.get("spawnedBy")))),
         ("display_name", opt(display_name)),
-        ("primary_conversation_id", conversation),
+        ("primary_conversation_id", opt_str(conversation)),
     ];
     let has = |c: &str| present.iter().any(|p| p == c);
     let row: Vec<(&str, Sql)> = row.into_iter().filter(|(c, _)| has(c)).collect();
@@ -296,8 +290,13 @@ mod tests {
 
     /// The database after `e` is archived in place under the key `archived`, over a stored
     /// window `s1` owned by `owner` with `stored_provenance`, a conversation `conv-1`, and,
-    /// when `transcript_time`, a stored transcript time 7.
-    fn written(stored_provenance: i64, transcript_time: bool, e: Value) -> Connection {
+    /// when `transcript_time`, a stored transcript time 7; the write links `conversation`.
+    fn written(
+        stored_provenance: i64,
+        transcript_time: bool,
+        e: Value,
+        conversation: Option<&str>,
+    ) -> Connection {
         let conn = Connection::open_in_memory().unwrap();
         conn.execute_batch(&format!(
             "CREATE TABLE session_windows (session_id TEXT PRIMARY KEY, session_key TEXT,
@@ -328,7 +327,7 @@ mod tests {
                 .unwrap();
         }
         let present = crate::agentdb::cleanup::write::columns(&conn, "session_windows").unwrap();
-        write(&conn, &present, "archived", &e, 99.0).unwrap();
+        write(&conn, &present, "archived", &e, 99.0, conversation).unwrap();
         conn
     }
 
@@ -345,7 +344,7 @@ mod tests {
     fn the_window_takes_the_entrys_projection_and_keeps_its_owner_and_provenance() {
         let e = json!({"sessionId": "s1", "label": " Archived ", "acp": false});
         // An entry-made window: the stored ACP ownership and plugin owner stay.
-        let db = written(1, true, e.clone());
+        let db = written(1, true, e.clone(), None);
         assert_eq!(column::<String>(&db, "session_key"), "owner");
         assert_eq!(column::<i64>(&db, "created_at"), 5);
         assert_eq!(column::<String>(&db, "display_name"), "Archived");
@@ -356,7 +355,7 @@ mod tests {
             Some("stored-plugin")
         );
         // A window the runtime made otherwise keeps no provenance of the entry.
-        let db = written(0, true, e);
+        let db = written(0, true, e, None);
         assert_eq!(column::<i64>(&db, "acp_owned"), 0);
         assert_eq!(column::<Option<String>>(&db, "plugin_owner_id"), None);
     }
@@ -365,31 +364,30 @@ mod tests {
     fn the_observed_transcript_time_is_the_stored_transcripts_else_the_entrys() {
         let e = json!({"sessionId": "s1"});
         assert_eq!(
-            column::<i64>(&written(1, true, e.clone()), "transcript_observed_at"),
+            column::<i64>(&written(1, true, e.clone(), None), "transcript_observed_at"),
             7
         );
         assert_eq!(
-            column::<i64>(&written(1, false, e), "transcript_observed_at"),
+            column::<i64>(&written(1, false, e, None), "transcript_observed_at"),
             99
         );
     }
 
     #[test]
-    fn only_an_external_delivery_keeps_the_windows_conversation() {
-        // Without one the entry addresses no conversation, and the upsert clears it.
+    fn the_window_names_the_conversation_the_write_links() {
+        // None linked (no external delivery, or not the primary one): the upsert clears it.
         let none = json!({"sessionId": "s1", "delivery": {"kind": "none"}});
-        let db = written(1, true, none);
+        let db = written(1, true, none, None);
         assert_eq!(
             column::<Option<String>>(&db, "primary_conversation_id"),
             None
         );
-        // With one, the conversation is not derived here: the stored one stays.
         let external = json!({"sessionId": "s1", "delivery": {"kind": "external",
             "context": {"channel": "telegram", "accountId": " a1 "}}});
-        let db = written(1, true, external);
+        let db = written(1, true, external, Some("conv-2"));
         assert_eq!(
             column::<Option<String>>(&db, "primary_conversation_id").as_deref(),
-            Some("conv-1")
+            Some("conv-2")
         );
         assert_eq!(column::<String>(&db, "channel"), "telegram");
         assert_eq!(column::<String>(&db, "account_id"), "a1");

@@ -132,6 +132,7 @@ fn archive_in_place(
     let update = format!(
         "UPDATE session_nodes SET entry_json = ?1, archived_at = ?2{again} WHERE session_key = ?3"
     );
+    let conversations = has_table(tx, "conversations")? && has_table(tx, "session_conversations")?;
     for (key, _) in archived {
         let Some(e) = after.get(key) else { continue };
         let mut e = e.to_value();
@@ -141,13 +142,32 @@ fn archive_in_place(
             .get("archivedAt")
             .and_then(Value::as_f64)
             .map(|v| v as i64);
+        let updated = e.get("updatedAt").and_then(Value::as_f64);
+        let sid = e.get("sessionId").and_then(Value::as_str);
+        // The conversation before the entry and its window (the window names it), linked
+        // after them, as the release's entry write does.
+        let link = match (conversations, updated, sid) {
+            (true, Some(_), Some(_)) => {
+                super::conversation::prepare(tx, &e, super::window::scope(&e, key))?
+            }
+            _ => None,
+        };
+        if let (Some(link), Some(updated)) = (&link, updated) {
+            super::conversation::upsert(tx, &link.identity, updated)?;
+        }
         tx.execute(&update, params![json, archived_at, key])?;
         tx.execute(
             "UPDATE session_nodes SET entry_valid = 1 WHERE session_key = ?1",
             [key],
         )?;
-        if let Some(updated) = e.get("updatedAt").and_then(Value::as_f64) {
-            super::window::write(tx, &window_columns, key, &e, updated)?;
+        if let Some(updated) = updated {
+            let primary = link
+                .as_ref()
+                .and_then(super::conversation::Link::primary_ref);
+            super::window::write(tx, &window_columns, key, &e, updated, primary)?;
+        }
+        if let (Some(link), Some(updated), Some(sid)) = (&link, updated, sid) {
+            super::conversation::link(tx, sid, link, updated)?;
         }
         clear_validation_pending(tx, key)?;
     }
