@@ -15,10 +15,10 @@
 //! through the shared transcript job's prediction (`job::predict`, after the same target
 //! checks, `job::check_target`, run once per file: the same refusals, plan and resolution as
 //! `--enforce`, with only the lines a plan patches read again to size them), on the index
-//! this pass built, only for files whose counts say the planner can find something. `cleanup` is predicted by running `maintenance::run::apply` itself on a
-//! private scratch mirror of the sessions directory (`fsutil::scratch`: hard links, removed
-//! afterwards), so the figure is what `cleanup --enforce` frees, including the rewritten
-//! `sessions.json`.
+//! this pass built, only for files whose counts say the planner can find something.
+//! `cleanup` is predicted by running `maintenance::run::apply` itself on a private scratch
+//! mirror of the sessions directory (`fsutil::scratch`: hard links, removed afterwards), so
+//! the figure is what `cleanup --enforce` frees, including the rewritten `sessions.json`.
 //!
 //! `single` reports one transcript without a store (`inspect --transcript FILE`).
 
