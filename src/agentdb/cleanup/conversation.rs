@@ -14,6 +14,7 @@ use rusqlite::types::Value as Sql;
 use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use serde_json::{Value, json};
 
+use super::window::external;
 use crate::js::{js_trim, utf16_len};
 use crate::store::delivery::{account_id, opt_str as text};
 
@@ -49,13 +50,6 @@ impl Link {
         self.primary
             .then_some(self.identity.conversation_ref.as_str())
     }
-}
-
-/// The entry's delivery when it is external (`deliveryContextFromSession` and
-/// `sessionDeliveryOrigin` read nothing else).
-fn external(e: &Value) -> Option<&Value> {
-    e.get("delivery")
-        .filter(|d| d.get("kind").and_then(Value::as_str) == Some("external"))
 }
 
 /// `normalizeChatType`.
@@ -256,18 +250,14 @@ fn identity_of_entry(e: &Value) -> Option<Identity> {
     })
 }
 
-/// `prepareSessionConversationForWrite` for the entry `e` written with the session scope
-/// `scope` (its window's): `None` when its delivery names no conversation.
-pub(super) fn prepare(tx: &Connection, e: &Value, scope: &str) -> Result<Option<Link>> {
+/// `prepareSessionConversationForWrite` for the entry `e` of session `sid`, written with the
+/// session scope `scope` (its window's): `None` when its delivery names no conversation.
+pub(super) fn prepare(tx: &Connection, e: &Value, sid: &str, scope: &str) -> Result<Option<Link>> {
     let Some(derived) = identity_of_entry(e) else {
         return Ok(None);
     };
     let primary = !(scope == "shared-main" && derived.kind == "direct");
-    let sid = e.get("sessionId").and_then(Value::as_str).unwrap_or("");
-    let identity = match sid.is_empty() {
-        true => derived,
-        false => preserved(tx, derived, sid)?,
-    };
+    let identity = preserved(tx, derived, sid)?;
     Ok(Some(Link { identity, primary }))
 }
 
@@ -592,6 +582,109 @@ mod tests {
         );
         e["displayName"] = Value::Null;
         assert_eq!(identity_of_entry(&e).unwrap().label.as_deref(), Some("L"));
+    }
+
+    /// The two tables as the releases create them (STRICT: an update time must be integral).
+    fn tables() -> Connection {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE conversations (conversation_id TEXT NOT NULL PRIMARY KEY,
+               channel TEXT NOT NULL, account_id TEXT NOT NULL, kind TEXT NOT NULL
+               CHECK (kind IN ('direct', 'group', 'channel')), peer_id TEXT NOT NULL,
+               delivery_target TEXT NOT NULL, parent_conversation_id TEXT, thread_id TEXT,
+               native_channel_id TEXT, native_direct_user_id TEXT, label TEXT,
+               metadata_json TEXT, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL)
+               STRICT;
+             CREATE TABLE session_conversations (session_id TEXT NOT NULL,
+               conversation_id TEXT NOT NULL, role TEXT NOT NULL DEFAULT 'primary'
+               CHECK (role IN ('primary', 'participant', 'related')), route_context_json TEXT,
+               first_seen_at INTEGER NOT NULL, last_seen_at INTEGER NOT NULL,
+               PRIMARY KEY (session_id, conversation_id, role)) STRICT;",
+        )
+        .unwrap();
+        conn
+    }
+
+    #[test]
+    fn a_write_keeps_the_stored_identity_and_moves_another_primary_aside() {
+        let conn = tables();
+        let e = |to: &str, name: &str| {
+            let mut e = entry(json!({"kind": "external",
+                "context": {"channel": "telegram", "to": to}}));
+            e["displayName"] = json!(name);
+            e
+        };
+        // First write: the conversation is created and linked as the primary one.
+        let first = prepare(&conn, &e("telegram:1", "A"), "s1", "conversation")
+            .unwrap()
+            .unwrap();
+        upsert(&conn, &first.identity, 10.0).unwrap();
+        link(&conn, "s1", &first, 10.0).unwrap();
+        // The stored peer differs from what the entry derives: the stored identity is kept.
+        conn.execute("UPDATE conversations SET peer_id = 'stored'", [])
+            .unwrap();
+        let again = prepare(&conn, &e("telegram:1", "B"), "s1", "conversation")
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            again.identity.conversation_ref,
+            first.identity.conversation_ref
+        );
+        assert_eq!(again.identity.peer_id, "stored");
+        assert_eq!(again.identity.label.as_deref(), Some("B"));
+        upsert(&conn, &again.identity, 20.0).unwrap();
+        link(&conn, "s1", &again, 20.0).unwrap();
+        let seen: (i64, i64) = conn
+            .query_row(
+                "SELECT first_seen_at, last_seen_at FROM session_conversations",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(seen, (10, 20));
+        // Another address becomes the primary one; the old one is kept as related.
+        let other = prepare(&conn, &e("telegram:2", "C"), "s1", "conversation")
+            .unwrap()
+            .unwrap();
+        upsert(&conn, &other.identity, 30.0).unwrap();
+        link(&conn, "s1", &other, 30.0).unwrap();
+        let roles: Vec<(String, String)> = conn
+            .prepare("SELECT conversation_id, role FROM session_conversations ORDER BY role")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .collect::<rusqlite::Result<_>>()
+            .unwrap();
+        assert_eq!(
+            roles,
+            vec![
+                (
+                    other.identity.conversation_ref.clone(),
+                    "primary".to_owned()
+                ),
+                (
+                    first.identity.conversation_ref.clone(),
+                    "related".to_owned()
+                ),
+            ]
+        );
+        // A shared main session's direct peer is a participant, and names no window.
+        let shared = prepare(&conn, &e("telegram:3", "D"), "s2", "shared-main")
+            .unwrap()
+            .unwrap();
+        assert_eq!(shared.primary_ref(), None);
+    }
+
+    #[test]
+    fn an_update_time_the_table_cannot_hold_is_an_error() {
+        let conn = tables();
+        let e = entry(json!({"kind": "external", "context": {"channel": "c", "to": "c:1"}}));
+        let l = prepare(&conn, &e, "s1", "conversation").unwrap().unwrap();
+        assert!(upsert(&conn, &l.identity, 1.5).is_err());
+        let stored: i64 = conn
+            .query_row("SELECT count(*) FROM conversations", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stored, 0);
     }
 
     #[test]

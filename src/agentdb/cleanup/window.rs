@@ -61,7 +61,7 @@ fn status(e: &Value) -> Option<&str> {
 }
 
 /// The entry's `delivery` when it is external (`deliveryContextFromSession` and its kin).
-fn external(e: &Value) -> Option<&Value> {
+pub(super) fn external(e: &Value) -> Option<&Value> {
     e.get("delivery")
         .filter(|d| d.get("kind").and_then(Value::as_str) == Some("external"))
 }

@@ -146,14 +146,16 @@ fn archive_in_place(
         let sid = e.get("sessionId").and_then(Value::as_str);
         // The conversation before the entry and its window (the window names it), linked
         // after them, as the release's entry write does.
+        let linking = || format!("cannot write the conversation of the entry {key}");
         let link = match (conversations, updated, sid) {
-            (true, Some(_), Some(_)) => {
-                super::conversation::prepare(tx, &e, super::window::scope(&e, key))?
+            (true, Some(_), Some(sid)) => {
+                super::conversation::prepare(tx, &e, sid, super::window::scope(&e, key))
+                    .with_context(linking)?
             }
             _ => None,
         };
         if let (Some(link), Some(updated)) = (&link, updated) {
-            super::conversation::upsert(tx, &link.identity, updated)?;
+            super::conversation::upsert(tx, &link.identity, updated).with_context(linking)?;
         }
         tx.execute(&update, params![json, archived_at, key])?;
         tx.execute(
@@ -167,7 +169,7 @@ fn archive_in_place(
             super::window::write(tx, &window_columns, key, &e, updated, primary)?;
         }
         if let (Some(link), Some(updated), Some(sid)) = (&link, updated, sid) {
-            super::conversation::link(tx, sid, link, updated)?;
+            super::conversation::link(tx, sid, link, updated).with_context(linking)?;
         }
         clear_validation_pending(tx, key)?;
     }
