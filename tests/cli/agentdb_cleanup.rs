@@ -1103,6 +1103,18 @@ fn removals_sharing_a_transcript_are_deleted_together_as_the_release_deletes_the
 }
 
 #[test]
+fn full_text_rows_are_deleted_by_id_as_the_release_deletes_them() {
+    // Seeds 9217 and 9310 (2026.9.6): the release deletes a transcript's full-text rows
+    // through `session_transcript_fts_rows` by id (`id IN (SELECT id … WHERE session_id = ?)`),
+    // so its trigger removes the full-text rows in id order. A delete by session id walks
+    // them in message order, and the deletion batch then took one page from the end of the
+    // file where the release reused a freed one: the WAL that `diskBudget.totalBytesBefore`
+    // counts was one page larger, and the file kept one more free page.
+    generated_case(9217);
+    generated_case(9310);
+}
+
+#[test]
 fn an_entry_archived_in_place_rewrites_its_sessions_window_as_the_release_does() {
     // Seeds 7620, 7801 and 7804 (2026.9.6): an entry archived in place (by the cap, or as a
     // stale dashboard) shares its session id with another entry, from which the window was

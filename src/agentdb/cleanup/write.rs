@@ -276,15 +276,21 @@ pub(super) fn materialize(
 }
 
 /// Delete the index rows and the window of `sid` (the window's delete cascades to its
-/// events, watermark and the other per-window tables).
+/// events, watermark and the other per-window tables), with the statements of the release
+/// whose schema it is (`deleteSessionTranscriptIndexInTransaction`).
+///
+/// Where the full-text rows have a table of their own (2026.9.6), they are deleted through it
+/// by id, in id order (its trigger deletes each full-text row): a delete by session id walks
+/// the session's rows in message order, and the full-text tables then free and reuse other
+/// pages than the release's. Older schemas delete the full-text rows by session id.
 pub(super) fn delete_window(tx: &Connection, sid: &str) -> Result<()> {
     if has_table(tx, "session_transcript_fts_rows")? {
         tx.execute(
-            "DELETE FROM session_transcript_fts_rows WHERE session_id = ?1",
+            "DELETE FROM session_transcript_fts_rows WHERE id IN \
+             (SELECT id FROM session_transcript_fts_rows WHERE session_id = ?1)",
             [sid],
         )?;
-    }
-    if has_table(tx, "session_transcript_fts")? {
+    } else if has_table(tx, "session_transcript_fts")? {
         tx.execute(
             "DELETE FROM session_transcript_fts WHERE session_id = ?1",
             [sid],
