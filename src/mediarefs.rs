@@ -27,6 +27,7 @@
 use std::borrow::Cow;
 use std::sync::LazyLock;
 
+use memchr::memmem::Finder;
 use regex::Regex;
 
 /// The runtime's replacement for one media reference.
@@ -50,23 +51,24 @@ static PATTERNS: LazyLock<[Regex; 3]> = LazyLock::new(|| {
 });
 
 /// Whether the raw bytes of a JSON line may hold a media reference in some string: the start
-/// of a match as it must appear literally (`[` and space cannot be escaped but as `\u`; `/`
-/// can be `\/`, so the third pattern is looked for by `media:`), or any `\u` escape; ASCII
-/// letters in any case (the patterns ignore case). This is the regex
-/// `(?i-u)\[media attached|\[image:|media:|\\u`, found by looking only at the `[`, `\` and
-/// `:` bytes: a base64 payload, most of a big line, has none of them and is skipped at
-/// `memchr` speed.
+/// of a match as it must appear literally, or any `\u` escape (which can spell any of it). `[`
+/// and space cannot be escaped but as `\u`, and the first two patterns ignore the case of
+/// ASCII letters; the third is case-sensitive and its `/` can be `\/`, so it is looked for by
+/// `media:`. This is the regex `(?-u)(?i:\[media attached|\[image:)|media:|\\u`, found by
+/// three `memchr` passes that stop only at `[` bytes and at the two literals: a JSON line has
+/// a `:` for every member, and a base64 payload, most of a big line, has none of them.
 pub fn may_hold(raw: &[u8]) -> bool {
     let at = |i: usize, lit: &[u8]| {
         raw.get(i..i + lit.len())
             .is_some_and(|s| s.eq_ignore_ascii_case(lit))
     };
-    memchr::memchr3_iter(b'[', b'\\', b':', raw).any(|i| match raw[i] {
-        b'[' => at(i, b"[media attached") || at(i, b"[image:"),
-        b'\\' => matches!(raw.get(i + 1), Some(b'u' | b'U')),
-        _ => i >= 5 && at(i - 5, b"media"),
-    })
+    memchr::memchr_iter(b'[', raw).any(|i| at(i, b"[media attached") || at(i, b"[image:"))
+        || MEDIA_SCHEME.find(raw).is_some()
+        || UNICODE_ESCAPE.find(raw).is_some()
 }
+
+static MEDIA_SCHEME: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"media:"));
+static UNICODE_ESCAPE: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"\\u"));
 
 /// `pattern` replaced by [`MARKER`] everywhere in `text` (leftmost matches, none overlapping,
 /// as `String.prototype.replace` with a global pattern), with the number of matches.
@@ -237,7 +239,8 @@ mod tests {
     /// [`may_hold`] is the regex it replaced, on lines built from its pieces in every case.
     #[test]
     fn the_hint_is_the_regex_it_stands_for() {
-        let re = regex::bytes::Regex::new(r"(?i-u)\[media attached|\[image:|media:|\\u").unwrap();
+        let re =
+            regex::bytes::Regex::new(r"(?-u)(?i:\[media attached|\[image:)|media:|\\u").unwrap();
         let pieces: &[&[u8]] = &[
             b"[",
             b"\\",
