@@ -58,13 +58,17 @@ static PATTERNS: LazyLock<[Regex; 3]> = LazyLock::new(|| {
 /// three `memchr` passes that stop only at `[` bytes and at the two literals: a JSON line has
 /// a `:` for every member, and a base64 payload, most of a big line, has none of them.
 pub fn may_hold(raw: &[u8]) -> bool {
+    may_name_one(raw) || UNICODE_ESCAPE.find(raw).is_some()
+}
+
+/// [`may_hold`] without its `\u` escapes: for a caller that looked for those already.
+pub fn may_name_one(raw: &[u8]) -> bool {
     let at = |i: usize, lit: &[u8]| {
         raw.get(i..i + lit.len())
             .is_some_and(|s| s.eq_ignore_ascii_case(lit))
     };
     memchr::memchr_iter(b'[', raw).any(|i| at(i, b"[media attached") || at(i, b"[image:"))
         || MEDIA_SCHEME.find(raw).is_some()
-        || UNICODE_ESCAPE.find(raw).is_some()
 }
 
 static MEDIA_SCHEME: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"media:"));

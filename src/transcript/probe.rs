@@ -1128,7 +1128,8 @@ pub fn probe_checked<'a>(
             measure,
             may_hold_image: unicode_escape.is_some() || IMAGE_TYPE.find(bytes).is_some(),
             // (Strings with invalid UTF-8 are never decoded: such a line is kept as it is.)
-            media: text.is_some() && crate::mediarefs::may_hold(bytes),
+            media: text.is_some()
+                && (unicode_escape.is_some() || crate::mediarefs::may_name_one(bytes)),
             line: (start, start + bytes.len()),
         },
         out: &mut probe,
