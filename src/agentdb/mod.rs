@@ -323,6 +323,17 @@ pub fn foreign_key_problem(conn: &Connection) -> Result<Option<String>> {
 mod check_tests {
     use super::*;
 
+    /// The bundled SQLite is of the releases' line (Node 26's 3.53): another line writes other
+    /// pages for the same statements, and `cleanup` reports the WAL's size (see Cargo.toml).
+    #[test]
+    fn the_bundled_sqlite_is_the_releases_line() {
+        assert!(
+            rusqlite::version().starts_with("3.53."),
+            "SQLite {}",
+            rusqlite::version()
+        );
+    }
+
     #[test]
     fn damage_is_typed_and_worded_as_before() {
         let conn = Connection::open_in_memory().unwrap();

@@ -803,7 +803,7 @@ fn generated_state(seed: u64, dir: &Path) -> (String, Option<String>) {
         if rng.chance(0.1) {
             m.insert("model".into(), json!("claude-sonnet-4-5"));
         }
-        external_route(&key, seed % 3 == 2, &mut routes, m);
+        external_route(&key, &mut routes, m);
         if !share {
             let shape = storegen::transcript::Shape::random(rng);
             let text = storegen::transcript::transcript(rng, &sid, updated - 3_600_000, shape);
@@ -868,12 +868,7 @@ fn generated_state(seed: u64, dir: &Path) -> (String, Option<String>) {
 /// `last*`, `chatType`, `displayName`), in the shapes the runtime wrote them, for some of the
 /// keys that name a channel peer: the import derives each such entry's conversation, and an
 /// entry archived in place derives it again.
-fn external_route(
-    key: &str,
-    first_line: bool,
-    r: &mut Rng,
-    m: &mut serde_json::Map<String, Value>,
-) {
+fn external_route(key: &str, r: &mut Rng, m: &mut serde_json::Map<String, Value>) {
     let parts: Vec<&str> = key.split(':').collect();
     let (channel, kind, peer) = match parts.get(2..) {
         Some(["telegram", "direct", p]) => ("telegram", "direct", p.to_string()),
@@ -887,10 +882,10 @@ fn external_route(
             "direct",
             p.to_string(),
         ),
-        // A session opened elsewhere that replied to a peer: its key names no channel. (Not
-        // in the cases run against 2026.8.2, which archives such a stale dashboard in place:
-        // see `stale_sessions_with_an_external_delivery_are_kept_or_archived_as_the_releases_do`.)
-        Some(["explicit" | "dashboard", p]) if !first_line && r.chance(0.3) => {
+        // A session opened elsewhere that replied to a peer: its key names no channel.
+        // (2026.8.2 archives such a stale dashboard in place: see
+        // `stale_sessions_with_an_external_delivery_are_kept_or_archived_as_the_releases_do`.)
+        Some(["explicit" | "dashboard", p]) if r.chance(0.3) => {
             ("telegram", "direct", format!("4{p}"))
         }
         _ => return,
