@@ -1110,6 +1110,15 @@ fn full_text_rows_are_deleted_by_id_as_the_release_deletes_them() {
 }
 
 #[test]
+fn the_wal_of_a_routed_session_written_by_2026_8_2_is_the_releases() {
+    // Seed 9527 (2026.8.2) gives explicit and dashboard sessions delivery routes. Built with
+    // SQLite 3.54.1 instead of the releases' 3.53 line, clawkeeper failed it on the WAL's size
+    // (`diskBudget.totalBytesBefore`): 3.54 does not rewrite an expression index's entry that
+    // an upsert leaves unchanged (see Cargo.toml).
+    generated_case(9527);
+}
+
+#[test]
 fn an_entry_archived_in_place_rewrites_its_sessions_window_as_the_release_does() {
     // Seeds 7620, 7801 and 7804 (2026.9.6): an entry archived in place (by the cap, or as a
     // stale dashboard) shares its session id with another entry, from which the window was
