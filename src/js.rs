@@ -54,9 +54,31 @@ pub fn utf16_len(s: &str) -> u64 {
     (starts + astral) as u64
 }
 
+/// The longest prefix of `text` of at most `max` UTF-16 units (`text.slice(0, max)` where that
+/// does not split a character).
+pub fn utf16_prefix(text: &str, max: usize) -> &str {
+    let mut used = 0;
+    for (i, c) in text.char_indices() {
+        if used + c.len_utf16() > max {
+            return &text[..i];
+        }
+        used += c.len_utf16();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_utf16_prefix_never_splits_a_character() {
+        assert_eq!(utf16_prefix("a😀b", 1), "a");
+        assert_eq!(utf16_prefix("a😀b", 2), "a");
+        assert_eq!(utf16_prefix("a😀b", 3), "a😀");
+        assert_eq!(utf16_prefix("a😀b", 9), "a😀b");
+        assert_eq!(utf16_prefix("", 0), "");
+    }
 
     #[test]
     fn whitespace_and_trim_are_ecmascripts() {

@@ -5,7 +5,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use crate::js::is_js_space;
+use crate::js::{is_js_space, utf16_prefix};
 
 static CLOSING_TAG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?i)<\s*/\s*summary\s*>").unwrap());
@@ -56,18 +56,6 @@ pub fn cap_text(text: &str, max: usize) -> String {
         head.trim_end_matches(is_js_space),
         shortened(more)
     )
-}
-
-/// The longest prefix of `text` of at most `max` UTF-16 units.
-fn utf16_prefix(text: &str, max: usize) -> &str {
-    let mut used = 0;
-    for (i, c) in text.char_indices() {
-        if used + c.len_utf16() > max {
-            return &text[..i];
-        }
-        used += c.len_utf16();
-    }
-    text
 }
 
 /// The longest suffix of `text` of at most `max` UTF-16 units.

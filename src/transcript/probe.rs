@@ -144,9 +144,9 @@ pub struct Options {
     /// that could spell it). Without it and without a measure, the content of a message other
     /// than an assistant reply cannot matter and is skipped.
     pub may_hold_image: bool,
-    /// The line is valid UTF-8 and its raw bytes can hold a media reference (see
-    /// `crate::mediarefs::may_hold`): the text of message contents is read and the references
-    /// in it counted.
+    /// The line is valid UTF-8 and its raw bytes can hold a media reference (a `\u` escape, or
+    /// see `crate::mediarefs::may_name_one`): the text of message contents is read and the
+    /// references in it counted.
     pub media: bool,
     /// The address range of the bytes being probed (for the offsets of `data` strings).
     line: (usize, usize),

@@ -15,7 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use serde_json::{Value, json};
 
 use super::window::external;
-use crate::js::{js_trim, utf16_len};
+use crate::js::{js_trim, utf16_len, utf16_prefix};
 use crate::store::delivery::{account_id, opt_str as text};
 
 /// A conversation's identity, as a row of `conversations` holds it.
@@ -91,26 +91,17 @@ fn account_or_default(v: Option<&Value>) -> String {
     account_id(v).unwrap_or_else(|| "default".to_owned())
 }
 
-/// The byte length of the first `units` UTF-16 code units of `s` (`None` inside a character).
-fn utf16_prefix(s: &str, units: u64) -> Option<usize> {
-    let mut n = 0;
-    for (at, c) in s.char_indices() {
-        if n == units {
-            return Some(at);
-        }
-        n += c.len_utf16() as u64;
-    }
-    (n == units).then_some(s.len())
-}
-
 /// `normalizeConversationPeerId`.
 fn peer_id(channel: &str, value: &str) -> String {
     let mut normalized = js_trim(value);
     let prefix = format!("{}:", js_trim(channel).to_lowercase());
-    if normalized.to_lowercase().starts_with(&prefix)
-        && let Some(end) = utf16_prefix(normalized, utf16_len(&prefix))
-    {
-        normalized = js_trim(&normalized[end..]);
+    if normalized.to_lowercase().starts_with(&prefix) {
+        // `slice(prefix.length)`, where that length falls between two characters.
+        let units = utf16_len(&prefix);
+        let head = utf16_prefix(normalized, units as usize);
+        if utf16_len(head) == units {
+            normalized = js_trim(&normalized[head.len()..]);
+        }
     }
     // `/^(user|channel|group|conversation|room|dm|thread):/i`
     for word in [

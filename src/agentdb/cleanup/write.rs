@@ -147,15 +147,16 @@ fn archive_in_place(
         // The conversation before the entry and its window (the window names it), linked
         // after them, as the release's entry write does.
         let linking = || format!("cannot write the conversation of the entry {key}");
-        let link = match (conversations, updated, sid) {
-            (true, Some(_), Some(sid)) => {
+        let linked = match (conversations, updated, sid) {
+            (true, Some(updated), Some(sid)) => {
                 super::conversation::prepare(tx, &e, sid, super::window::scope(&e, key))
                     .with_context(linking)?
+                    .map(|link| (link, updated, sid))
             }
             _ => None,
         };
-        if let (Some(link), Some(updated)) = (&link, updated) {
-            super::conversation::upsert(tx, &link.identity, updated).with_context(linking)?;
+        if let Some((link, updated, _)) = &linked {
+            super::conversation::upsert(tx, &link.identity, *updated).with_context(linking)?;
         }
         tx.execute(&update, params![json, archived_at, key])?;
         tx.execute(
@@ -163,13 +164,11 @@ fn archive_in_place(
             [key],
         )?;
         if let Some(updated) = updated {
-            let primary = link
-                .as_ref()
-                .and_then(super::conversation::Link::primary_ref);
+            let primary = linked.as_ref().and_then(|(link, ..)| link.primary_ref());
             super::window::write(tx, &window_columns, key, &e, updated, primary)?;
         }
-        if let (Some(link), Some(updated), Some(sid)) = (&link, updated, sid) {
-            super::conversation::link(tx, sid, link, updated).with_context(linking)?;
+        if let Some((link, updated, sid)) = &linked {
+            super::conversation::link(tx, sid, link, *updated).with_context(linking)?;
         }
         clear_validation_pending(tx, key)?;
     }
